@@ -1,0 +1,31 @@
+package v1alpha1
+
+// Labels carried by every Docker object the controller creates. They are part
+// of the public contract: scripts and the periodic sweep find objects by them.
+const (
+	// LabelTicket is the ticket name, or the sandbox name when it has none.
+	LabelTicket = "afe.ticket"
+	// LabelNamespace is the namespace of the Sandbox.
+	LabelNamespace = "afe.namespace"
+	// LabelSandbox is the name of the Sandbox.
+	LabelSandbox = "afe.sandbox"
+	// LabelSandboxUID is the UID of the Sandbox; an object whose UID belongs
+	// to another Sandbox is never adopted.
+	LabelSandboxUID = "afe.sandbox-uid"
+	// LabelScope is the Sandbox's scope.
+	LabelScope = "afe.scope"
+	// LabelRole is what the object is for: sandbox, proxy, network, workspace.
+	LabelRole = "afe.role"
+	// LabelSpecHash is the hash of the spec a container was created from.
+	LabelSpecHash = "afe.spec-hash"
+	// LabelController is the --instance of the controller that owns it.
+	LabelController = "afe.controller"
+)
+
+// Values of LabelRole.
+const (
+	RoleSandbox   = "sandbox"
+	RoleProxy     = "proxy"
+	RoleNetwork   = "network"
+	RoleWorkspace = "workspace"
+)

@@ -1,0 +1,334 @@
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// SandboxFinalizer is set on every Sandbox so that its Docker objects are
+// removed before the Sandbox goes away.
+const SandboxFinalizer = "sandbox.afe.dev/cleanup"
+
+// WorkspaceType says where a sandbox's /workspace lives.
+// +kubebuilder:validation:Enum=Volume;Folder
+type WorkspaceType string
+
+const (
+	// WorkspaceVolume is a named Docker volume, one per ticket.
+	WorkspaceVolume WorkspaceType = "Volume"
+	// WorkspaceFolder is a host folder inside the controller's --workspace-root.
+	WorkspaceFolder WorkspaceType = "Folder"
+)
+
+// SandboxPhase is a one-word summary of where a Sandbox is in its life.
+// +kubebuilder:validation:Enum=Pending;Provisioning;Ready;Recreating;Failed;Terminating
+type SandboxPhase string
+
+// The phases of a Sandbox.
+const (
+	SandboxPending      SandboxPhase = "Pending"
+	SandboxProvisioning SandboxPhase = "Provisioning"
+	SandboxReady        SandboxPhase = "Ready"
+	SandboxRecreating   SandboxPhase = "Recreating"
+	SandboxFailed       SandboxPhase = "Failed"
+	SandboxTerminating  SandboxPhase = "Terminating"
+)
+
+// Condition types of a Sandbox.
+const (
+	// SandboxReadyCondition is true when the workspace, the egress path (if
+	// any) and the container are all ready: Runs can execute.
+	SandboxReadyCondition = "Ready"
+	// WorkspaceReadyCondition is true when the workspace volume or folder is
+	// in place.
+	WorkspaceReadyCondition = "WorkspaceReady"
+	// EgressReadyCondition is true when the sandbox has no egress or when its
+	// network and proxy are ready and the proxy answers.
+	EgressReadyCondition = "EgressReady"
+	// ContainerReadyCondition is true when the sandbox container runs with the
+	// current spec.
+	ContainerReadyCondition = "ContainerReady"
+)
+
+// Condition reasons of a Sandbox.
+const (
+	// ReadyReason: the object is ready.
+	ReadyReason = "Ready"
+	// ProvisioningReason: the object is being created.
+	ProvisioningReason = "Provisioning"
+	// InvalidSpecReason: the spec cannot be honoured; the message says what to
+	// fix. Nothing was created in Docker.
+	InvalidSpecReason = "InvalidSpec"
+	// DeniedEnvReason: an env name is on the controller's --deny-env list.
+	DeniedEnvReason = "DeniedEnv"
+	// SecretNotFoundReason: an env valueFrom names a missing Secret or key.
+	SecretNotFoundReason = "SecretNotFound"
+	// WorkspaceOutsideRootReason: a Folder workspace resolves outside
+	// --workspace-root, or Folder workspaces are disabled.
+	WorkspaceOutsideRootReason = "WorkspaceOutsideRoot"
+	// ImagePullFailedReason: the image is not present and could not be pulled;
+	// retried with backoff.
+	ImagePullFailedReason = "ImagePullFailed"
+	// EngineUnavailableReason: the Docker engine could not be reached.
+	EngineUnavailableReason = "EngineUnavailable"
+	// NameConflictReason: a Docker object with the sandbox's name belongs to
+	// another Sandbox or controller instance and is never adopted.
+	NameConflictReason = "NameConflict"
+	// NoEgressReason: the sandbox declares no egress and has no network.
+	NoEgressReason = "NoEgress"
+	// SandboxContainerLostReason: the container disappeared or exited and is
+	// being recreated with a fresh workspace.
+	SandboxContainerLostReason = "SandboxLost"
+	// SpecDriftReason: the container no longer matches the spec and is being
+	// recreated (the workspace is kept).
+	SpecDriftReason = "SpecChanged"
+	// DeletingReason: the sandbox is being deleted.
+	DeletingReason = "Deleting"
+	// WaitingReason: a dependency is not ready yet.
+	WaitingReason = "Waiting"
+)
+
+// TicketReference names the Ticket that owns a Sandbox.
+type TicketReference struct {
+	// name of the Ticket in the Sandbox's namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	Name string `json:"name"`
+}
+
+// SandboxResources are the limits of the sandbox container.
+type SandboxResources struct {
+	// cpu is the CPU limit, as a Kubernetes quantity ("1", "500m").
+	// +kubebuilder:default="1"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('9m')) && quantity(string(self)).isLessThan(quantity('65'))",message="cpu must be between 10m and 64"
+	// +optional
+	CPU resource.Quantity `json:"cpu,omitempty"`
+
+	// memory is the memory limit; swap is off, so it is also the memory+swap
+	// limit. A quantity ("512Mi", "2Gi"), at least 16Mi.
+	// +kubebuilder:default="1Gi"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('16Mi')) >= 0 && quantity(string(self)).compareTo(quantity('256Gi')) <= 0",message="memory must be between 16Mi and 256Gi"
+	// +optional
+	Memory resource.Quantity `json:"memory,omitempty"`
+
+	// pids is the maximum number of processes and threads in the sandbox.
+	// +kubebuilder:default=512
+	// +kubebuilder:validation:Minimum=16
+	// +kubebuilder:validation:Maximum=65536
+	// +optional
+	Pids int64 `json:"pids,omitempty"`
+}
+
+// SecretKeySelector selects a key of a Secret in the Sandbox's namespace.
+type SecretKeySelector struct {
+	// name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// key in the Secret's data.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Key string `json:"key"`
+}
+
+// EnvVarSource is where an environment variable's value comes from.
+type EnvVarSource struct {
+	// secretKeyRef reads the value from a key of a Secret.
+	SecretKeyRef SecretKeySelector `json:"secretKeyRef"`
+}
+
+// EnvVar is one environment variable of the sandbox. Only declared variables
+// enter the container; the controller's own environment is never copied.
+// +kubebuilder:validation:XValidation:rule="!(has(self.value) && has(self.valueFrom))",message="set value or valueFrom, not both"
+type EnvVar struct {
+	// name of the variable. Names on the controller's --deny-env list are
+	// refused.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]*$`
+	Name string `json:"name"`
+	// value of the variable.
+	// +kubebuilder:validation:MaxLength=32768
+	// +optional
+	Value string `json:"value,omitempty"`
+	// valueFrom reads the value from a Secret instead.
+	// +optional
+	ValueFrom *EnvVarSource `json:"valueFrom,omitempty"`
+}
+
+// WorkspaceSpec says what is mounted at /workspace.
+// +kubebuilder:validation:XValidation:rule="(has(self.type) && self.type == 'Folder') ? has(self.hostPath) : !has(self.hostPath)",message="hostPath is required for a Folder workspace and not allowed for a Volume workspace"
+type WorkspaceSpec struct {
+	// type is Volume (a named Docker volume, one per ticket, shared by all its
+	// scopes) or Folder (a host folder).
+	// +kubebuilder:default=Volume
+	// +optional
+	Type WorkspaceType `json:"type,omitempty"`
+
+	// hostPath is the host folder of a Folder workspace: an absolute path that
+	// must resolve, after symlinks, inside the controller's --workspace-root.
+	// +kubebuilder:validation:MaxLength=4096
+	// +kubebuilder:validation:Pattern=`^/[^\x00\n]*$`
+	// +optional
+	HostPath string `json:"hostPath,omitempty"`
+}
+
+// SandboxTemplateSpec holds the fields of a sandbox shared by a Sandbox and a
+// Ticket's sandbox template.
+type SandboxTemplateSpec struct {
+	// image is the container image of the sandbox. It is used when present on
+	// the engine and pulled otherwise.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^[a-z0-9][a-z0-9._/:@-]*$`
+	Image string `json:"image"`
+
+	// command is the container's long-running process. When unset the
+	// controller runs an idle keep-alive (which needs /bin/sh and sleep in the
+	// image). Commands are executed with Runs.
+	// +kubebuilder:validation:MaxItems=256
+	// +optional
+	Command []string `json:"command,omitempty"`
+
+	// egress lists the host names the sandbox may reach through its proxy;
+	// ".example.com" means the domain and its subdomains. Without egress the
+	// sandbox has no network. IP literals, wildcards other than the leading
+	// dot, ports, schemes, upper case and whitespace are rejected.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=set
+	// +optional
+	Egress []EgressHost `json:"egress,omitempty"`
+
+	// timeoutSeconds is the default timeout of Runs in this sandbox.
+	// +kubebuilder:default=600
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=86400
+	// +optional
+	TimeoutSeconds int32 `json:"timeoutSeconds,omitempty"`
+
+	// resources are the CPU, memory and process limits of the sandbox.
+	// +kubebuilder:default={}
+	// +optional
+	Resources SandboxResources `json:"resources,omitempty"`
+
+	// user is the numeric "uid" or "uid:gid" the sandbox runs as. uid 0 and
+	// gid 0 (root, in any spelling) are refused; names are refused because an
+	// image could map them to root.
+	// +kubebuilder:default="1000:1000"
+	// +kubebuilder:validation:MaxLength=21
+	// +kubebuilder:validation:XValidation:rule="self.matches('^0*[1-9][0-9]{0,9}(:0*[1-9][0-9]{0,9})?$')",message="user must be a numeric non-root uid or uid:gid (0, root and names are refused)"
+	// +optional
+	User string `json:"user,omitempty"`
+
+	// env lists the environment variables of the sandbox (and of its Runs).
+	// +kubebuilder:validation:MaxItems=256
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Env []EnvVar `json:"env,omitempty"`
+
+	// workspace is what is mounted at /workspace, the only mount.
+	// +kubebuilder:default={type: Volume}
+	// +optional
+	Workspace WorkspaceSpec `json:"workspace,omitempty"`
+}
+
+// EgressHost is a host name, or a domain with a leading dot.
+// +kubebuilder:validation:MinLength=4
+// +kubebuilder:validation:MaxLength=253
+// +kubebuilder:validation:Pattern=`^\.?([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\.)+[a-z]([-a-z0-9]{0,61}[a-z0-9])?$`
+type EgressHost string
+
+// SandboxSpec declares one sandbox container and what it needs.
+type SandboxSpec struct {
+	// ticketRef names the owning Ticket, if any.
+	// +optional
+	TicketRef *TicketReference `json:"ticketRef,omitempty"`
+
+	// scope names the lane of work of this sandbox within its ticket.
+	// +kubebuilder:default=main
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +optional
+	Scope string `json:"scope,omitempty"`
+
+	SandboxTemplateSpec `json:",inline"`
+}
+
+// SandboxStatus is the observed state of a Sandbox.
+type SandboxStatus struct {
+	// phase summarises the sandbox's state.
+	// +optional
+	Phase SandboxPhase `json:"phase,omitempty"`
+	// containerName is the Docker name of the sandbox container.
+	// +optional
+	ContainerName string `json:"containerName,omitempty"`
+	// containerID is the Docker ID of the current sandbox container.
+	// +optional
+	ContainerID string `json:"containerID,omitempty"`
+	// volumeName is the Docker volume of the workspace (Volume workspaces).
+	// +optional
+	VolumeName string `json:"volumeName,omitempty"`
+	// networkName is the internal network of a sandbox with egress.
+	// +optional
+	NetworkName string `json:"networkName,omitempty"`
+	// proxyName is the Docker name of the egress proxy container.
+	// +optional
+	ProxyName string `json:"proxyName,omitempty"`
+	// proxyURL is the proxy address the sandbox's HTTP(S)_PROXY points at.
+	// +optional
+	ProxyURL string `json:"proxyURL,omitempty"`
+	// recreations counts how often the container was recreated after a loss.
+	// +optional
+	Recreations int32 `json:"recreations,omitempty"`
+	// lastLostTime is when the container was last found lost.
+	// +optional
+	LastLostTime *metav1.Time `json:"lastLostTime,omitempty"`
+	// readyTime is when the sandbox last became Ready.
+	// +optional
+	ReadyTime *metav1.Time `json:"readyTime,omitempty"`
+	// observedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// conditions: Ready, WorkspaceReady, EgressReady, ContainerReady.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Sandbox is one hardened sandbox container with its workspace and, when it
+// declares egress, its internal network and proxy.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=sbx,categories=afe
+// +kubebuilder:printcolumn:name="Ticket",type=string,JSONPath=`.spec.ticketRef.name`
+// +kubebuilder:printcolumn:name="Scope",type=string,JSONPath=`.spec.scope`
+// +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.image`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Egress",type=string,JSONPath=`.spec.egress`
+// +kubebuilder:printcolumn:name="Container",type=string,JSONPath=`.status.containerName`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Sandbox struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec declares the sandbox.
+	Spec SandboxSpec `json:"spec"`
+	// status is the sandbox's observed state.
+	// +optional
+	Status SandboxStatus `json:"status,omitempty"`
+}
+
+// SandboxList is a list of Sandboxes.
+// +kubebuilder:object:root=true
+type SandboxList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Sandbox `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Sandbox{}, &SandboxList{})
+}
