@@ -1,0 +1,78 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"syscall"
+
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/errdefs"
+)
+
+// Client is the Engine of a real Docker engine.
+type Client struct {
+	api *client.Client
+}
+
+var _ Engine = (*Client)(nil)
+
+// New connects to the engine at host ("unix:///var/run/docker.sock",
+// "tcp://..."), or, when host is empty, to DOCKER_HOST or the local socket.
+// TLS settings come from DOCKER_CERT_PATH and DOCKER_TLS_VERIFY. The API
+// version is negotiated with the engine, so engines from 20.10 on work.
+func New(host string) (*Client, error) {
+	opts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
+	if host != "" {
+		opts = append(opts, client.WithHost(host))
+	}
+	api, err := client.NewClientWithOpts(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("docker client: %w", err)
+	}
+	return &Client{api: api}, nil
+}
+
+// Host is the address of the engine.
+func (c *Client) Host() string { return c.api.DaemonHost() }
+
+// IsLocal is true when the engine is reached through a local socket.
+func (c *Client) IsLocal() bool {
+	h := c.api.DaemonHost()
+	return len(h) > 7 && h[:7] == "unix://"
+}
+
+// Close releases the client's connections.
+func (c *Client) Close() error { return c.api.Close() }
+
+// Ping checks that the engine answers.
+func (c *Client) Ping(ctx context.Context) error {
+	if _, err := c.api.Ping(ctx); err != nil {
+		return wrap(err, "ping")
+	}
+	return nil
+}
+
+// wrap turns SDK errors into this package's sentinel errors.
+func wrap(err error, what string) error {
+	switch {
+	case err == nil:
+		return nil
+	case errdefs.IsNotFound(err):
+		return fmt.Errorf("%s: %w: %v", what, ErrNotFound, err)
+	case errdefs.IsConflict(err):
+		return fmt.Errorf("%s: %w: %v", what, ErrConflict, err)
+	case client.IsErrConnectionFailed(err), isNetError(err):
+		return fmt.Errorf("%s: %w: %v", what, ErrUnavailable, err)
+	default:
+		return fmt.Errorf("%s: %w", what, err)
+	}
+}
+
+// isNetError is true for a refused or broken connection to the engine.
+func isNetError(err error) bool {
+	var opErr *net.OpError
+	return errors.As(err, &opErr) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
+}

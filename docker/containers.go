@@ -1,0 +1,256 @@
+package docker
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/errdefs"
+)
+
+// RunContainer creates and starts the container.
+func (c *Client) RunContainer(ctx context.Context, spec ContainerSpec) (*Container, error) {
+	cfg, hc, nc := containerConfig(spec)
+	resp, err := c.api.ContainerCreate(ctx, cfg, hc, nc, nil, spec.Name)
+	if errdefs.IsConflict(err) {
+		return c.adopt(ctx, spec)
+	}
+	if err != nil {
+		return nil, wrap(err, "create container "+spec.Name)
+	}
+	if err := c.prepareAndStart(ctx, resp.ID, spec); err != nil {
+		// Leave nothing half-created behind; use a fresh context so that a
+		// cancelled ctx does not leak the container.
+		rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_ = c.RemoveContainer(rmCtx, resp.ID)
+		return nil, err
+	}
+	return c.InspectContainer(ctx, resp.ID)
+}
+
+// adopt returns an existing container of the spec's name when it carries the
+// spec's labels, started.
+func (c *Client) adopt(ctx context.Context, spec ContainerSpec) (*Container, error) {
+	existing, err := c.InspectContainer(ctx, spec.Name)
+	if err != nil {
+		return nil, err
+	}
+	if !labelsMatch(existing.Labels, spec.Labels) {
+		return nil, fmt.Errorf("container %s: %w", spec.Name, ErrConflict)
+	}
+	if !existing.Running {
+		if err := c.api.ContainerStart(ctx, existing.ID, container.StartOptions{}); err != nil {
+			return nil, wrap(err, "start container "+spec.Name)
+		}
+		return c.InspectContainer(ctx, existing.ID)
+	}
+	return existing, nil
+}
+
+func (c *Client) prepareAndStart(ctx context.Context, id string, spec ContainerSpec) error {
+	for _, m := range spec.Mounts {
+		if m.Owner == nil {
+			continue
+		}
+		if err := c.chownMountPoint(ctx, id, m); err != nil {
+			return err
+		}
+	}
+	for _, n := range spec.ExtraNetworks {
+		if err := c.api.NetworkConnect(ctx, n, id, &network.EndpointSettings{}); err != nil {
+			return wrap(err, fmt.Sprintf("connect container %s to network %s", spec.Name, n))
+		}
+	}
+	if err := c.api.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
+		return wrap(err, "start container "+spec.Name)
+	}
+	return nil
+}
+
+// chownMountPoint sets the owner of a mount point by extracting a tar that
+// holds only that directory into the created container: Docker applies the
+// entry's owner and mode to the existing directory, inside the mounted volume,
+// without running anything and without any capability in the container.
+func (c *Client) chownMountPoint(ctx context.Context, id string, m Mount) error {
+	dir := strings.Trim(path.Clean(m.Target), "/")
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{
+		Typeflag: tar.TypeDir,
+		Name:     dir + "/",
+		Mode:     0o755,
+		Uid:      m.Owner.UID,
+		Gid:      m.Owner.GID,
+		ModTime:  time.Now(),
+	}); err != nil {
+		return err
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	if err := c.api.CopyToContainer(ctx, id, "/", &buf, container.CopyToContainerOptions{}); err != nil {
+		return wrap(err, "set owner of "+m.Target)
+	}
+	return nil
+}
+
+func containerConfig(spec ContainerSpec) (*container.Config, *container.HostConfig, *network.NetworkingConfig) {
+	cfg := &container.Config{
+		Image:      spec.Image,
+		Entrypoint: spec.Entrypoint,
+		Cmd:        spec.Command,
+		User:       spec.User,
+		WorkingDir: spec.WorkingDir,
+		Env:        spec.Env,
+		Labels:     spec.Labels,
+	}
+	init := spec.Init
+	pids := spec.PidsLimit
+	hc := &container.HostConfig{
+		NetworkMode:    container.NetworkMode(spec.Network),
+		CapDrop:        spec.CapDrop,
+		CapAdd:         spec.CapAdd,
+		ReadonlyRootfs: spec.ReadOnlyRootfs,
+		Tmpfs:          spec.Tmpfs,
+		Init:           &init,
+		IpcMode:        container.IPCModePrivate,
+		RestartPolicy:  container.RestartPolicy{Name: container.RestartPolicyDisabled},
+		Resources: container.Resources{
+			NanoCPUs:   spec.NanoCPUs,
+			Memory:     spec.MemoryBytes,
+			MemorySwap: spec.MemoryBytes,
+		},
+	}
+	if spec.NoNewPrivileges {
+		hc.SecurityOpt = []string{"no-new-privileges:true"}
+	}
+	if pids > 0 {
+		hc.PidsLimit = &pids
+	}
+	for _, u := range spec.Ulimits {
+		hc.Ulimits = append(hc.Ulimits, &container.Ulimit{Name: u.Name, Soft: u.Soft, Hard: u.Hard})
+	}
+	for _, m := range spec.Mounts {
+		mm := mount.Mount{Type: mount.Type(m.Type), Source: m.Source, Target: m.Target}
+		if m.Type == MountBind {
+			mm.BindOptions = &mount.BindOptions{Propagation: mount.PropagationRPrivate}
+		}
+		hc.Mounts = append(hc.Mounts, mm)
+	}
+	var nc *network.NetworkingConfig
+	if spec.Network != "" && spec.Network != "none" {
+		ep := &network.EndpointSettings{Aliases: spec.Aliases}
+		if spec.IPv4Address != "" {
+			ep.IPAMConfig = &network.EndpointIPAMConfig{IPv4Address: spec.IPv4Address}
+		}
+		nc = &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{spec.Network: ep}}
+	}
+	return cfg, hc, nc
+}
+
+// InspectContainer returns ErrNotFound when the container does not exist.
+func (c *Client) InspectContainer(ctx context.Context, name string) (*Container, error) {
+	info, err := c.api.ContainerInspect(ctx, name)
+	if err != nil {
+		return nil, wrap(err, "inspect container "+name)
+	}
+	out := &Container{
+		ID:     info.ID,
+		Name:   strings.TrimPrefix(info.Name, "/"),
+		IPs:    map[string]string{},
+		Labels: map[string]string{},
+	}
+	if info.Config != nil {
+		out.Image = info.Config.Image
+		out.Labels = info.Config.Labels
+	}
+	if st := info.State; st != nil {
+		out.State = string(st.Status)
+		out.Running = st.Running
+		out.ExitCode = st.ExitCode
+		if t, err := time.Parse(time.RFC3339Nano, st.StartedAt); err == nil && t.Year() > 1 {
+			out.StartedAt = t
+		}
+	}
+	if info.NetworkSettings != nil {
+		for n, ep := range info.NetworkSettings.Networks {
+			if ep != nil {
+				out.IPs[n] = ep.IPAddress
+			}
+		}
+	}
+	return out, nil
+}
+
+// ListContainers returns the containers carrying all the labels.
+func (c *Client) ListContainers(ctx context.Context, labels map[string]string) ([]Container, error) {
+	list, err := c.api.ContainerList(ctx, container.ListOptions{All: true, Filters: labelFilter(labels)})
+	if err != nil {
+		return nil, wrap(err, "list containers")
+	}
+	out := make([]Container, 0, len(list))
+	for _, s := range list {
+		ct := Container{
+			ID:       s.ID,
+			Image:    s.Image,
+			Labels:   s.Labels,
+			State:    string(s.State),
+			Running:  s.State == container.StateRunning,
+			ExitCode: -1,
+			IPs:      map[string]string{},
+		}
+		if len(s.Names) > 0 {
+			ct.Name = strings.TrimPrefix(s.Names[0], "/")
+		}
+		if s.NetworkSettings != nil {
+			for n, ep := range s.NetworkSettings.Networks {
+				if ep != nil {
+					ct.IPs[n] = ep.IPAddress
+				}
+			}
+		}
+		out = append(out, ct)
+	}
+	return out, nil
+}
+
+// RemoveContainer kills and removes the container; it succeeds when it is
+// already gone.
+func (c *Client) RemoveContainer(ctx context.Context, name string) error {
+	err := c.api.ContainerRemove(ctx, name, container.RemoveOptions{Force: true})
+	if err == nil || isNotFound(err) {
+		return nil
+	}
+	// A removal already in progress ends with the container gone.
+	if errdefs.IsConflict(err) && strings.Contains(err.Error(), "already in progress") {
+		return c.waitGone(ctx, name)
+	}
+	return wrap(err, "remove container "+name)
+}
+
+func (c *Client) waitGone(ctx context.Context, name string) error {
+	for i := 0; i < 100; i++ {
+		if _, err := c.api.ContainerInspect(ctx, name); isNotFound(err) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("container %s: removal did not finish", name)
+}
+
+func isNotFound(err error) bool {
+	return errdefs.IsNotFound(err) || errors.Is(err, ErrNotFound)
+}

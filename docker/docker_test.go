@@ -1,0 +1,239 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// testImage is built by `make images`.
+const testImage = "afe/busybox:dev"
+
+var engine *Client
+
+func TestMain(m *testing.M) {
+	c, err := New("")
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err = c.Ping(ctx)
+		cancel()
+	}
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			fmt.Fprintf(os.Stderr, "CI is set and the Docker engine is unavailable: %v\n", err)
+			os.Exit(1)
+		}
+		fmt.Fprintf(os.Stderr, "skipping the docker package tests: no engine: %v\n", err)
+		os.Exit(0)
+	}
+	engine = c
+	os.Exit(m.Run())
+}
+
+// testLabels labels a test's objects and removes them when it ends.
+func testLabels(t *testing.T) map[string]string {
+	t.Helper()
+	labels := map[string]string{"afe.test": fmt.Sprintf("%s-%d", strings.ToLower(t.Name()), time.Now().UnixNano())}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		cs, _ := engine.ListContainers(ctx, labels)
+		for _, c := range cs {
+			_ = engine.RemoveContainer(ctx, c.ID)
+		}
+		vs, _ := engine.ListVolumes(ctx, labels)
+		for _, v := range vs {
+			_ = engine.RemoveVolume(ctx, v.Name)
+		}
+	})
+	return labels
+}
+
+func uniqueName(t *testing.T) string {
+	return fmt.Sprintf("afe-test-%d", time.Now().UnixNano())
+}
+
+func sh(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("docker", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("docker %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func TestVolumeIsIdempotent(t *testing.T) {
+	ctx := context.Background()
+	labels := testLabels(t)
+	name := uniqueName(t)
+	for i := 0; i < 2; i++ {
+		v, err := engine.EnsureVolume(ctx, VolumeSpec{Name: name, Labels: labels})
+		if err != nil {
+			t.Fatalf("ensure %d: %v", i, err)
+		}
+		if v.Name != name || !labelsMatch(v.Labels, labels) {
+			t.Fatalf("got %+v", v)
+		}
+	}
+	if vs, err := engine.ListVolumes(ctx, labels); err != nil || len(vs) != 1 {
+		t.Fatalf("list: %v %v", vs, err)
+	}
+	for i := 0; i < 2; i++ {
+		if err := engine.RemoveVolume(ctx, name); err != nil {
+			t.Fatalf("remove %d: %v", i, err)
+		}
+	}
+	if _, err := engine.InspectVolume(ctx, name); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("inspect after remove: %v", err)
+	}
+}
+
+func TestRunContainerHardenedWithOwnedVolume(t *testing.T) {
+	ctx := context.Background()
+	labels := testLabels(t)
+	name := uniqueName(t)
+	if _, err := engine.EnsureVolume(ctx, VolumeSpec{Name: name, Labels: labels}); err != nil {
+		t.Fatal(err)
+	}
+	spec := ContainerSpec{
+		Name:            name,
+		Image:           testImage,
+		Command:         []string{"sh", "-c", "touch /workspace/hello && sleep 600"},
+		User:            "1000:1000",
+		Labels:          labels,
+		Network:         "none",
+		Mounts:          []Mount{{Type: MountVolume, Source: name, Target: "/workspace", Owner: &Owner{UID: 1000, GID: 1000}}},
+		NanoCPUs:        500_000_000,
+		MemoryBytes:     64 << 20,
+		PidsLimit:       64,
+		CapDrop:         []string{"ALL"},
+		NoNewPrivileges: true,
+		Init:            true,
+	}
+	c, err := engine.RunContainer(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Running || c.Name != name || c.StartedAt.IsZero() {
+		t.Fatalf("not running: %+v", c)
+	}
+	// A second call finds the same container.
+	again, err := engine.RunContainer(ctx, spec)
+	if err != nil || again.ID != c.ID {
+		t.Fatalf("second run: %v %+v", err, again)
+	}
+	// The fresh volume is writable by the non-root user.
+	deadline := time.Now().Add(10 * time.Second)
+	for sh(t, "exec", name, "sh", "-c", "ls /workspace") != "hello" {
+		if time.Now().After(deadline) {
+			t.Fatal("the sandbox user could not write to /workspace")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got := sh(t, "inspect", "-f", "{{.HostConfig.CapDrop}} {{.HostConfig.SecurityOpt}} {{.HostConfig.Init}} {{.HostConfig.Memory}} {{.HostConfig.MemorySwap}} {{.HostConfig.PidsLimit}} {{.HostConfig.NanoCpus}} {{.HostConfig.NetworkMode}}", name); got != "[ALL] [no-new-privileges:true] true 67108864 67108864 64 500000000 none" {
+		t.Fatalf("host config: %s", got)
+	}
+	// Another object's labels: never adopted.
+	other := spec
+	other.Labels = map[string]string{"afe.test": labels["afe.test"], "afe.sandbox-uid": "someone-else"}
+	if _, err := engine.RunContainer(ctx, other); !errors.Is(err, ErrConflict) {
+		t.Fatalf("conflict expected, got %v", err)
+	}
+	list, err := engine.ListContainers(ctx, labels)
+	if err != nil || len(list) != 1 || list[0].ID != c.ID || !list[0].Running {
+		t.Fatalf("list: %v %+v", err, list)
+	}
+	for i := 0; i < 2; i++ {
+		if err := engine.RemoveContainer(ctx, name); err != nil {
+			t.Fatalf("remove %d: %v", i, err)
+		}
+	}
+	if _, err := engine.InspectContainer(ctx, name); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("inspect after remove: %v", err)
+	}
+}
+
+func TestRunContainerThatCannotStartLeavesNothing(t *testing.T) {
+	ctx := context.Background()
+	labels := testLabels(t)
+	name := uniqueName(t)
+	_, err := engine.RunContainer(ctx, ContainerSpec{
+		Name: name, Image: testImage, Labels: labels, Network: "none",
+		Command: []string{"/does/not/exist"},
+	})
+	if err == nil {
+		t.Fatal("expected a start error")
+	}
+	if _, err := engine.InspectContainer(ctx, name); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("container left behind: %v", err)
+	}
+}
+
+func TestEnsureImage(t *testing.T) {
+	ctx := context.Background()
+	if err := engine.EnsureImage(ctx, testImage); err != nil {
+		t.Fatalf("local image: %v", err)
+	}
+	// A registry on loopback that refuses: the pull fails with a reason.
+	err := engine.EnsureImage(ctx, "127.0.0.1:1/afe/missing:never")
+	var pe *PullError
+	if !errors.As(err, &pe) || pe.Reason == "" {
+		t.Fatalf("want a PullError, got %v", err)
+	}
+	if err := engine.EnsureImage(ctx, "Not A Ref"); !errors.As(err, &pe) {
+		t.Fatalf("want a PullError for a bad reference, got %v", err)
+	}
+}
+
+func TestEventsReportDeathAndDestroy(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	labels := testLabels(t)
+	events, errs := engine.Events(ctx, labels)
+	name := uniqueName(t)
+	if _, err := engine.RunContainer(ctx, ContainerSpec{
+		Name: name, Image: testImage, Labels: labels, Network: "none", Command: []string{"sleep", "600"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	removed := time.Now()
+	if err := engine.RemoveContainer(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[EventAction]bool{}
+	for !seen[ActionDestroy] {
+		select {
+		case ev := <-events:
+			if ev.Name == name {
+				seen[ev.Action] = true
+			}
+		case err := <-errs:
+			t.Fatalf("event stream: %v", err)
+		case <-ctx.Done():
+			t.Fatalf("saw only %v", seen)
+		}
+	}
+	if !seen[ActionStart] || !seen[ActionDie] {
+		t.Fatalf("saw %v", seen)
+	}
+	if d := time.Since(removed); d > 5*time.Second {
+		t.Fatalf("destroy reported after %s", d)
+	}
+}
+
+func TestUnavailableEngine(t *testing.T) {
+	c, err := New("unix:///nonexistent/docker.sock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Ping(context.Background()); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("want ErrUnavailable, got %v", err)
+	}
+	if _, err := c.InspectContainer(context.Background(), "x"); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("want ErrUnavailable, got %v", err)
+	}
+}

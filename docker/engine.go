@@ -1,0 +1,41 @@
+package docker
+
+import "context"
+
+// Engine is what the controller needs of a Docker engine.
+type Engine interface {
+	// Ping checks that the engine answers.
+	Ping(ctx context.Context) error
+
+	// EnsureImage makes the image present: used when it is there, pulled
+	// otherwise. A failed pull is a *PullError.
+	EnsureImage(ctx context.Context, ref string) error
+
+	// EnsureVolume creates the volume unless it exists, and returns it. The
+	// caller checks the labels of an existing volume.
+	EnsureVolume(ctx context.Context, spec VolumeSpec) (*Volume, error)
+	// InspectVolume returns ErrNotFound when the volume does not exist.
+	InspectVolume(ctx context.Context, name string) (*Volume, error)
+	// ListVolumes returns the volumes carrying all the labels.
+	ListVolumes(ctx context.Context, labels map[string]string) ([]Volume, error)
+	// RemoveVolume removes the volume; it succeeds when it is already gone.
+	RemoveVolume(ctx context.Context, name string) error
+
+	// RunContainer creates and starts the container. When a container of
+	// that name exists with the spec's labels it is returned as it is (and
+	// started if stopped); with other labels the call fails with ErrConflict.
+	// A container that cannot be started is removed again.
+	RunContainer(ctx context.Context, spec ContainerSpec) (*Container, error)
+	// InspectContainer returns ErrNotFound when the container does not exist.
+	InspectContainer(ctx context.Context, name string) (*Container, error)
+	// ListContainers returns the containers, running or not, carrying all
+	// the labels, in one request.
+	ListContainers(ctx context.Context, labels map[string]string) ([]Container, error)
+	// RemoveContainer kills and removes the container (not its volumes); it
+	// succeeds when it is already gone.
+	RemoveContainer(ctx context.Context, name string) error
+
+	// Events streams the events of containers carrying all the labels until
+	// ctx ends or the connection breaks (an error on the second channel).
+	Events(ctx context.Context, labels map[string]string) (<-chan Event, <-chan error)
+}

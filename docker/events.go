@@ -1,0 +1,54 @@
+package docker
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/events"
+	"github.com/docker/docker/api/types/filters"
+)
+
+// Events streams the events of containers carrying all the labels.
+func (c *Client) Events(ctx context.Context, labels map[string]string) (<-chan Event, <-chan error) {
+	f := filters.NewArgs(filters.Arg("type", string(events.ContainerEventType)))
+	for k, v := range labels {
+		f.Add("label", k+"="+v)
+	}
+	for _, a := range []EventAction{ActionCreate, ActionStart, ActionDie, ActionDestroy, ActionOOM} {
+		f.Add("event", string(a))
+	}
+	msgs, errs := c.api.Events(ctx, events.ListOptions{Filters: f})
+	out := make(chan Event, 64)
+	outErr := make(chan error, 1)
+	go func() {
+		defer close(out)
+		for {
+			select {
+			case <-ctx.Done():
+				outErr <- ctx.Err()
+				return
+			case err := <-errs:
+				outErr <- wrap(err, "events")
+				return
+			case m := <-msgs:
+				ev := Event{
+					// Engines before API 1.22 put "exec_start: ..." style
+					// actions with arguments; keep the verb only.
+					Action: EventAction(strings.SplitN(string(m.Action), ":", 2)[0]),
+					ID:     m.Actor.ID,
+					Name:   m.Actor.Attributes["name"],
+					Labels: m.Actor.Attributes,
+					Time:   time.Unix(0, m.TimeNano),
+				}
+				select {
+				case out <- ev:
+				case <-ctx.Done():
+					outErr <- ctx.Err()
+					return
+				}
+			}
+		}
+	}()
+	return out, outErr
+}

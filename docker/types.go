@@ -1,0 +1,149 @@
+// Package docker is the only package that talks to the Docker engine. It
+// offers an intent-level, idempotent interface in the controller's own words:
+// ensure calls succeed when the object already exists as wanted, remove calls
+// succeed when it is already gone.
+package docker
+
+import (
+	"errors"
+	"time"
+)
+
+var (
+	// ErrNotFound is returned when the object does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict is returned when an object with the name exists but is not
+	// the one asked for (its labels differ).
+	ErrConflict = errors.New("name taken by another object")
+	// ErrUnavailable is returned when the engine cannot be reached.
+	ErrUnavailable = errors.New("docker engine unavailable")
+)
+
+// MountType is the kind of a mount.
+type MountType string
+
+const (
+	// MountVolume mounts a named volume.
+	MountVolume MountType = "volume"
+	// MountBind mounts a host folder.
+	MountBind MountType = "bind"
+)
+
+// Owner is a numeric user and group.
+type Owner struct {
+	UID int
+	GID int
+}
+
+// Mount is one mount of a container.
+type Mount struct {
+	Type   MountType
+	Source string
+	Target string
+	// Owner, when set, makes the mount point owned by this user and group
+	// before the container starts (for fresh volumes, which Docker creates
+	// owned by root).
+	Owner *Owner
+}
+
+// Ulimit is one resource limit (RLIMIT_*) of a container.
+type Ulimit struct {
+	Name string
+	Soft int64
+	Hard int64
+}
+
+// ContainerSpec is a container to run.
+type ContainerSpec struct {
+	Name       string
+	Image      string
+	Entrypoint []string
+	Command    []string
+	User       string
+	WorkingDir string
+	// Env lists KEY=VALUE pairs; nothing else is added.
+	Env    []string
+	Labels map[string]string
+	Mounts []Mount
+
+	// Network is "none" or the network the container is attached to first;
+	// Aliases are its names on that network and IPv4Address its fixed
+	// address there, when set.
+	Network     string
+	Aliases     []string
+	IPv4Address string
+	// ExtraNetworks are attached after creation, before start.
+	ExtraNetworks []string
+
+	NanoCPUs    int64
+	MemoryBytes int64
+	PidsLimit   int64
+	Ulimits     []Ulimit
+
+	CapDrop         []string
+	CapAdd          []string
+	NoNewPrivileges bool
+	ReadOnlyRootfs  bool
+	// Tmpfs maps a path to its mount options.
+	Tmpfs map[string]string
+	// Init runs an init process as PID 1 that reaps zombies.
+	Init bool
+}
+
+// Container is what the engine reports of a container.
+type Container struct {
+	ID       string
+	Name     string
+	Image    string
+	Labels   map[string]string
+	State    string
+	Running  bool
+	ExitCode int
+	// StartedAt is zero when it never started.
+	StartedAt time.Time
+	// IPs maps each attached network to the container's IPv4 address there.
+	IPs map[string]string
+}
+
+// VolumeSpec is a named volume.
+type VolumeSpec struct {
+	Name   string
+	Labels map[string]string
+}
+
+// Volume is what the engine reports of a volume.
+type Volume struct {
+	Name   string
+	Labels map[string]string
+}
+
+// EventAction is what happened to a container.
+type EventAction string
+
+// Container actions the controller reacts to.
+const (
+	ActionCreate  EventAction = "create"
+	ActionStart   EventAction = "start"
+	ActionDie     EventAction = "die"
+	ActionDestroy EventAction = "destroy"
+	ActionOOM     EventAction = "oom"
+)
+
+// Event is one container event.
+type Event struct {
+	Action EventAction
+	ID     string
+	Name   string
+	Labels map[string]string
+	Time   time.Time
+}
+
+// labelsMatch is true when every wanted label is present with its value.
+func labelsMatch(have, want map[string]string) bool {
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,59 @@
+package docker
+
+import (
+	"context"
+
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/volume"
+)
+
+// EnsureVolume creates the volume unless it exists, and returns it.
+func (c *Client) EnsureVolume(ctx context.Context, spec VolumeSpec) (*Volume, error) {
+	if v, err := c.InspectVolume(ctx, spec.Name); err == nil {
+		return v, nil
+	}
+	v, err := c.api.VolumeCreate(ctx, volume.CreateOptions{Name: spec.Name, Labels: spec.Labels})
+	if err != nil {
+		return nil, wrap(err, "create volume "+spec.Name)
+	}
+	return &Volume{Name: v.Name, Labels: v.Labels}, nil
+}
+
+// InspectVolume returns ErrNotFound when the volume does not exist.
+func (c *Client) InspectVolume(ctx context.Context, name string) (*Volume, error) {
+	v, err := c.api.VolumeInspect(ctx, name)
+	if err != nil {
+		return nil, wrap(err, "inspect volume "+name)
+	}
+	return &Volume{Name: v.Name, Labels: v.Labels}, nil
+}
+
+// ListVolumes returns the volumes carrying all the labels.
+func (c *Client) ListVolumes(ctx context.Context, labels map[string]string) ([]Volume, error) {
+	resp, err := c.api.VolumeList(ctx, volume.ListOptions{Filters: labelFilter(labels)})
+	if err != nil {
+		return nil, wrap(err, "list volumes")
+	}
+	out := make([]Volume, 0, len(resp.Volumes))
+	for _, v := range resp.Volumes {
+		out = append(out, Volume{Name: v.Name, Labels: v.Labels})
+	}
+	return out, nil
+}
+
+// RemoveVolume removes the volume; it succeeds when it is already gone.
+func (c *Client) RemoveVolume(ctx context.Context, name string) error {
+	err := c.api.VolumeRemove(ctx, name, true)
+	if err != nil && !isNotFound(err) {
+		return wrap(err, "remove volume "+name)
+	}
+	return nil
+}
+
+func labelFilter(labels map[string]string) filters.Args {
+	args := filters.NewArgs()
+	for k, v := range labels {
+		args.Add("label", k+"="+v)
+	}
+	return args
+}
