@@ -1,0 +1,143 @@
+package sandboxspec
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/naming"
+)
+
+// WorkspacePath is where the workspace is mounted, the container's only mount.
+const WorkspacePath = "/workspace"
+
+// KeepAlive is the container's process when the spec has no command: it idles
+// and exits at once on SIGTERM. It needs /bin/sh and sleep in the image.
+var KeepAlive = []string{"/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"}
+
+// Identity is who a sandbox's Docker objects belong to.
+type Identity struct {
+	Namespace string
+	Name      string
+	UID       string
+	Ticket    string
+	Scope     string
+	Instance  string
+	Key       string
+}
+
+// IdentityOf derives the identity of a sandbox's objects.
+func IdentityOf(sbx *afev1.Sandbox, instance string) Identity {
+	ticket := sbx.Name
+	if sbx.Spec.TicketRef != nil && sbx.Spec.TicketRef.Name != "" {
+		ticket = sbx.Spec.TicketRef.Name
+	}
+	scope := sbx.Spec.Scope
+	if scope == "" {
+		scope = "main"
+	}
+	return Identity{
+		Namespace: sbx.Namespace,
+		Name:      sbx.Name,
+		UID:       string(sbx.UID),
+		Ticket:    ticket,
+		Scope:     scope,
+		Instance:  instance,
+		Key:       naming.Key(sbx.Namespace, sbx.Name),
+	}
+}
+
+// Labels are the labels of the object of the given role.
+func (id Identity) Labels(role string) map[string]string {
+	return map[string]string{
+		afev1.LabelTicket:     id.Ticket,
+		afev1.LabelNamespace:  id.Namespace,
+		afev1.LabelSandbox:    id.Name,
+		afev1.LabelSandboxUID: id.UID,
+		afev1.LabelScope:      id.Scope,
+		afev1.LabelRole:       role,
+		afev1.LabelController: id.Instance,
+	}
+}
+
+// Owns is true when labels mark an object of this sandbox and instance.
+func (id Identity) Owns(labels map[string]string) bool {
+	return labels[afev1.LabelSandboxUID] == id.UID && labels[afev1.LabelController] == id.Instance
+}
+
+// Resolved are the inputs of the container that the controller looked up.
+type Resolved struct {
+	// Env are the declared variables, resolved, as KEY=VALUE in order.
+	Env []string
+	// Workspace is the volume name, or the resolved host folder.
+	Workspace string
+	// Network is "none", or the sandbox's internal network.
+	Network string
+	// ProxyEnv are the proxy variables of a sandbox with egress.
+	ProxyEnv []string
+}
+
+// Container is the hardened sandbox container: all capabilities dropped,
+// no-new-privileges, a non-root user, CPU, memory (swap off) and pids limits,
+// an init process, the workspace as the only mount, only the declared env,
+// and no network unless it has egress. Its labels carry the spec hash.
+func Container(sbx *afev1.Sandbox, id Identity, r Resolved) docker.ContainerSpec {
+	spec := sbx.Spec.SandboxTemplateSpec
+	uid, gid, _ := ParseUser(spec.User)
+	mount := docker.Mount{Type: docker.MountVolume, Source: r.Workspace, Target: WorkspacePath}
+	if spec.Workspace.Type == afev1.WorkspaceFolder {
+		mount.Type = docker.MountBind
+	} else {
+		mount.Owner = &docker.Owner{UID: uid, GID: gid}
+	}
+	cmd := spec.Command
+	if len(cmd) == 0 {
+		cmd = KeepAlive
+	}
+	network := r.Network
+	if network == "" {
+		network = "none"
+	}
+	env := append(append([]string{}, r.Env...), r.ProxyEnv...)
+	c := docker.ContainerSpec{
+		Name:  naming.Container(id.Key),
+		Image: spec.Image,
+		// The entrypoint is emptied so that the command is exactly what the
+		// spec says, whatever the image's entrypoint.
+		Entrypoint:      []string{},
+		Command:         cmd,
+		User:            formatUser(uid, gid),
+		WorkingDir:      WorkspacePath,
+		Env:             env,
+		Mounts:          []docker.Mount{mount},
+		Network:         network,
+		NanoCPUs:        spec.Resources.CPU.MilliValue() * 1_000_000,
+		MemoryBytes:     spec.Resources.Memory.Value(),
+		PidsLimit:       spec.Resources.Pids,
+		CapDrop:         []string{"ALL"},
+		NoNewPrivileges: true,
+		Init:            true,
+	}
+	labels := id.Labels(afev1.RoleSandbox)
+	labels[afev1.LabelSpecHash] = Hash(c)
+	c.Labels = labels
+	return c
+}
+
+// Hash is the hash of everything in a container spec but its labels.
+func Hash(c docker.ContainerSpec) string {
+	c.Labels = nil
+	b, _ := json.Marshal(c)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])[:20]
+}
+
+// Volume is the workspace volume of a Volume workspace.
+func Volume(id Identity) docker.VolumeSpec {
+	return docker.VolumeSpec{Name: naming.Volume(id.Key), Labels: id.Labels(afev1.RoleWorkspace)}
+}
+
+func formatUser(uid, gid int) string { return fmt.Sprintf("%d:%d", uid, gid) }

@@ -1,0 +1,276 @@
+package sandboxspec
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/docker"
+)
+
+func validSpec() afev1.SandboxTemplateSpec {
+	return afev1.SandboxTemplateSpec{
+		Image:          "afe/busybox:dev",
+		TimeoutSeconds: 600,
+		User:           "1000:1000",
+		Resources: afev1.SandboxResources{
+			CPU:    resource.MustParse("1"),
+			Memory: resource.MustParse("1Gi"),
+			Pids:   512,
+		},
+		Workspace: afev1.WorkspaceSpec{Type: afev1.WorkspaceVolume},
+	}
+}
+
+func TestValidate(t *testing.T) {
+	root := t.TempDir()
+	inside := filepath.Join(root, "tk-1")
+	outside := t.TempDir()
+	must(t, os.Mkdir(inside, 0o755))
+	must(t, os.Symlink(outside, filepath.Join(root, "escape")))
+	must(t, os.WriteFile(filepath.Join(root, "file"), nil, 0o644))
+
+	tests := map[string]struct {
+		mutate     func(*afev1.SandboxTemplateSpec)
+		opts       Options
+		wantReason string
+	}{
+		"valid":                  {mutate: func(*afev1.SandboxTemplateSpec) {}},
+		"uid 0":                  {mutate: func(s *afev1.SandboxTemplateSpec) { s.User = "0" }, wantReason: afev1.InvalidSpecReason},
+		"uid 00":                 {mutate: func(s *afev1.SandboxTemplateSpec) { s.User = "00" }, wantReason: afev1.InvalidSpecReason},
+		"0:0":                    {mutate: func(s *afev1.SandboxTemplateSpec) { s.User = "0:0" }, wantReason: afev1.InvalidSpecReason},
+		"root by name":           {mutate: func(s *afev1.SandboxTemplateSpec) { s.User = "root" }, wantReason: afev1.InvalidSpecReason},
+		"gid 0":                  {mutate: func(s *afev1.SandboxTemplateSpec) { s.User = "1000:0" }, wantReason: afev1.InvalidSpecReason},
+		"uid only":               {mutate: func(s *afev1.SandboxTemplateSpec) { s.User = "1234" }},
+		"denied env":             {mutate: func(s *afev1.SandboxTemplateSpec) { s.Env = []afev1.EnvVar{{Name: "DOCKER_HOST", Value: "x"}} }, wantReason: afev1.DeniedEnvReason},
+		"denied env, lower case": {mutate: func(s *afev1.SandboxTemplateSpec) { s.Env = []afev1.EnvVar{{Name: "github_token", Value: "x"}} }, wantReason: afev1.DeniedEnvReason},
+		"extra denied env":       {mutate: func(s *afev1.SandboxTemplateSpec) { s.Env = []afev1.EnvVar{{Name: "NPM_TOKEN", Value: "x"}} }, opts: Options{DenyEnv: []string{"NPM_TOKEN"}}, wantReason: afev1.DeniedEnvReason},
+		"proxy env":              {mutate: func(s *afev1.SandboxTemplateSpec) { s.Env = []afev1.EnvVar{{Name: "HTTPS_PROXY", Value: "x"}} }, wantReason: afev1.InvalidSpecReason},
+		"env name with space":    {mutate: func(s *afev1.SandboxTemplateSpec) { s.Env = []afev1.EnvVar{{Name: "A B", Value: "x"}} }, wantReason: afev1.InvalidSpecReason},
+		"duplicate env":          {mutate: func(s *afev1.SandboxTemplateSpec) { s.Env = []afev1.EnvVar{{Name: "A"}, {Name: "A"}} }, wantReason: afev1.InvalidSpecReason},
+		"egress ok":              {mutate: func(s *afev1.SandboxTemplateSpec) { s.Egress = []afev1.EgressHost{"example.com", ".pypi.org"} }},
+		"egress ip":              {mutate: func(s *afev1.SandboxTemplateSpec) { s.Egress = []afev1.EgressHost{"10.0.0.1"} }, wantReason: afev1.InvalidSpecReason},
+		"egress port":            {mutate: func(s *afev1.SandboxTemplateSpec) { s.Egress = []afev1.EgressHost{"example.com:443"} }, wantReason: afev1.InvalidSpecReason},
+		"egress wildcard":        {mutate: func(s *afev1.SandboxTemplateSpec) { s.Egress = []afev1.EgressHost{"*.example.com"} }, wantReason: afev1.InvalidSpecReason},
+		"egress tld only":        {mutate: func(s *afev1.SandboxTemplateSpec) { s.Egress = []afev1.EgressHost{".com"} }, wantReason: afev1.InvalidSpecReason},
+		"egress newline":         {mutate: func(s *afev1.SandboxTemplateSpec) { s.Egress = []afev1.EgressHost{"a.com\nb.com"} }, wantReason: afev1.InvalidSpecReason},
+		"too little memory":      {mutate: func(s *afev1.SandboxTemplateSpec) { s.Resources.Memory = resource.MustParse("1Mi") }, wantReason: afev1.InvalidSpecReason},
+		"folder without root": {
+			mutate: func(s *afev1.SandboxTemplateSpec) {
+				s.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: inside}
+			},
+			wantReason: afev1.WorkspaceOutsideRootReason,
+		},
+		"folder inside root": {
+			mutate: func(s *afev1.SandboxTemplateSpec) {
+				s.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: inside}
+			},
+			opts: Options{WorkspaceRoot: root},
+		},
+		"folder is the root": {
+			mutate: func(s *afev1.SandboxTemplateSpec) {
+				s.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: root}
+			},
+			opts:       Options{WorkspaceRoot: root},
+			wantReason: afev1.WorkspaceOutsideRootReason,
+		},
+		"folder with dot-dot": {
+			mutate: func(s *afev1.SandboxTemplateSpec) {
+				s.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: inside + "/../../" + filepath.Base(outside)}
+			},
+			opts:       Options{WorkspaceRoot: root},
+			wantReason: afev1.WorkspaceOutsideRootReason,
+		},
+		"folder through a symlink out": {
+			mutate: func(s *afev1.SandboxTemplateSpec) {
+				s.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: filepath.Join(root, "escape")}
+			},
+			opts:       Options{WorkspaceRoot: root},
+			wantReason: afev1.WorkspaceOutsideRootReason,
+		},
+		"folder is a file": {
+			mutate: func(s *afev1.SandboxTemplateSpec) {
+				s.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: filepath.Join(root, "file")}
+			},
+			opts:       Options{WorkspaceRoot: root},
+			wantReason: afev1.InvalidSpecReason,
+		},
+		"folder missing": {
+			mutate: func(s *afev1.SandboxTemplateSpec) {
+				s.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: filepath.Join(root, "nope")}
+			},
+			opts:       Options{WorkspaceRoot: root},
+			wantReason: afev1.InvalidSpecReason,
+		},
+		"docker socket as folder": {
+			mutate: func(s *afev1.SandboxTemplateSpec) {
+				s.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: "/var/run/docker.sock"}
+			},
+			opts:       Options{WorkspaceRoot: root},
+			wantReason: afev1.WorkspaceOutsideRootReason,
+		},
+		"hostPath on a volume": {
+			mutate:     func(s *afev1.SandboxTemplateSpec) { s.Workspace.HostPath = inside },
+			wantReason: afev1.InvalidSpecReason,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			spec := validSpec()
+			tc.mutate(&spec)
+			err := Validate(&spec, tc.opts)
+			got := ""
+			if err != nil {
+				ie, ok := AsInvalid(err)
+				if !ok {
+					t.Fatalf("not an InvalidError: %v", err)
+				}
+				got = ie.Reason
+				if ie.Message == "" || strings.ToUpper(ie.Message[:1]) != ie.Message[:1] {
+					t.Fatalf("message should be capitalised: %q", ie.Message)
+				}
+			}
+			if got != tc.wantReason {
+				t.Fatalf("reason: want %q, got %q (%v)", tc.wantReason, got, err)
+			}
+		})
+	}
+}
+
+func TestParseUser(t *testing.T) {
+	tests := map[string]struct {
+		in       string
+		uid, gid int
+		wantErr  bool
+	}{
+		"uid":            {in: "1000", uid: 1000, gid: 1000},
+		"uid:gid":        {in: "1000:2000", uid: 1000, gid: 2000},
+		"leading zeroes": {in: "0100", uid: 100, gid: 100},
+		"root":           {in: "0", wantErr: true},
+		"root padded":    {in: "000", wantErr: true},
+		"root group":     {in: "5:0", wantErr: true},
+		"name":           {in: "nobody", wantErr: true},
+		"negative":       {in: "-1", wantErr: true},
+		"huge":           {in: "99999999999", wantErr: true},
+		"empty":          {in: "", wantErr: true},
+		"space":          {in: "1000 ", wantErr: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			uid, gid, err := ParseUser(tc.in)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v", err)
+			}
+			if err == nil && (uid != tc.uid || gid != tc.gid) {
+				t.Fatalf("got %d:%d", uid, gid)
+			}
+		})
+	}
+}
+
+func testSandbox() *afev1.Sandbox {
+	return &afev1.Sandbox{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "tk-1", UID: "uid-1"},
+		Spec:       afev1.SandboxSpec{Scope: "main", SandboxTemplateSpec: validSpec()},
+	}
+}
+
+func TestContainerIsHardened(t *testing.T) {
+	sbx := testSandbox()
+	sbx.Spec.Resources.CPU = resource.MustParse("500m")
+	sbx.Spec.Resources.Memory = resource.MustParse("256Mi")
+	id := IdentityOf(sbx, "default")
+	got := Container(sbx, id, Resolved{Env: []string{"A=1"}, Workspace: "afe-team.tk-1-ws"})
+	hash := got.Labels[afev1.LabelSpecHash]
+	want := docker.ContainerSpec{
+		Name:            "afe-team.tk-1",
+		Image:           "afe/busybox:dev",
+		Entrypoint:      []string{},
+		Command:         KeepAlive,
+		User:            "1000:1000",
+		WorkingDir:      "/workspace",
+		Env:             []string{"A=1"},
+		Mounts:          []docker.Mount{{Type: docker.MountVolume, Source: "afe-team.tk-1-ws", Target: "/workspace", Owner: &docker.Owner{UID: 1000, GID: 1000}}},
+		Network:         "none",
+		NanoCPUs:        500_000_000,
+		MemoryBytes:     256 << 20,
+		PidsLimit:       512,
+		CapDrop:         []string{"ALL"},
+		NoNewPrivileges: true,
+		Init:            true,
+		Labels: map[string]string{
+			"afe.ticket": "tk-1", "afe.namespace": "team", "afe.sandbox": "tk-1", "afe.sandbox-uid": "uid-1",
+			"afe.scope": "main", "afe.role": "sandbox", "afe.controller": "default", "afe.spec-hash": hash,
+		},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatal(d)
+	}
+}
+
+func TestHashTracksTheSpec(t *testing.T) {
+	base := testSandbox()
+	id := IdentityOf(base, "default")
+	r := Resolved{Workspace: "v"}
+	h0 := Container(base, id, r).Labels[afev1.LabelSpecHash]
+	if h := Container(testSandbox(), id, r).Labels[afev1.LabelSpecHash]; h != h0 {
+		t.Fatal("hash is not stable")
+	}
+	changes := map[string]func(*afev1.Sandbox, *Resolved){
+		"image":    func(s *afev1.Sandbox, _ *Resolved) { s.Spec.Image = "other:1" },
+		"command":  func(s *afev1.Sandbox, _ *Resolved) { s.Spec.Command = []string{"sleep", "1"} },
+		"memory":   func(s *afev1.Sandbox, _ *Resolved) { s.Spec.Resources.Memory = resource.MustParse("2Gi") },
+		"user":     func(s *afev1.Sandbox, _ *Resolved) { s.Spec.User = "1001" },
+		"env":      func(_ *afev1.Sandbox, r *Resolved) { r.Env = []string{"A=2"} },
+		"network":  func(_ *afev1.Sandbox, r *Resolved) { r.Network = "afe-x-net" },
+		"ws":       func(_ *afev1.Sandbox, r *Resolved) { r.Workspace = "w" },
+		"ticket":   func(s *afev1.Sandbox, _ *Resolved) { s.Spec.TicketRef = &afev1.TicketReference{Name: "other"} },
+		"timeout":  nil, // Runs' default only: no container change
+		"instance": nil,
+	}
+	for name, change := range changes {
+		s, rr := testSandbox(), r
+		if change == nil {
+			s.Spec.TimeoutSeconds = 5
+			if h := Container(s, IdentityOf(s, "default"), rr).Labels[afev1.LabelSpecHash]; h != h0 {
+				t.Fatalf("%s changed the hash", name)
+			}
+			continue
+		}
+		change(s, &rr)
+		h := Container(s, IdentityOf(s, "default"), rr).Labels[afev1.LabelSpecHash]
+		if name == "ticket" {
+			// The ticket is a label, not part of the container's behaviour.
+			if h != h0 {
+				t.Fatal("the ticket label changed the hash")
+			}
+			continue
+		}
+		if h == h0 {
+			t.Fatalf("changing %s kept the hash", name)
+		}
+	}
+}
+
+func TestFolderWorkspaceIsABindMountWithoutChown(t *testing.T) {
+	sbx := testSandbox()
+	sbx.Spec.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: "/srv/ws/tk"}
+	got := Container(sbx, IdentityOf(sbx, "default"), Resolved{Workspace: "/srv/ws/tk"}).Mounts
+	want := []docker.Mount{{Type: docker.MountBind, Source: "/srv/ws/tk", Target: "/workspace"}}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatal(d)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

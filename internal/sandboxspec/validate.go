@@ -1,0 +1,211 @@
+// Package sandboxspec turns a Sandbox into the Docker objects it needs. It is
+// pure: validation, names, labels, the hardened container spec and its hash.
+// The API server validates the same rules at admission; the controller checks
+// them again here so that nothing invalid reaches Docker, whatever the CRD.
+package sandboxspec
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+)
+
+// DefaultDenyEnv are env names never allowed into a sandbox: they would hand
+// it the engine, the cluster or a forge.
+var DefaultDenyEnv = []string{
+	"DOCKER_HOST", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY", "DOCKER_CONFIG", "DOCKER_CONTEXT",
+	"KUBECONFIG", "GITHUB_TOKEN", "GH_TOKEN", "GITLAB_TOKEN", "FORGE_TOKEN",
+}
+
+// ProxyEnv are set by the controller for sandboxes with egress and cannot be
+// declared.
+var ProxyEnv = []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "NO_PROXY", "no_proxy"}
+
+// EgressHostPattern is the pattern of an egress entry; the CRD's pattern and
+// the proxy image's entrypoint use the same one.
+const EgressHostPattern = `^\.?([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\.)+[a-z]([-a-z0-9]{0,61}[a-z0-9])?$`
+
+var (
+	egressHost = regexp.MustCompile(EgressHostPattern)
+	envName    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	userRe     = regexp.MustCompile(`^([0-9]{1,10})(?::([0-9]{1,10}))?$`)
+)
+
+// InvalidError says why a spec cannot be honoured and carries the condition
+// reason to report.
+type InvalidError struct {
+	Reason  string
+	Message string
+}
+
+func (e *InvalidError) Error() string { return e.Message }
+
+func invalid(reason, format string, args ...any) error {
+	return &InvalidError{Reason: reason, Message: fmt.Sprintf(format, args...)}
+}
+
+// AsInvalid returns the InvalidError in err, if any.
+func AsInvalid(err error) (*InvalidError, bool) {
+	var ie *InvalidError
+	ok := errors.As(err, &ie)
+	return ie, ok
+}
+
+// Options are the controller's settings that validation depends on.
+type Options struct {
+	// WorkspaceRoot is --workspace-root; empty refuses Folder workspaces.
+	WorkspaceRoot string
+	// DenyEnv are refused env names, besides DefaultDenyEnv.
+	DenyEnv []string
+}
+
+// Validate checks a sandbox spec.
+func Validate(spec *afev1.SandboxTemplateSpec, opts Options) error {
+	if strings.TrimSpace(spec.Image) == "" || strings.ContainsAny(spec.Image, " \t\n\r") {
+		return invalid(afev1.InvalidSpecReason, "Image %q is not a valid image reference", spec.Image)
+	}
+	if _, _, err := ParseUser(spec.User); err != nil {
+		return invalid(afev1.InvalidSpecReason, "%v", err)
+	}
+	if err := ValidateEgress(spec.Egress); err != nil {
+		return invalid(afev1.InvalidSpecReason, "%v", err)
+	}
+	if err := validateEnv(spec.Env, opts.DenyEnv); err != nil {
+		return err
+	}
+	if spec.Resources.CPU.MilliValue() < 10 {
+		return invalid(afev1.InvalidSpecReason, "Resources.cpu must be at least 10m")
+	}
+	if spec.Resources.Memory.Value() < 16<<20 {
+		return invalid(afev1.InvalidSpecReason, "Resources.memory must be at least 16Mi")
+	}
+	if spec.Resources.Pids < 16 {
+		return invalid(afev1.InvalidSpecReason, "Resources.pids must be at least 16")
+	}
+	switch spec.Workspace.Type {
+	case afev1.WorkspaceVolume, "":
+		if spec.Workspace.HostPath != "" {
+			return invalid(afev1.InvalidSpecReason, "Workspace.hostPath is only allowed for a Folder workspace")
+		}
+	case afev1.WorkspaceFolder:
+		if _, err := ResolveFolder(spec.Workspace.HostPath, opts.WorkspaceRoot); err != nil {
+			return err
+		}
+	default:
+		return invalid(afev1.InvalidSpecReason, "Workspace.type %q is not Volume or Folder", spec.Workspace.Type)
+	}
+	return nil
+}
+
+// ParseUser parses a numeric "uid" or "uid:gid"; root (uid or gid 0) and names
+// are refused. A missing gid is the uid.
+func ParseUser(user string) (uid, gid int, err error) {
+	m := userRe.FindStringSubmatch(user)
+	if m == nil {
+		return 0, 0, fmt.Errorf("User %q must be a numeric uid or uid:gid; names are refused because an image could map them to root", user)
+	}
+	uid, err = strconv.Atoi(m[1])
+	if err != nil || uid <= 0 || uid > 1<<31-2 {
+		return 0, 0, fmt.Errorf("User %q: uid must be between 1 and 2147483646 (root is refused)", user)
+	}
+	gid = uid
+	if m[2] != "" {
+		gid, err = strconv.Atoi(m[2])
+		if err != nil || gid <= 0 || gid > 1<<31-2 {
+			return 0, 0, fmt.Errorf("User %q: gid must be between 1 and 2147483646 (root's group is refused)", user)
+		}
+	}
+	return uid, gid, nil
+}
+
+// ValidateEgress checks an egress allowlist: host names or leading-dot
+// domains, at most 64, no duplicates.
+func ValidateEgress(hosts []afev1.EgressHost) error {
+	if len(hosts) > 64 {
+		return fmt.Errorf("Egress lists %d hosts; at most 64 are allowed", len(hosts))
+	}
+	seen := map[afev1.EgressHost]bool{}
+	for _, h := range hosts {
+		if err := ValidateEgressHost(string(h)); err != nil {
+			return err
+		}
+		if seen[h] {
+			return fmt.Errorf("Egress lists %q twice", h)
+		}
+		seen[h] = true
+	}
+	return nil
+}
+
+// ValidateEgressHost checks one egress entry.
+func ValidateEgressHost(h string) error {
+	if len(h) < 4 || len(h) > 253 || !egressHost.MatchString(h) {
+		return fmt.Errorf("Egress entry %q is not a lower-case host name or .domain (IP literals, wildcards, ports, schemes and spaces are refused)", h)
+	}
+	return nil
+}
+
+func validateEnv(env []afev1.EnvVar, extraDeny []string) error {
+	deny := map[string]bool{}
+	for _, n := range append(append([]string{}, DefaultDenyEnv...), extraDeny...) {
+		deny[strings.ToUpper(n)] = true
+	}
+	reserved := map[string]bool{}
+	for _, n := range ProxyEnv {
+		reserved[n] = true
+	}
+	seen := map[string]bool{}
+	for _, e := range env {
+		if !envName.MatchString(e.Name) || len(e.Name) > 128 {
+			return invalid(afev1.InvalidSpecReason, "Env name %q is not a valid variable name", e.Name)
+		}
+		if deny[strings.ToUpper(e.Name)] {
+			return invalid(afev1.DeniedEnvReason, "Env %s is on the controller's deny list and cannot enter a sandbox", e.Name)
+		}
+		if reserved[e.Name] {
+			return invalid(afev1.InvalidSpecReason, "Env %s is set by the controller for the egress proxy and cannot be declared", e.Name)
+		}
+		if seen[e.Name] {
+			return invalid(afev1.InvalidSpecReason, "Env %s is declared twice", e.Name)
+		}
+		seen[e.Name] = true
+		if e.ValueFrom != nil && e.Value != "" {
+			return invalid(afev1.InvalidSpecReason, "Env %s sets both value and valueFrom", e.Name)
+		}
+	}
+	return nil
+}
+
+// ResolveFolder resolves a Folder workspace's host path, following symlinks,
+// and checks that it is a directory strictly inside root (itself resolved).
+func ResolveFolder(hostPath, root string) (string, error) {
+	if root == "" {
+		return "", invalid(afev1.WorkspaceOutsideRootReason, "Folder workspaces are disabled: the controller runs without --workspace-root")
+	}
+	if !filepath.IsAbs(hostPath) {
+		return "", invalid(afev1.InvalidSpecReason, "Workspace.hostPath %q must be absolute", hostPath)
+	}
+	realRoot, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return "", invalid(afev1.WorkspaceOutsideRootReason, "The controller's --workspace-root %q cannot be resolved", root)
+	}
+	real, err := filepath.EvalSymlinks(hostPath)
+	if err != nil {
+		return "", invalid(afev1.InvalidSpecReason, "Workspace.hostPath %q does not exist or cannot be resolved; create the folder inside %s", hostPath, root)
+	}
+	rel, err := filepath.Rel(realRoot, real)
+	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) {
+		return "", invalid(afev1.WorkspaceOutsideRootReason, "Workspace.hostPath %q resolves to %s, which is not inside the controller's --workspace-root %s", hostPath, real, root)
+	}
+	fi, err := os.Stat(real)
+	if err != nil || !fi.IsDir() {
+		return "", invalid(afev1.InvalidSpecReason, "Workspace.hostPath %q is not a directory", hostPath)
+	}
+	return real, nil
+}

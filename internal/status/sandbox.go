@@ -1,0 +1,97 @@
+// Package status computes the summary parts of status (Ready, phase) from the
+// conditions the reconcilers set. It is pure, so it is table-tested.
+package status
+
+import (
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+)
+
+// sandboxParts are the conditions that make up a sandbox's Ready, in the
+// order they are worked on.
+var sandboxParts = []string{
+	afev1.WorkspaceReadyCondition,
+	afev1.EgressReadyCondition,
+	afev1.ContainerReadyCondition,
+}
+
+// terminalReasons need the user to change something.
+var terminalReasons = map[string]bool{
+	afev1.InvalidSpecReason:          true,
+	afev1.DeniedEnvReason:            true,
+	afev1.SecretNotFoundReason:       true,
+	afev1.WorkspaceOutsideRootReason: true,
+	afev1.NameConflictReason:         true,
+}
+
+// waitingReasons block provisioning until something outside changes.
+var waitingReasons = map[string]bool{
+	afev1.ImagePullFailedReason:   true,
+	afev1.EngineUnavailableReason: true,
+}
+
+// SummarizeSandbox sets the Ready condition and the phase from the other
+// conditions, and readyTime when the sandbox becomes Ready.
+func SummarizeSandbox(st *afev1.SandboxStatus, generation int64, deleting bool, now metav1.Time) {
+	ready := metav1.Condition{
+		Type:               afev1.SandboxReadyCondition,
+		Status:             metav1.ConditionTrue,
+		Reason:             afev1.ReadyReason,
+		Message:            "The sandbox is ready",
+		ObservedGeneration: generation,
+	}
+	// The first part that is not ready explains Ready, unless a later part
+	// needs the user to fix something: that is said first.
+	var blocking *metav1.Condition
+	for _, t := range sandboxParts {
+		c := meta.FindStatusCondition(st.Conditions, t)
+		switch {
+		case c == nil:
+			if blocking == nil {
+				blocking = &metav1.Condition{Reason: afev1.ProvisioningReason, Message: "Waiting for " + t}
+			}
+		case c.Status != metav1.ConditionTrue && terminalReasons[c.Reason]:
+			blocking = c
+		case c.Status != metav1.ConditionTrue && blocking == nil:
+			blocking = c
+		}
+		if blocking != nil && terminalReasons[blocking.Reason] {
+			break
+		}
+	}
+	if blocking != nil {
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, blocking.Reason, blocking.Message
+	}
+	if deleting {
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, afev1.DeletingReason, "The sandbox is being deleted"
+	}
+	wasReady := meta.IsStatusConditionTrue(st.Conditions, afev1.SandboxReadyCondition)
+	meta.SetStatusCondition(&st.Conditions, ready)
+	if ready.Status == metav1.ConditionTrue && (!wasReady || st.ReadyTime == nil) {
+		st.ReadyTime = &now
+	}
+	st.Phase = sandboxPhase(st, ready, deleting)
+}
+
+func sandboxPhase(st *afev1.SandboxStatus, ready metav1.Condition, deleting bool) afev1.SandboxPhase {
+	switch {
+	case deleting:
+		return afev1.SandboxTerminating
+	case ready.Status == metav1.ConditionTrue:
+		return afev1.SandboxReady
+	case terminalReasons[ready.Reason]:
+		return afev1.SandboxFailed
+	case ready.Reason == afev1.SandboxContainerLostReason || ready.Reason == afev1.SpecDriftReason:
+		return afev1.SandboxRecreating
+	case st.ContainerID == "" && (waitingReasons[ready.Reason] || len(st.Conditions) <= 1):
+		return afev1.SandboxPending
+	case st.ContainerID != "" && waitingReasons[ready.Reason]:
+		// A sandbox that existed keeps saying what it waits for through Ready;
+		// its container may well still run.
+		return afev1.SandboxRecreating
+	default:
+		return afev1.SandboxProvisioning
+	}
+}
