@@ -1,0 +1,106 @@
+// Command manager runs the afe sandbox controller.
+package main
+
+import (
+	"context"
+	"flag"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	_ "k8s.io/client-go/plugin/pkg/client/auth"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/controllers"
+	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/sandboxspec"
+)
+
+var scheme = runtime.NewScheme()
+
+func init() {
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(afev1.AddToScheme(scheme))
+}
+
+func main() {
+	var (
+		metricsAddr, probeAddr string
+		leaderElect            bool
+		dockerHost, denyEnv    string
+		opts                   controllers.Options
+	)
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "The address the metrics endpoint binds to; 0 disables it.")
+	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "The address the health probes bind to.")
+	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader, so that only one manager acts at a time.")
+	flag.StringVar(&dockerHost, "docker-host", "", "The Docker engine (unix:// or tcp://); default DOCKER_HOST or the local socket. TLS from DOCKER_CERT_PATH and DOCKER_TLS_VERIFY.")
+	flag.StringVar(&opts.ProxyImage, "proxy-image", "afe/egress-proxy:dev", "The egress proxy image.")
+	flag.StringVar(&opts.EgressNetwork, "egress-network", "bridge", "The network egress proxies reach the outside through.")
+	flag.BoolVar(&opts.EgressAllowPrivate, "egress-allow-private", false, "Let egress proxies reach private, loopback and link-local addresses.")
+	flag.StringVar(&opts.WorkspaceRoot, "workspace-root", "", "The host folder Folder workspaces must resolve inside; empty refuses Folder workspaces.")
+	flag.StringVar(&denyEnv, "deny-env", "", "Comma-separated env names refused in sandboxes, added to the built-in list ("+strings.Join(sandboxspec.DefaultDenyEnv, ",")+").")
+	flag.StringVar(&opts.Instance, "instance", "default", "The name of this controller instance, the afe.controller label of its Docker objects.")
+	flag.IntVar(&opts.MaxConcurrentReconciles, "max-concurrent-reconciles", 4, "Reconciles run in parallel per kind.")
+	flag.DurationVar(&opts.ResyncPeriod, "resync-period", 2*time.Minute, "How often a Ready sandbox is checked when no Docker event arrives.")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	log := ctrl.Log.WithName("setup")
+
+	for _, n := range strings.Split(denyEnv, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			opts.DenyEnv = append(opts.DenyEnv, n)
+		}
+	}
+
+	engine, err := docker.New(dockerHost)
+	if err != nil {
+		log.Error(err, "Cannot configure the Docker client")
+		os.Exit(1)
+	}
+	defer func() { _ = engine.Close() }()
+
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
+		HealthProbeBindAddress: probeAddr,
+		LeaderElection:         leaderElect,
+		LeaderElectionID:       "afe-controller-" + opts.Instance + ".sandbox.afe.dev",
+	})
+	if err != nil {
+		log.Error(err, "Cannot create the manager")
+		os.Exit(1)
+	}
+
+	if err := controllers.SetupAll(mgr, engine, opts); err != nil {
+		log.Error(err, "Cannot set up the controllers")
+		os.Exit(1)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		log.Error(err, "Cannot add the health check")
+		os.Exit(1)
+	}
+	if err := mgr.AddReadyzCheck("docker", func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), 3*time.Second)
+		defer cancel()
+		return engine.Ping(ctx)
+	}); err != nil {
+		log.Error(err, "Cannot add the readiness check")
+		os.Exit(1)
+	}
+
+	log.Info("Starting the manager", "docker", engine.Host(), "instance", opts.Instance)
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		log.Error(err, "The manager stopped")
+		os.Exit(1)
+	}
+}

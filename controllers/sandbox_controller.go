@@ -1,0 +1,239 @@
+// Package controllers holds one reconciler per kind of the sandbox.afe.dev API.
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/sandboxspec"
+	"afe.dev/sandbox/internal/status"
+)
+
+// Options are the controller settings that come from the manager's flags.
+type Options struct {
+	// Instance is --instance: the value of the afe.controller label.
+	Instance string
+	// WorkspaceRoot is --workspace-root; empty refuses Folder workspaces.
+	WorkspaceRoot string
+	// DenyEnv are refused env names besides the built-in ones.
+	DenyEnv []string
+	// ProxyImage is the egress proxy image.
+	ProxyImage string
+	// EgressNetwork is the network proxies reach the outside through.
+	EgressNetwork string
+	// EgressAllowPrivate lets proxies reach private addresses.
+	EgressAllowPrivate bool
+	// ResyncPeriod is how often a Ready sandbox is checked without an event.
+	ResyncPeriod time.Duration
+	// MaxConcurrentReconciles bounds parallel reconciles per kind.
+	MaxConcurrentReconciles int
+}
+
+func (o Options) validation() sandboxspec.Options {
+	return sandboxspec.Options{WorkspaceRoot: o.WorkspaceRoot, DenyEnv: o.DenyEnv}
+}
+
+// SandboxReconciler reconciles Sandboxes into Docker objects.
+type SandboxReconciler struct {
+	client.Client
+	// APIReader reads Secrets directly, so that Secrets are never cached.
+	APIReader client.Reader
+	Engine    docker.Engine
+	Recorder  events.EventRecorder
+	Options   Options
+	// DockerEvents feeds container events into the reconcile queue.
+	DockerEvents <-chan event.TypedGenericEvent[*afev1.Sandbox]
+}
+
+// sandboxScope is what one reconcile of a sandbox works with.
+type sandboxScope struct {
+	sbx *afev1.Sandbox
+	// before is the Sandbox as last written, the base of status patches.
+	before   *afev1.Sandbox
+	id       sandboxspec.Identity
+	resolved sandboxspec.Resolved
+}
+
+// +kubebuilder:rbac:groups=sandbox.afe.dev,resources=sandboxes,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=sandbox.afe.dev,resources=sandboxes/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=sandbox.afe.dev,resources=sandboxes/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile brings the Docker objects of one Sandbox in line with its spec.
+func (r *SandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+	sbx := &afev1.Sandbox{}
+	if err := r.Get(ctx, req.NamespacedName, sbx); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	s := &sandboxScope{sbx: sbx, before: sbx.DeepCopy(), id: sandboxspec.IdentityOf(sbx, r.Options.Instance)}
+	defer func() {
+		if err := r.patchStatus(ctx, s.before, sbx); err != nil && !apierrors.IsNotFound(err) {
+			retErr = errors.Join(retErr, err)
+		}
+	}()
+
+	if !sbx.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, s)
+	}
+	if controllerutil.AddFinalizer(sbx, afev1.SandboxFinalizer) {
+		if err := r.Update(ctx, sbx); err != nil {
+			return ctrl.Result{}, err
+		}
+		s.before = sbx.DeepCopy()
+	}
+	res, err := r.reconcileNormal(ctx, s)
+	if errors.Is(err, docker.ErrUnavailable) {
+		setCondition(sbx, afev1.ContainerReadyCondition, false, afev1.EngineUnavailableReason,
+			"The Docker engine cannot be reached; retrying")
+	}
+	return res, err
+}
+
+func (r *SandboxReconciler) reconcileNormal(ctx context.Context, s *sandboxScope) (ctrl.Result, error) {
+	if err := sandboxspec.Validate(&s.sbx.Spec.SandboxTemplateSpec, r.Options.validation()); err != nil {
+		return r.invalidSpec(ctx, s, err)
+	}
+	env, err := r.resolveEnv(ctx, s.sbx)
+	if err != nil {
+		return r.invalidSpec(ctx, s, err)
+	}
+	s.resolved.Env = env
+
+	phases := []func(context.Context, *sandboxScope) (ctrl.Result, error){
+		r.reconcileWorkspace,
+		r.reconcileEgress,
+		r.reconcileContainer,
+	}
+	for _, phase := range phases {
+		if res, err := phase(ctx, s); err != nil || !res.IsZero() {
+			return res, err
+		}
+	}
+	s.sbx.Status.ObservedGeneration = s.sbx.Generation
+	return ctrl.Result{RequeueAfter: r.Options.ResyncPeriod}, nil
+}
+
+// invalidSpec reports a spec the controller cannot honour. Nothing is created;
+// objects of an earlier, valid spec are left as they are.
+func (r *SandboxReconciler) invalidSpec(ctx context.Context, s *sandboxScope, err error) (ctrl.Result, error) {
+	ie, ok := sandboxspec.AsInvalid(err)
+	if !ok {
+		return ctrl.Result{}, err
+	}
+	logf.FromContext(ctx).Info("Sandbox spec cannot be honoured", "reason", ie.Reason, "message", ie.Message)
+	condType := afev1.ContainerReadyCondition
+	if s.sbx.Spec.Workspace.Type == afev1.WorkspaceFolder && ie.Reason == afev1.WorkspaceOutsideRootReason {
+		condType = afev1.WorkspaceReadyCondition
+	}
+	setCondition(s.sbx, condType, false, ie.Reason, ie.Message)
+	s.sbx.Status.ObservedGeneration = s.sbx.Generation
+	if ie.Reason == afev1.SecretNotFoundReason {
+		// Secrets are not watched (nor cached): look again in a while.
+		return ctrl.Result{RequeueAfter: 15 * time.Second}, nil
+	}
+	return ctrl.Result{}, reconcile.TerminalError(err)
+}
+
+// reconcileDelete removes the sandbox's Docker objects, newest first, then
+// the finalizer.
+func (r *SandboxReconciler) reconcileDelete(ctx context.Context, s *sandboxScope) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(s.sbx, afev1.SandboxFinalizer) {
+		return ctrl.Result{}, nil
+	}
+	log := logf.FromContext(ctx)
+	if err := r.removeOwnedContainer(ctx, s, s.containerName()); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.deleteEgress(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
+	if s.sbx.Spec.Workspace.Type != afev1.WorkspaceFolder {
+		if err := r.removeOwnedVolume(ctx, s); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	log.Info("Removed the sandbox's Docker objects")
+	r.Recorder.Eventf(s.sbx, nil, "Normal", "Deleted", "Delete", "Removed container, proxy, network and workspace volume")
+	controllerutil.RemoveFinalizer(s.sbx, afev1.SandboxFinalizer)
+	if err := r.Update(ctx, s.sbx); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	return ctrl.Result{}, nil
+}
+
+// patchStatus summarises the conditions and writes the status once, only
+// when it changed.
+func (r *SandboxReconciler) patchStatus(ctx context.Context, before, sbx *afev1.Sandbox) error {
+	deleting := !sbx.DeletionTimestamp.IsZero()
+	if deleting && !controllerutil.ContainsFinalizer(sbx, afev1.SandboxFinalizer) {
+		return nil // gone, or about to be
+	}
+	status.SummarizeSandbox(&sbx.Status, sbx.Generation, deleting, metav1.Now())
+	if equality.Semantic.DeepEqual(before.Status, sbx.Status) {
+		return nil
+	}
+	if err := r.Status().Patch(ctx, sbx, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("patch status: %w", err)
+	}
+	return nil
+}
+
+// SetupWithManager registers the reconciler: Sandboxes (spec changes and
+// deletion, not our own status writes) and Docker container events.
+func (r *SandboxReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	b := ctrl.NewControllerManagedBy(mgr).
+		For(&afev1.Sandbox{}, builder.WithPredicates(specOrDeletionChanged())).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Options.MaxConcurrentReconciles)}).
+		Named("sandbox")
+	if r.DockerEvents != nil {
+		b = b.WatchesRawSource(source.Channel(r.DockerEvents, &handler.TypedEnqueueRequestForObject[*afev1.Sandbox]{}))
+	}
+	return b.Complete(r)
+}
+
+// specOrDeletionChanged passes creations, spec (generation) changes, deletion
+// and finalizer changes, but not status-only updates.
+func specOrDeletionChanged() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			if e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() {
+				return true
+			}
+			if !e.ObjectNew.GetDeletionTimestamp().Equal(e.ObjectOld.GetDeletionTimestamp()) {
+				return true
+			}
+			return len(e.ObjectNew.GetFinalizers()) != len(e.ObjectOld.GetFinalizers())
+		},
+	}
+}
+
+func setCondition(sbx *afev1.Sandbox, t string, ok bool, reason, message string) {
+	status := metav1.ConditionFalse
+	if ok {
+		status = metav1.ConditionTrue
+	}
+	setStatusCondition(&sbx.Status.Conditions, metav1.Condition{
+		Type: t, Status: status, Reason: reason, Message: message, ObservedGeneration: sbx.Generation,
+	})
+}

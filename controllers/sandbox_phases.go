@@ -1,0 +1,270 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/naming"
+	"afe.dev/sandbox/internal/sandboxspec"
+)
+
+// conflictRetry is how often a name conflict is looked at again.
+const conflictRetry = 30 * time.Second
+
+func (s *sandboxScope) containerName() string { return naming.Container(s.id.Key) }
+
+// resolveEnv returns the declared env as KEY=VALUE, reading Secrets directly.
+func (r *SandboxReconciler) resolveEnv(ctx context.Context, sbx *afev1.Sandbox) ([]string, error) {
+	out := make([]string, 0, len(sbx.Spec.Env))
+	for _, e := range sbx.Spec.Env {
+		if e.ValueFrom == nil {
+			out = append(out, e.Name+"="+e.Value)
+			continue
+		}
+		ref := e.ValueFrom.SecretKeyRef
+		secret := &corev1.Secret{}
+		err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: sbx.Namespace, Name: ref.Name}, secret)
+		if apierrors.IsNotFound(err) {
+			return nil, &sandboxspec.InvalidError{Reason: afev1.SecretNotFoundReason,
+				Message: fmt.Sprintf("Env %s: Secret %s does not exist", e.Name, ref.Name)}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("get secret %s: %w", ref.Name, err)
+		}
+		v, ok := secret.Data[ref.Key]
+		if !ok {
+			return nil, &sandboxspec.InvalidError{Reason: afev1.SecretNotFoundReason,
+				Message: fmt.Sprintf("Env %s: Secret %s has no key %s", e.Name, ref.Name, ref.Key)}
+		}
+		out = append(out, e.Name+"="+string(v))
+	}
+	return out, nil
+}
+
+// reconcileWorkspace makes the workspace volume exist, or resolves the folder.
+func (r *SandboxReconciler) reconcileWorkspace(ctx context.Context, s *sandboxScope) (ctrl.Result, error) {
+	if s.sbx.Spec.Workspace.Type == afev1.WorkspaceFolder {
+		dir, err := sandboxspec.ResolveFolder(s.sbx.Spec.Workspace.HostPath, r.Options.WorkspaceRoot)
+		if err != nil {
+			return r.invalidSpec(ctx, s, err)
+		}
+		s.resolved.Workspace = dir
+		s.sbx.Status.VolumeName = ""
+		setCondition(s.sbx, afev1.WorkspaceReadyCondition, true, afev1.ReadyReason, "Host folder "+dir+" is mounted at /workspace")
+		return ctrl.Result{}, nil
+	}
+	spec := sandboxspec.Volume(s.id)
+	v, err := r.Engine.EnsureVolume(ctx, spec)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !s.id.Owns(v.Labels) {
+		setCondition(s.sbx, afev1.WorkspaceReadyCondition, false, afev1.NameConflictReason,
+			fmt.Sprintf("Volume %s belongs to another sandbox or controller instance and is not adopted", v.Name))
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	}
+	s.resolved.Workspace = v.Name
+	s.sbx.Status.VolumeName = v.Name
+	setCondition(s.sbx, afev1.WorkspaceReadyCondition, true, afev1.ReadyReason, "Volume "+v.Name+" is mounted at /workspace")
+	return ctrl.Result{}, nil
+}
+
+// reconcileEgress: a sandbox without egress has no network, and no proxy or
+// network of an earlier spec is left behind.
+func (r *SandboxReconciler) reconcileEgress(ctx context.Context, s *sandboxScope) (ctrl.Result, error) {
+	if len(s.sbx.Spec.Egress) > 0 {
+		setCondition(s.sbx, afev1.EgressReadyCondition, false, afev1.InvalidSpecReason,
+			"Egress is not supported by this controller version; remove spec.egress")
+		return ctrl.Result{}, nil
+	}
+	s.resolved.Network = "none"
+	setCondition(s.sbx, afev1.EgressReadyCondition, true, afev1.NoEgressReason, "The sandbox has no network")
+	return ctrl.Result{}, nil
+}
+
+// deleteEgress removes the proxy and the network, when there are any.
+func (r *SandboxReconciler) deleteEgress(ctx context.Context, s *sandboxScope) error {
+	if err := r.removeOwnedContainer(ctx, s, naming.Proxy(s.id.Key)); err != nil {
+		return err
+	}
+	s.sbx.Status.ProxyName, s.sbx.Status.ProxyURL, s.sbx.Status.NetworkName = "", "", ""
+	return nil
+}
+
+// reconcileContainer runs the hardened container and keeps it running with
+// the current spec: a lost container is recreated with a fresh workspace, a
+// drifted one is recreated keeping the workspace.
+func (r *SandboxReconciler) reconcileContainer(ctx context.Context, s *sandboxScope) (ctrl.Result, error) {
+	log := logf.FromContext(ctx)
+	sbx := s.sbx
+	want := sandboxspec.Container(sbx, s.id, s.resolved)
+	sbx.Status.ContainerName = want.Name
+
+	if err := r.Engine.EnsureImage(ctx, want.Image); err != nil {
+		var pe *docker.PullError
+		if errors.As(err, &pe) {
+			setCondition(sbx, afev1.ContainerReadyCondition, false, afev1.ImagePullFailedReason,
+				fmt.Sprintf("Image %s is not present and could not be pulled: %s", pe.Ref, pe.Reason))
+		}
+		return ctrl.Result{}, err
+	}
+
+	have, err := r.Engine.InspectContainer(ctx, want.Name)
+	if err != nil && !errors.Is(err, docker.ErrNotFound) {
+		return ctrl.Result{}, err
+	}
+	if have != nil && !s.id.Owns(have.Labels) {
+		setCondition(sbx, afev1.ContainerReadyCondition, false, afev1.NameConflictReason,
+			fmt.Sprintf("Container %s belongs to another sandbox or controller instance and is not adopted", want.Name))
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	}
+
+	create := true
+	switch {
+	case r.lossPending(sbx, have):
+		// A loss recorded earlier whose replacement is not running yet.
+		if err := r.recreateAfterLoss(ctx, s, have); err != nil {
+			return ctrl.Result{}, err
+		}
+	case have == nil && sbx.Status.ContainerID != "", have != nil && !have.Running:
+		r.recordLoss(sbx, have)
+		if err := r.patchStatus(ctx, s.before, sbx); err != nil {
+			return ctrl.Result{}, err
+		}
+		s.before = sbx.DeepCopy()
+		if err := r.recreateAfterLoss(ctx, s, have); err != nil {
+			return ctrl.Result{}, err
+		}
+	case have == nil:
+		setCondition(sbx, afev1.ContainerReadyCondition, false, afev1.ProvisioningReason, "Creating the container")
+	case have.Labels[afev1.LabelSpecHash] != want.Labels[afev1.LabelSpecHash]:
+		log.Info("Recreating drifted container", "container", want.Name)
+		setCondition(sbx, afev1.ContainerReadyCondition, false, afev1.SpecDriftReason,
+			"The container does not match the spec and is being recreated; the workspace is kept")
+		if err := r.Engine.RemoveContainer(ctx, have.ID); err != nil {
+			return ctrl.Result{}, err
+		}
+		r.Recorder.Eventf(sbx, nil, "Normal", afev1.SpecDriftReason, "Recreate",
+			"Container %s no longer matched the spec and is recreated; the workspace is kept", want.Name)
+	default:
+		create = false
+	}
+
+	if create {
+		log.Info("Creating container", "container", want.Name)
+		created, err := r.Engine.RunContainer(ctx, want)
+		if errors.Is(err, docker.ErrConflict) {
+			setCondition(sbx, afev1.ContainerReadyCondition, false, afev1.NameConflictReason,
+				fmt.Sprintf("Container %s belongs to another sandbox or controller instance and is not adopted", want.Name))
+			return ctrl.Result{RequeueAfter: conflictRetry}, nil
+		}
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		r.Recorder.Eventf(sbx, nil, "Normal", "Created", "Create", "Started container %s", want.Name)
+		have = created
+	}
+	sbx.Status.ContainerID = have.ID
+	setCondition(sbx, afev1.ContainerReadyCondition, true, afev1.ReadyReason, "Container "+want.Name+" is running")
+	return ctrl.Result{}, nil
+}
+
+// lossPending is true while a recorded loss has no running replacement: a
+// container started after the loss is the replacement.
+func (r *SandboxReconciler) lossPending(sbx *afev1.Sandbox, have *docker.Container) bool {
+	c := meta.FindStatusCondition(sbx.Status.Conditions, afev1.ContainerReadyCondition)
+	if c == nil || c.Reason != afev1.SandboxContainerLostReason || c.Status == metav1.ConditionTrue {
+		return false
+	}
+	if have == nil || !have.Running || sbx.Status.LastLostTime == nil {
+		return true
+	}
+	return have.StartedAt.Before(sbx.Status.LastLostTime.Time)
+}
+
+// recordLoss notes a loss in the status; the caller writes it before acting
+// on it, so that a crash in the middle repeats the cleanup rather than
+// forgetting it.
+func (r *SandboxReconciler) recordLoss(sbx *afev1.Sandbox, have *docker.Container) {
+	what := "disappeared"
+	if have != nil {
+		what = fmt.Sprintf("exited with code %d", have.ExitCode)
+	}
+	name := sbx.Status.ContainerName
+	logf.Log.Info("Sandbox container lost", "sandbox", sbx.Namespace+"/"+sbx.Name, "container", name, "what", what)
+	now := metav1.Now()
+	sbx.Status.Recreations++
+	sbx.Status.LastLostTime = &now
+	sbx.Status.ContainerID = ""
+	setCondition(sbx, afev1.ContainerReadyCondition, false, afev1.SandboxContainerLostReason,
+		"The container was lost and is being recreated with a fresh workspace")
+	r.Recorder.Eventf(sbx, nil, "Warning", afev1.SandboxContainerLostReason, "Recreate",
+		"Container %s %s; recreating it with a fresh workspace", name, what)
+}
+
+// recreateAfterLoss removes what is left of a lost container and, for a
+// Volume workspace, the volume, which is then created fresh. A Folder
+// workspace's host folder is never deleted.
+func (r *SandboxReconciler) recreateAfterLoss(ctx context.Context, s *sandboxScope, have *docker.Container) error {
+	if have != nil {
+		if err := r.Engine.RemoveContainer(ctx, have.ID); err != nil {
+			return err
+		}
+	}
+	if s.sbx.Spec.Workspace.Type == afev1.WorkspaceFolder {
+		return nil
+	}
+	if err := r.removeOwnedVolume(ctx, s); err != nil {
+		return err
+	}
+	v, err := r.Engine.EnsureVolume(ctx, sandboxspec.Volume(s.id))
+	if err != nil {
+		return err
+	}
+	s.resolved.Workspace = v.Name
+	return nil
+}
+
+// removeOwnedContainer removes the named container when it is this
+// sandbox's; another object's container is left alone.
+func (r *SandboxReconciler) removeOwnedContainer(ctx context.Context, s *sandboxScope, name string) error {
+	c, err := r.Engine.InspectContainer(ctx, name)
+	if errors.Is(err, docker.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !s.id.Owns(c.Labels) {
+		return nil
+	}
+	return r.Engine.RemoveContainer(ctx, c.ID)
+}
+
+// removeOwnedVolume removes the workspace volume when it is this sandbox's.
+func (r *SandboxReconciler) removeOwnedVolume(ctx context.Context, s *sandboxScope) error {
+	name := naming.Volume(s.id.Key)
+	v, err := r.Engine.InspectVolume(ctx, name)
+	if errors.Is(err, docker.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !s.id.Owns(v.Labels) {
+		return nil
+	}
+	return r.Engine.RemoveVolume(ctx, name)
+}

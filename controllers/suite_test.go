@@ -1,0 +1,106 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/test/dockertest"
+)
+
+var (
+	testEnv       *envtest.Environment
+	k8sClient     client.Client
+	cancelManager context.CancelFunc
+	// instance labels every Docker object of this suite run.
+	instance      = fmt.Sprintf("envtest-%d", os.Getpid())
+	workspaceRoot string
+)
+
+func TestControllers(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "Controller Suite")
+}
+
+// assetsDir is where `make envtest` puts kube-apiserver and etcd.
+func assetsDir() string {
+	if d := os.Getenv("KUBEBUILDER_ASSETS"); d != "" {
+		return d
+	}
+	return filepath.Join("..", "bin", "envtest", "1.37.2")
+}
+
+var _ = BeforeSuite(func() {
+	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	SetDefaultEventuallyTimeout(60 * time.Second)
+	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+
+	engine, skip, err := dockertest.Require()
+	Expect(err).NotTo(HaveOccurred())
+	if skip != "" {
+		Skip(skip)
+	}
+
+	Expect(afev1.AddToScheme(scheme.Scheme)).To(Succeed())
+	testEnv = &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		BinaryAssetsDirectory: assetsDir(),
+	}
+	cfg, err := testEnv.Start()
+	Expect(err).NotTo(HaveOccurred())
+	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme.Scheme})
+	Expect(err).NotTo(HaveOccurred())
+
+	workspaceRoot, err = os.MkdirTemp("", "afe-ws-root-")
+	Expect(err).NotTo(HaveOccurred())
+
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(SetupAll(mgr, engine, Options{
+		Instance:                instance,
+		WorkspaceRoot:           workspaceRoot,
+		DenyEnv:                 []string{"EXTRA_DENIED"},
+		ResyncPeriod:            30 * time.Second,
+		MaxConcurrentReconciles: 4,
+		EgressNetwork:           "bridge",
+		ProxyImage:              "afe/egress-proxy:dev",
+	})).To(Succeed())
+	var ctx context.Context
+	ctx, cancelManager = context.WithCancel(context.Background())
+	go func() {
+		defer GinkgoRecover()
+		Expect(mgr.Start(ctx)).To(Succeed())
+	}()
+})
+
+var _ = AfterSuite(func() {
+	if cancelManager != nil {
+		cancelManager()
+	}
+	if testEnv != nil {
+		Expect(testEnv.Stop()).To(Succeed())
+	}
+	dockertest.RemoveAll(afev1.LabelController + "=" + instance)
+	if workspaceRoot != "" {
+		_ = os.RemoveAll(workspaceRoot)
+	}
+})
