@@ -1,0 +1,77 @@
+// Package localcp runs a local Kubernetes control plane (etcd and
+// kube-apiserver, as envtest starts them) whose state survives restarts: etcd
+// keeps its data under the given folder, so a restarted controller finds its
+// objects again as on a real cluster. `make run` and the end-to-end tests use
+// it.
+package localcp
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// ControlPlane is a running local control plane.
+type ControlPlane struct {
+	// Dir holds etcd's data, the certificates and the kubeconfig.
+	Dir string
+	// Config reaches the API server as an administrator.
+	Config *rest.Config
+	// Kubeconfig is the path of the written kubeconfig.
+	Kubeconfig string
+	env        *envtest.Environment
+}
+
+// Start starts a control plane keeping its state in dir, installs (or
+// updates) the CRDs found in crdDirs, and writes dir/kubeconfig. assets is
+// the folder of the kube-apiserver and etcd binaries.
+func Start(dir, assets string, crdDirs ...string) (*ControlPlane, error) {
+	if err := os.MkdirAll(filepath.Join(dir, "etcd"), 0o700); err != nil {
+		return nil, err
+	}
+	// Serving certificates are made fresh each start: envtest only creates
+	// them (and knows their CA) in an empty folder.
+	certs := filepath.Join(dir, "certs")
+	if err := os.RemoveAll(certs); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(certs, 0o700); err != nil {
+		return nil, err
+	}
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: assets,
+		CRDDirectoryPaths:     crdDirs,
+		ErrorIfCRDPathMissing: len(crdDirs) > 0,
+	}
+	env.ControlPlane.Etcd = &envtest.Etcd{DataDir: filepath.Join(dir, "etcd")}
+	env.ControlPlane.APIServer = &envtest.APIServer{CertDir: certs}
+	if _, err := env.Start(); err != nil {
+		return nil, fmt.Errorf("start control plane: %w", err)
+	}
+	cp := &ControlPlane{Dir: dir, env: env, Kubeconfig: filepath.Join(dir, "kubeconfig")}
+	user, err := env.AddUser(envtest.User{Name: "afe-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		_ = env.Stop()
+		return nil, fmt.Errorf("add admin user: %w", err)
+	}
+	cp.Config = user.Config()
+	kubeconfig, err := user.KubeConfig()
+	if err != nil {
+		_ = env.Stop()
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	if err := os.WriteFile(cp.Kubeconfig, kubeconfig, 0o600); err != nil {
+		_ = env.Stop()
+		return nil, err
+	}
+	return cp, nil
+}
+
+// Stop stops the API server and etcd; their state stays in Dir.
+func (cp *ControlPlane) Stop() error {
+	_ = os.Remove(cp.Kubeconfig)
+	return cp.env.Stop()
+}

@@ -1,0 +1,147 @@
+// Package dockertest holds helpers for tests that use the real Docker engine:
+// requiring it (a failure under CI, a skip otherwise), inspecting objects
+// with the docker CLI as an independent witness, and cleaning up by label.
+package dockertest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"afe.dev/sandbox/docker"
+)
+
+// TestImage is the small sandbox image `make images` builds.
+const TestImage = "afe/busybox:dev"
+
+// Require returns a client of the local engine, or a reason to skip. Under CI
+// (CI set) a missing engine or test image is an error, never a skip.
+func Require() (*docker.Client, string, error) {
+	c, err := docker.New("")
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		err = c.Ping(ctx)
+		if err == nil {
+			err = c.EnsureImage(ctx, TestImage)
+			if err != nil {
+				err = fmt.Errorf("%w (run `make images`)", err)
+			}
+		}
+	}
+	if err == nil {
+		return c, "", nil
+	}
+	if os.Getenv("CI") != "" {
+		return nil, "", fmt.Errorf("CI is set and Docker is not usable: %w", err)
+	}
+	return nil, fmt.Sprintf("Docker is not usable: %v", err), nil
+}
+
+// Inspected is what the tests check of a container, read with `docker inspect`.
+type Inspected struct {
+	ID     string
+	Name   string
+	Config struct {
+		User       string
+		Env        []string
+		Cmd        []string
+		Labels     map[string]string
+		WorkingDir string
+	}
+	State struct {
+		Running bool
+	}
+	HostConfig struct {
+		NetworkMode    string
+		CapDrop        []string
+		CapAdd         []string
+		SecurityOpt    []string
+		Privileged     bool
+		Memory         int64
+		MemorySwap     int64
+		NanoCpus       int64
+		PidsLimit      *int64
+		Init           *bool
+		Binds          []string
+		ReadonlyRootfs bool
+	}
+	Mounts []struct {
+		Type        string
+		Name        string
+		Source      string
+		Destination string
+	}
+	NetworkSettings struct {
+		Networks map[string]struct{ IPAddress string }
+	}
+}
+
+// Inspect inspects a container with the docker CLI.
+func Inspect(name string) (*Inspected, error) {
+	out, err := exec.Command("docker", "inspect", "--type", "container", name).Output()
+	if err != nil {
+		return nil, fmt.Errorf("docker inspect %s: %w", name, err)
+	}
+	var list []Inspected
+	if err := json.Unmarshal(out, &list); err != nil || len(list) != 1 {
+		return nil, fmt.Errorf("docker inspect %s: %v", name, err)
+	}
+	list[0].Name = strings.TrimPrefix(list[0].Name, "/")
+	return &list[0], nil
+}
+
+// Objects lists the names of containers, volumes and networks carrying the
+// label (key=value), as "container/NAME", "volume/NAME", "network/NAME".
+func Objects(label string) []string {
+	var out []string
+	for _, kind := range []struct{ cmd, format string }{
+		{"container ls -a", "{{.Names}}"}, {"volume ls", "{{.Name}}"}, {"network ls", "{{.Name}}"},
+	} {
+		args := append(strings.Fields(kind.cmd), "--filter", "label="+label, "--format", kind.format)
+		b, _ := exec.Command("docker", args...).Output()
+		for _, n := range strings.Fields(string(b)) {
+			out = append(out, strings.Fields(kind.cmd)[0]+"/"+n)
+		}
+	}
+	return out
+}
+
+// RemoveAll removes every container, volume and network carrying the label.
+func RemoveAll(label string) {
+	for _, o := range Objects(label) {
+		kind, name, _ := strings.Cut(o, "/")
+		switch kind {
+		case "container":
+			_ = exec.Command("docker", "rm", "-f", name).Run()
+		}
+	}
+	for _, o := range Objects(label) {
+		kind, name, _ := strings.Cut(o, "/")
+		switch kind {
+		case "volume":
+			_ = exec.Command("docker", "volume", "rm", "-f", name).Run()
+		case "network":
+			_ = exec.Command("docker", "network", "rm", name).Run()
+		}
+	}
+}
+
+// Exec runs a command in a container with the docker CLI.
+func Exec(container string, args ...string) (string, error) {
+	out, err := exec.Command("docker", append([]string{"exec", container}, args...)...).CombinedOutput()
+	return strings.TrimSpace(string(out)), err
+}
+
+// RemoveContainer removes a container behind the controller's back.
+func RemoveContainer(name string) error {
+	out, err := exec.Command("docker", "rm", "-f", name).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("docker rm -f %s: %w: %s", name, err, out)
+	}
+	return nil
+}

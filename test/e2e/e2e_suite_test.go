@@ -1,0 +1,109 @@
+// Package e2e runs the built manager binary against a local control plane and
+// the local Docker engine, and drives it with kubectl as a user would.
+package e2e
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/gexec"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/internal/localcp"
+	"afe.dev/sandbox/test/dockertest"
+)
+
+var (
+	root       = filepath.Join("..", "..")
+	cp         *localcp.ControlPlane
+	managerBin string
+	manager    *gexec.Session
+	instance   = fmt.Sprintf("e2e-%d", os.Getpid())
+	probeAddr  string
+)
+
+func TestE2E(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "e2e suite")
+}
+
+var _ = BeforeSuite(func() {
+	SetDefaultEventuallyTimeout(90 * time.Second)
+	SetDefaultEventuallyPollingInterval(200 * time.Millisecond)
+	_, skip, err := dockertest.Require()
+	Expect(err).NotTo(HaveOccurred())
+	if skip != "" {
+		Skip(skip)
+	}
+	_, err = exec.LookPath("kubectl")
+	Expect(err).NotTo(HaveOccurred(), "kubectl is needed")
+
+	managerBin = os.Getenv("AFE_MANAGER_BIN")
+	if managerBin == "" {
+		managerBin, err = gexec.Build("afe.dev/sandbox/cmd/manager")
+		Expect(err).NotTo(HaveOccurred())
+	}
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		assets = filepath.Join(root, "bin", "envtest", "1.37.2")
+	}
+	cp, err = localcp.Start(GinkgoT().TempDir(), assets, filepath.Join(root, "config", "crd", "bases"))
+	Expect(err).NotTo(HaveOccurred())
+	startManager()
+})
+
+var _ = AfterSuite(func() {
+	if manager != nil {
+		manager.Signal(syscall.SIGTERM)
+		Eventually(manager, 20*time.Second).Should(gexec.Exit())
+	}
+	if cp != nil {
+		Expect(cp.Stop()).To(Succeed())
+	}
+	gexec.CleanupBuildArtifacts()
+	dockertest.RemoveAll(afev1.LabelController + "=" + instance)
+})
+
+func freeAddr() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	Expect(err).NotTo(HaveOccurred())
+	defer func() { _ = l.Close() }()
+	return l.Addr().String()
+}
+
+// startManager starts the manager binary as `make run` would.
+func startManager() {
+	probeAddr = freeAddr()
+	cmd := exec.Command(managerBin,
+		"--instance", instance,
+		"--metrics-bind-address", freeAddr(),
+		"--health-probe-bind-address", probeAddr,
+		"--resync-period", "30s",
+	)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+cp.Kubeconfig)
+	var err error
+	manager, err = gexec.Start(cmd, GinkgoWriter, GinkgoWriter)
+	Expect(err).NotTo(HaveOccurred())
+}
+
+// kubectl runs kubectl against the local control plane.
+func kubectl(args ...string) (string, error) {
+	cmd := exec.Command("kubectl", append([]string{"--kubeconfig", cp.Kubeconfig}, args...)...)
+	out, err := cmd.CombinedOutput()
+	return strings.TrimSpace(string(out)), err
+}
+
+func mustKubectl(args ...string) string {
+	out, err := kubectl(args...)
+	ExpectWithOffset(1, err).NotTo(HaveOccurred(), "kubectl %s: %s", strings.Join(args, " "), out)
+	return out
+}

@@ -1,0 +1,91 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/gexec"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/test/dockertest"
+)
+
+var _ = Describe("The manager binary with kubectl", Ordered, func() {
+	var ns string
+	BeforeAll(func() {
+		ns = fmt.Sprintf("e2e-%d", os.Getpid())
+		mustKubectl("create", "namespace", ns)
+	})
+
+	It("reports ready on its probe", func() {
+		Eventually(func() int {
+			resp, err := http.Get("http://" + probeAddr + "/readyz")
+			if err != nil {
+				return 0
+			}
+			_ = resp.Body.Close()
+			return resp.StatusCode
+		}).Should(Equal(http.StatusOK))
+	})
+
+	It("makes the sample sandbox Ready and hardened", func() {
+		t0 := time.Now()
+		mustKubectl("apply", "-n", ns, "-f", filepath.Join(root, "config", "samples", "sandbox_v1alpha1_sandbox.yaml"))
+		mustKubectl("wait", "-n", ns, "--for=condition=Ready", "sandbox/sample", "--timeout=90s")
+		GinkgoWriter.Printf("kubectl apply to Ready: %s\n", time.Since(t0))
+
+		header := strings.Fields(strings.SplitN(mustKubectl("get", "sandboxes", "-n", ns), "\n", 2)[0])
+		Expect(header).To(Equal([]string{"NAME", "TICKET", "SCOPE", "IMAGE", "PHASE", "EGRESS", "CONTAINER", "AGE"}))
+		row := mustKubectl("get", "sbx", "sample", "-n", ns, "--no-headers")
+		Expect(row).To(ContainSubstring("Ready"))
+		Expect(row).To(ContainSubstring("afe-" + ns + ".sample"))
+
+		explain := mustKubectl("explain", "sandbox.spec")
+		Expect(explain).To(ContainSubstring("egress"))
+		Expect(explain).To(ContainSubstring("host names the sandbox may reach"))
+
+		c, err := dockertest.Inspect("afe-" + ns + ".sample")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(c.HostConfig.CapDrop).To(Equal([]string{"ALL"}))
+		Expect(c.HostConfig.SecurityOpt).To(ContainElement("no-new-privileges:true"))
+		Expect(c.HostConfig.NetworkMode).To(Equal("none"))
+		Expect(c.Config.User).To(Equal("1000:1000"))
+		Expect(c.HostConfig.MemorySwap).To(Equal(c.HostConfig.Memory))
+		Expect(*c.HostConfig.PidsLimit).To(Equal(int64(256)))
+		Expect(c.Config.Env).To(ContainElement("GREETING=hello from the sandbox"))
+		Expect(c.Config.Labels).To(HaveKeyWithValue(afev1.LabelController, instance))
+	})
+
+	It("finds its container again after a crash, without a duplicate", func() {
+		before, err := dockertest.Inspect("afe-" + ns + ".sample")
+		Expect(err).NotTo(HaveOccurred())
+		manager.Kill()
+		Eventually(manager).Should(gexec.Exit())
+		startManager()
+		mustKubectl("wait", "-n", ns, "--for=condition=Ready", "sandbox/sample", "--timeout=60s")
+		Consistently(func() []string {
+			return dockertest.Objects(afev1.LabelController + "=" + instance)
+		}, "3s").Should(ConsistOf("container/"+before.Name, "volume/afe-"+ns+".sample-ws"))
+		after, err := dockertest.Inspect(before.Name)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(after.ID).To(Equal(before.ID))
+	})
+
+	It("removes every Docker object on delete", func() {
+		mustKubectl("delete", "-n", ns, "sandbox/sample", "--timeout=60s")
+		Expect(dockertest.Objects(afev1.LabelNamespace + "=" + ns)).To(BeEmpty())
+	})
+
+	It("stops on SIGTERM", func() {
+		manager.Signal(syscall.SIGTERM)
+		Eventually(manager, 20*time.Second).Should(gexec.Exit(0))
+		manager = nil
+	})
+})
