@@ -60,7 +60,7 @@ images: ## Build the egress proxy image and the test images, offline.
 	hack/build-images.sh
 
 .PHONY: test
-test: manifests generate fmt vet envtest images build ## The whole suite: unit, docker, envtest + Docker, e2e.
+test: manifests generate fmt vet lint envtest images build ## The whole suite: unit, docker, envtest + Docker, e2e.
 	@if [ -n "$$CI" ]; then git diff --exit-code -- config/crd config/rbac api || { echo "generated files are stale: run 'make manifests generate' and commit"; exit 1; }; fi
 	KUBEBUILDER_ASSETS=$(ENVTEST_DIR) AFE_MANAGER_BIN=$(LOCALBIN)/manager \
 		go test ./... -count=1 -timeout 25m

@@ -29,7 +29,7 @@ func NewDockerEventSource(engine docker.Engine, c client.Reader, instance string
 	return &DockerEventSource{Engine: engine, Client: c, Instance: instance, Out: make(chan event.TypedGenericEvent[*afev1.Sandbox], 1024)}
 }
 
-// NeedLeaderElection: only the leader acts on events.
+// NeedLeaderElection is true: only the leader acts on events.
 func (d *DockerEventSource) NeedLeaderElection() bool { return true }
 
 // Start streams events until ctx ends.
@@ -44,7 +44,7 @@ func (d *DockerEventSource) Start(ctx context.Context) error {
 			d.resyncAll(ctx)
 		}
 		connected = true
-		err := d.pump(ctx, events, errs, &backoff)
+		err := d.pump(events, errs, &backoff)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -59,7 +59,7 @@ func (d *DockerEventSource) Start(ctx context.Context) error {
 	return nil
 }
 
-func (d *DockerEventSource) pump(ctx context.Context, events <-chan docker.Event, errs <-chan error, backoff *time.Duration) error {
+func (d *DockerEventSource) pump(events <-chan docker.Event, errs <-chan error, backoff *time.Duration) error {
 	for {
 		select {
 		case ev, ok := <-events:

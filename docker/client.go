@@ -8,8 +8,8 @@ import (
 	"net"
 	"syscall"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/client"
-	"github.com/docker/docker/errdefs"
 )
 
 // Client is the Engine of a real Docker engine.
@@ -60,12 +60,12 @@ func wrap(err error, what string) error {
 	switch {
 	case err == nil:
 		return nil
-	case errdefs.IsNotFound(err):
-		return fmt.Errorf("%s: %w: %v", what, ErrNotFound, err)
-	case errdefs.IsConflict(err):
-		return fmt.Errorf("%s: %w: %v", what, ErrConflict, err)
+	case cerrdefs.IsNotFound(err):
+		return fmt.Errorf("%s: %w: %w", what, ErrNotFound, err)
+	case cerrdefs.IsConflict(err):
+		return fmt.Errorf("%s: %w: %w", what, ErrConflict, err)
 	case client.IsErrConnectionFailed(err), isNetError(err):
-		return fmt.Errorf("%s: %w: %v", what, ErrUnavailable, err)
+		return fmt.Errorf("%s: %w: %w", what, ErrUnavailable, err)
 	default:
 		return fmt.Errorf("%s: %w", what, err)
 	}

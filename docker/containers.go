@@ -10,17 +10,17 @@ import (
 	"strings"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/errdefs"
 )
 
 // RunContainer creates and starts the container.
 func (c *Client) RunContainer(ctx context.Context, spec ContainerSpec) (*Container, error) {
 	cfg, hc, nc := containerConfig(spec)
 	resp, err := c.api.ContainerCreate(ctx, cfg, hc, nc, nil, spec.Name)
-	if errdefs.IsConflict(err) {
+	if cerrdefs.IsConflict(err) {
 		return c.adopt(ctx, spec)
 	}
 	if err != nil {
@@ -174,7 +174,7 @@ func (c *Client) InspectContainer(ctx context.Context, name string) (*Container,
 		out.Labels = info.Config.Labels
 	}
 	if st := info.State; st != nil {
-		out.State = string(st.Status)
+		out.State = st.Status
 		out.Running = st.Running
 		out.ExitCode = st.ExitCode
 		if t, err := time.Parse(time.RFC3339Nano, st.StartedAt); err == nil && t.Year() > 1 {
@@ -203,7 +203,7 @@ func (c *Client) ListContainers(ctx context.Context, labels map[string]string) (
 			ID:       s.ID,
 			Image:    s.Image,
 			Labels:   s.Labels,
-			State:    string(s.State),
+			State:    s.State,
 			Running:  s.State == container.StateRunning,
 			ExitCode: -1,
 			IPs:      map[string]string{},
@@ -231,7 +231,7 @@ func (c *Client) RemoveContainer(ctx context.Context, name string) error {
 		return nil
 	}
 	// A removal already in progress ends with the container gone.
-	if errdefs.IsConflict(err) && strings.Contains(err.Error(), "already in progress") {
+	if cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "already in progress") {
 		return c.waitGone(ctx, name)
 	}
 	return wrap(err, "remove container "+name)
@@ -252,5 +252,5 @@ func (c *Client) waitGone(ctx context.Context, name string) error {
 }
 
 func isNotFound(err error) bool {
-	return errdefs.IsNotFound(err) || errors.Is(err, ErrNotFound)
+	return cerrdefs.IsNotFound(err) || errors.Is(err, ErrNotFound)
 }

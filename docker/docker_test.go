@@ -53,7 +53,7 @@ func testLabels(t *testing.T) map[string]string {
 	return labels
 }
 
-func uniqueName(t *testing.T) string {
+func uniqueName() string {
 	return fmt.Sprintf("afe-test-%d", time.Now().UnixNano())
 }
 
@@ -69,7 +69,7 @@ func sh(t *testing.T, args ...string) string {
 func TestVolumeIsIdempotent(t *testing.T) {
 	ctx := context.Background()
 	labels := testLabels(t)
-	name := uniqueName(t)
+	name := uniqueName()
 	for i := 0; i < 2; i++ {
 		v, err := engine.EnsureVolume(ctx, VolumeSpec{Name: name, Labels: labels})
 		if err != nil {
@@ -95,7 +95,7 @@ func TestVolumeIsIdempotent(t *testing.T) {
 func TestRunContainerHardenedWithOwnedVolume(t *testing.T) {
 	ctx := context.Background()
 	labels := testLabels(t)
-	name := uniqueName(t)
+	name := uniqueName()
 	if _, err := engine.EnsureVolume(ctx, VolumeSpec{Name: name, Labels: labels}); err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestRunContainerHardenedWithOwnedVolume(t *testing.T) {
 func TestRunContainerThatCannotStartLeavesNothing(t *testing.T) {
 	ctx := context.Background()
 	labels := testLabels(t)
-	name := uniqueName(t)
+	name := uniqueName()
 	_, err := engine.RunContainer(ctx, ContainerSpec{
 		Name: name, Image: testImage, Labels: labels, Network: "none",
 		Command: []string{"/does/not/exist"},
@@ -194,7 +194,7 @@ func TestEventsReportDeathAndDestroy(t *testing.T) {
 	defer cancel()
 	labels := testLabels(t)
 	events, errs := engine.Events(ctx, labels)
-	name := uniqueName(t)
+	name := uniqueName()
 	if _, err := engine.RunContainer(ctx, ContainerSpec{
 		Name: name, Image: testImage, Labels: labels, Network: "none", Command: []string{"sleep", "600"},
 	}); err != nil {

@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"io"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/distribution/reference"
 	"github.com/docker/docker/api/types/image"
-	"github.com/docker/docker/errdefs"
 )
 
 // PullError says why an image could not be pulled.
@@ -37,7 +37,7 @@ func (c *Client) EnsureImage(ctx context.Context, ref string) error {
 	if err == nil {
 		return nil
 	}
-	if !errdefs.IsNotFound(err) {
+	if !cerrdefs.IsNotFound(err) {
 		return wrap(err, "inspect image "+ref)
 	}
 	rc, err := c.api.ImagePull(ctx, ref, image.PullOptions{})

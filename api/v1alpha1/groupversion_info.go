@@ -5,8 +5,9 @@
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 var (
@@ -14,8 +15,20 @@ var (
 	GroupVersion = schema.GroupVersion{Group: "sandbox.afe.dev", Version: "v1alpha1"}
 
 	// SchemeBuilder registers the objects of this package with a scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 
 	// AddToScheme adds the objects of this package to a scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
+
+	// knownTypes are the objects of this package, registered by each kind's
+	// file.
+	knownTypes []runtime.Object
 )
+
+func register(objects ...runtime.Object) { knownTypes = append(knownTypes, objects...) }
+
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, knownTypes...)
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}

@@ -32,6 +32,10 @@ func init() {
 }
 
 func main() {
+	os.Exit(run())
+}
+
+func run() int {
 	var (
 		metricsAddr, probeAddr string
 		leaderElect            bool
@@ -65,7 +69,7 @@ func main() {
 	engine, err := docker.New(dockerHost)
 	if err != nil {
 		log.Error(err, "Cannot configure the Docker client")
-		os.Exit(1)
+		return 1
 	}
 	defer func() { _ = engine.Close() }()
 
@@ -78,16 +82,16 @@ func main() {
 	})
 	if err != nil {
 		log.Error(err, "Cannot create the manager")
-		os.Exit(1)
+		return 1
 	}
 
 	if err := controllers.SetupAll(mgr, engine, opts); err != nil {
 		log.Error(err, "Cannot set up the controllers")
-		os.Exit(1)
+		return 1
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		log.Error(err, "Cannot add the health check")
-		os.Exit(1)
+		return 1
 	}
 	if err := mgr.AddReadyzCheck("docker", func(req *http.Request) error {
 		ctx, cancel := context.WithTimeout(req.Context(), 3*time.Second)
@@ -95,12 +99,13 @@ func main() {
 		return engine.Ping(ctx)
 	}); err != nil {
 		log.Error(err, "Cannot add the readiness check")
-		os.Exit(1)
+		return 1
 	}
 
 	log.Info("Starting the manager", "docker", engine.Host(), "instance", opts.Instance)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		log.Error(err, "The manager stopped")
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }

@@ -46,8 +46,14 @@ type InvalidError struct {
 
 func (e *InvalidError) Error() string { return e.Message }
 
+// invalid makes an InvalidError; its message, a condition message, starts
+// with a capital.
 func invalid(reason, format string, args ...any) error {
-	return &InvalidError{Reason: reason, Message: fmt.Sprintf(format, args...)}
+	msg := fmt.Sprintf(format, args...)
+	if msg != "" {
+		msg = strings.ToUpper(msg[:1]) + msg[1:]
+	}
+	return &InvalidError{Reason: reason, Message: msg}
 }
 
 // AsInvalid returns the InvalidError in err, if any.
@@ -108,17 +114,17 @@ func Validate(spec *afev1.SandboxTemplateSpec, opts Options) error {
 func ParseUser(user string) (uid, gid int, err error) {
 	m := userRe.FindStringSubmatch(user)
 	if m == nil {
-		return 0, 0, fmt.Errorf("User %q must be a numeric uid or uid:gid; names are refused because an image could map them to root", user)
+		return 0, 0, fmt.Errorf("user %q must be a numeric uid or uid:gid; names are refused because an image could map them to root", user)
 	}
 	uid, err = strconv.Atoi(m[1])
 	if err != nil || uid <= 0 || uid > 1<<31-2 {
-		return 0, 0, fmt.Errorf("User %q: uid must be between 1 and 2147483646 (root is refused)", user)
+		return 0, 0, fmt.Errorf("user %q: uid must be between 1 and 2147483646 (root is refused)", user)
 	}
 	gid = uid
 	if m[2] != "" {
 		gid, err = strconv.Atoi(m[2])
 		if err != nil || gid <= 0 || gid > 1<<31-2 {
-			return 0, 0, fmt.Errorf("User %q: gid must be between 1 and 2147483646 (root's group is refused)", user)
+			return 0, 0, fmt.Errorf("user %q: gid must be between 1 and 2147483646 (root's group is refused)", user)
 		}
 	}
 	return uid, gid, nil
@@ -128,7 +134,7 @@ func ParseUser(user string) (uid, gid int, err error) {
 // domains, at most 64, no duplicates.
 func ValidateEgress(hosts []afev1.EgressHost) error {
 	if len(hosts) > 64 {
-		return fmt.Errorf("Egress lists %d hosts; at most 64 are allowed", len(hosts))
+		return fmt.Errorf("egress lists %d hosts; at most 64 are allowed", len(hosts))
 	}
 	seen := map[afev1.EgressHost]bool{}
 	for _, h := range hosts {
@@ -136,7 +142,7 @@ func ValidateEgress(hosts []afev1.EgressHost) error {
 			return err
 		}
 		if seen[h] {
-			return fmt.Errorf("Egress lists %q twice", h)
+			return fmt.Errorf("egress lists %q twice", h)
 		}
 		seen[h] = true
 	}
@@ -146,7 +152,7 @@ func ValidateEgress(hosts []afev1.EgressHost) error {
 // ValidateEgressHost checks one egress entry.
 func ValidateEgressHost(h string) error {
 	if len(h) < 4 || len(h) > 253 || !egressHost.MatchString(h) {
-		return fmt.Errorf("Egress entry %q is not a lower-case host name or .domain (IP literals, wildcards, ports, schemes and spaces are refused)", h)
+		return fmt.Errorf("egress entry %q is not a lower-case host name or .domain (IP literals, wildcards, ports, schemes and spaces are refused)", h)
 	}
 	return nil
 }

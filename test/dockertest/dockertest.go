@@ -89,7 +89,7 @@ func Inspect(name string) (*Inspected, error) {
 	}
 	var list []Inspected
 	if err := json.Unmarshal(out, &list); err != nil || len(list) != 1 {
-		return nil, fmt.Errorf("docker inspect %s: %v", name, err)
+		return nil, fmt.Errorf("docker inspect %s: %w", name, err)
 	}
 	list[0].Name = strings.TrimPrefix(list[0].Name, "/")
 	return &list[0], nil
@@ -114,9 +114,7 @@ func Objects(label string) []string {
 // RemoveAll removes every container, volume and network carrying the label.
 func RemoveAll(label string) {
 	for _, o := range Objects(label) {
-		kind, name, _ := strings.Cut(o, "/")
-		switch kind {
-		case "container":
+		if kind, name, _ := strings.Cut(o, "/"); kind == "container" {
 			_ = exec.Command("docker", "rm", "-f", name).Run()
 		}
 	}
