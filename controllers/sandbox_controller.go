@@ -124,6 +124,7 @@ func (r *SandboxReconciler) reconcileNormal(ctx context.Context, s *sandboxScope
 		r.reconcileWorkspace,
 		r.reconcileEgress,
 		r.reconcileContainer,
+		r.cleanupEgress,
 	}
 	for _, phase := range phases {
 		if res, err := phase(ctx, s); err != nil || !res.IsZero() {
@@ -162,6 +163,8 @@ func (r *SandboxReconciler) reconcileDelete(ctx context.Context, s *sandboxScope
 		return ctrl.Result{}, nil
 	}
 	log := logf.FromContext(ctx)
+	// Newest first: the sandbox container, its proxy, its network, and
+	// last the workspace.
 	if err := r.removeOwnedContainer(ctx, s, s.containerName()); err != nil {
 		return ctrl.Result{}, err
 	}

@@ -81,28 +81,6 @@ func (r *SandboxReconciler) reconcileWorkspace(ctx context.Context, s *sandboxSc
 	return ctrl.Result{}, nil
 }
 
-// reconcileEgress: a sandbox without egress has no network, and no proxy or
-// network of an earlier spec is left behind.
-func (r *SandboxReconciler) reconcileEgress(ctx context.Context, s *sandboxScope) (ctrl.Result, error) {
-	if len(s.sbx.Spec.Egress) > 0 {
-		setCondition(s.sbx, afev1.EgressReadyCondition, false, afev1.InvalidSpecReason,
-			"Egress is not supported by this controller version; remove spec.egress")
-		return ctrl.Result{}, nil
-	}
-	s.resolved.Network = "none"
-	setCondition(s.sbx, afev1.EgressReadyCondition, true, afev1.NoEgressReason, "The sandbox has no network")
-	return ctrl.Result{}, nil
-}
-
-// deleteEgress removes the proxy and the network, when there are any.
-func (r *SandboxReconciler) deleteEgress(ctx context.Context, s *sandboxScope) error {
-	if err := r.removeOwnedContainer(ctx, s, naming.Proxy(s.id.Key)); err != nil {
-		return err
-	}
-	s.sbx.Status.ProxyName, s.sbx.Status.ProxyURL, s.sbx.Status.NetworkName = "", "", ""
-	return nil
-}
-
 // reconcileContainer runs the hardened container and keeps it running with
 // the current spec: a lost container is recreated with a fresh workspace, a
 // drifted one is recreated keeping the workspace.

@@ -29,6 +29,9 @@ var (
 	// instance labels every Docker object of this suite run.
 	instance      = fmt.Sprintf("envtest-%d", os.Getpid())
 	workspaceRoot string
+	// egressNetwork stands for the outside world: the suite's test servers
+	// live there, under names such as allowed.test.
+	egressNetwork = fmt.Sprintf("afe-envtest-egress-%d", os.Getpid())
 )
 
 func TestControllers(t *testing.T) {
@@ -75,13 +78,15 @@ var _ = BeforeSuite(func() {
 		HealthProbeBindAddress: "0",
 	})
 	Expect(err).NotTo(HaveOccurred())
+	Expect(startTestServers(engine)).To(Succeed())
 	Expect(SetupAll(mgr, engine, Options{
 		Instance:                instance,
 		WorkspaceRoot:           workspaceRoot,
 		DenyEnv:                 []string{"EXTRA_DENIED"},
 		ResyncPeriod:            30 * time.Second,
 		MaxConcurrentReconciles: 4,
-		EgressNetwork:           "bridge",
+		EgressNetwork:           egressNetwork,
+		EgressAllowPrivate:      true, // the test servers have private addresses
 		ProxyImage:              "afe/egress-proxy:dev",
 	})).To(Succeed())
 	var ctx context.Context

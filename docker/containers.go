@@ -117,6 +117,7 @@ func containerConfig(spec ContainerSpec) (*container.Config, *container.HostConf
 	pids := spec.PidsLimit
 	hc := &container.HostConfig{
 		NetworkMode:    container.NetworkMode(spec.Network),
+		DNS:            spec.DNS,
 		CapDrop:        spec.CapDrop,
 		CapAdd:         spec.CapAdd,
 		ReadonlyRootfs: spec.ReadOnlyRootfs,

@@ -237,3 +237,66 @@ func TestUnavailableEngine(t *testing.T) {
 		t.Fatalf("want ErrUnavailable, got %v", err)
 	}
 }
+
+func TestNetworkIsIdempotentAndInternal(t *testing.T) {
+	ctx := context.Background()
+	labels := testLabels(t)
+	name := uniqueName()
+	t.Cleanup(func() { _ = engine.RemoveNetwork(context.Background(), name) })
+	spec := NetworkSpec{Name: name, Labels: labels, Internal: true, NoHostAddress: true}
+	n1, err := engine.EnsureNetwork(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n2, err := engine.EnsureNetwork(ctx, spec)
+	if err != nil || n2.ID != n1.ID || !n2.Internal || !labelsMatch(n2.Labels, labels) {
+		t.Fatalf("second ensure: %v %+v", err, n2)
+	}
+	if got := sh(t, "network", "inspect", "-f", `{{.Internal}} {{index .Options "com.docker.network.bridge.inhibit_ipv4"}}`, name); got != "true true" {
+		t.Fatalf("network: %s", got)
+	}
+	if list, err := engine.ListNetworks(ctx, labels); err != nil || len(list) != 1 {
+		t.Fatalf("list: %v %v", err, list)
+	}
+	for i := 0; i < 2; i++ {
+		if err := engine.RemoveNetwork(ctx, name); err != nil {
+			t.Fatalf("remove %d: %v", i, err)
+		}
+	}
+	if _, err := engine.InspectNetwork(ctx, name); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("inspect after remove: %v", err)
+	}
+	// A prefix of another network's ID is not that network.
+	if _, err := engine.InspectNetwork(ctx, n1.ID[:4]); err == nil {
+		t.Log("a short ID prefix matched a remaining network; not an error of ours")
+	}
+}
+
+func TestExecReturnsOutputAndExitCode(t *testing.T) {
+	ctx := context.Background()
+	labels := testLabels(t)
+	name := uniqueName()
+	if _, err := engine.RunContainer(ctx, ContainerSpec{
+		Name: name, Image: testImage, Labels: labels, Network: "none", Command: []string{"sleep", "600"}, User: "1000:1000",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr strings.Builder
+	code, err := engine.Exec(ctx, name, ExecSpec{
+		Cmd:        []string{"sh", "-c", "echo out:$FOO; echo err >&2; pwd; id -u; exit 3"},
+		Env:        []string{"FOO=bar"},
+		WorkingDir: "/tmp",
+		User:       "1000:1000",
+		Stdout:     &stdout,
+		Stderr:     &stderr,
+	})
+	if err != nil || code != 3 {
+		t.Fatalf("code %d, err %v", code, err)
+	}
+	if stdout.String() != "out:bar\n/tmp\n1000\n" || stderr.String() != "err\n" {
+		t.Fatalf("stdout %q stderr %q", stdout.String(), stderr.String())
+	}
+	if _, err := engine.Exec(ctx, "afe-no-such-container", ExecSpec{Cmd: []string{"true"}}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("want ErrNotFound, got %v", err)
+	}
+}

@@ -35,6 +35,19 @@ type Engine interface {
 	// succeeds when it is already gone.
 	RemoveContainer(ctx context.Context, name string) error
 
+	// EnsureNetwork creates the network unless it exists, and returns it.
+	// The caller checks the labels of an existing network.
+	EnsureNetwork(ctx context.Context, spec NetworkSpec) (*Network, error)
+	// InspectNetwork returns ErrNotFound when the network does not exist.
+	InspectNetwork(ctx context.Context, name string) (*Network, error)
+	// ListNetworks returns the networks carrying all the labels.
+	ListNetworks(ctx context.Context, labels map[string]string) ([]Network, error)
+	// RemoveNetwork removes the network; it succeeds when it is already gone.
+	RemoveNetwork(ctx context.Context, name string) error
+
+	// Exec runs a command in a running container and returns its exit code.
+	Exec(ctx context.Context, container string, spec ExecSpec) (int, error)
+
 	// Events streams the events of containers carrying all the labels until
 	// ctx ends or the connection breaks (an error on the second channel).
 	Events(ctx context.Context, labels map[string]string) (<-chan Event, <-chan error)

@@ -74,6 +74,9 @@ type ContainerSpec struct {
 	IPv4Address string
 	// ExtraNetworks are attached after creation, before start.
 	ExtraNetworks []string
+	// DNS are the upstream servers of the engine's embedded resolver for
+	// this container.
+	DNS []string
 
 	NanoCPUs    int64
 	MemoryBytes int64

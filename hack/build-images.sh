@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
 # Builds the project's images offline, from Debian's packages, without any
 # container registry:
-#   afe/busybox:dev   a small test sandbox image (busybox-static in a
-#                     `docker import`ed rootfs).
+#   afe/busybox:dev        a small test sandbox image (busybox-static in a
+#                          `docker import`ed rootfs, plus the static test
+#                          tools of test/tools).
+#   afe/squid-base:bookworm  Debian with squid, from debootstrap (once).
+#   afe/egress-proxy:dev   the egress proxy, docker/egress-proxy on that base;
+#                          where a registry is reachable, build it with
+#                          PROXY_BASE=debian:bookworm-slim instead.
 # Each image carries the hash of the inputs it was built from and is rebuilt
 # only when they change (FORCE=1 rebuilds anyway).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BUSYBOX_IMG="${BUSYBOX_IMG:-afe/busybox:dev}"
+PROXY_IMG="${PROXY_IMG:-afe/egress-proxy:dev}"
+PROXY_BASE="${PROXY_BASE:-afe/squid-base:bookworm}"
 
 inputs_hash() { cat "$@" | sha256sum | cut -c1-16; }
 
@@ -28,7 +35,7 @@ fetch_deb() {
 
 build_busybox() {
 	local hash
-	hash="$(inputs_hash "${BASH_SOURCE[0]}")"
+	hash="$(inputs_hash "${BASH_SOURCE[0]}" "${ROOT}"/test/tools/*/*.go)"
 	if current "${BUSYBOX_IMG}" "${hash}"; then
 		return
 	fi
@@ -43,6 +50,8 @@ build_busybox() {
 	for applet in $("${rootfs}/bin/busybox" --list); do
 		[[ -e "${rootfs}/bin/${applet}" ]] || ln -s busybox "${rootfs}/bin/${applet}"
 	done
+	# Test tools, static Go binaries.
+	(cd "${ROOT}" && CGO_ENABLED=0 go build -trimpath -o "${rootfs}/bin/afe-udpsink" ./test/tools/udpsink)
 	chmod 1777 "${rootfs}/tmp"
 	printf 'root:x:0:0:root:/root:/bin/sh\nsandbox:x:1000:1000:sandbox:/home/sandbox:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"${rootfs}/etc/passwd"
 	printf 'root:x:0:\nsandbox:x:1000:\nnogroup:x:65534:\n' >"${rootfs}/etc/group"
@@ -55,4 +64,23 @@ build_busybox() {
 	echo "built ${BUSYBOX_IMG}"
 }
 
+build_proxy() {
+	local hash
+	hash="$(inputs_hash "${BASH_SOURCE[0]}" "${ROOT}"/docker/egress-proxy/*)"
+	if current "${PROXY_IMG}" "${hash}"; then
+		return
+	fi
+	if [[ "${PROXY_BASE}" == afe/squid-base:* ]] && ! docker image inspect "${PROXY_BASE}" >/dev/null 2>&1; then
+		"${ROOT}/hack/build-squid-base.sh" "${PROXY_BASE}"
+	fi
+	# The classic builder works with every engine from 20.10 on and needs no
+	# buildx plugin.
+	DOCKER_BUILDKIT=0 docker build -q \
+		--build-arg BASE="${PROXY_BASE}" \
+		--label afe.build="${hash}" \
+		-t "${PROXY_IMG}" "${ROOT}/docker/egress-proxy" >/dev/null
+	echo "built ${PROXY_IMG}"
+}
+
 build_busybox
+build_proxy

@@ -86,6 +86,15 @@ const (
 	DeletingReason = "Deleting"
 	// WaitingReason: a dependency is not ready yet.
 	WaitingReason = "Waiting"
+	// EgressNetworkMissingReason: the controller's --egress-network does not
+	// exist on the engine.
+	EgressNetworkMissingReason = "EgressNetworkMissing"
+	// ProxyNotAnsweringReason: the egress proxy runs but does not answer, or
+	// exited (a bad allowlist stops it with a message in its log).
+	ProxyNotAnsweringReason = "ProxyNotAnswering"
+	// ProxyRecreatedReason: the egress proxy was lost or reconfigured and
+	// was recreated; the sandbox container was kept.
+	ProxyRecreatedReason = "ProxyRecreated"
 )
 
 // TicketReference names the Ticket that owns a Sandbox.

@@ -114,6 +114,7 @@ func Container(sbx *afev1.Sandbox, id Identity, r Resolved) docker.ContainerSpec
 		Env:             env,
 		Mounts:          []docker.Mount{mount},
 		Network:         network,
+		DNS:             dnsFor(network),
 		NanoCPUs:        spec.Resources.CPU.MilliValue() * 1_000_000,
 		MemoryBytes:     spec.Resources.Memory.Value(),
 		PidsLimit:       spec.Resources.Pids,
@@ -138,6 +139,14 @@ func Hash(c docker.ContainerSpec) string {
 // Volume is the workspace volume of a Volume workspace.
 func Volume(id Identity) docker.VolumeSpec {
 	return docker.VolumeSpec{Name: naming.Volume(id.Key), Labels: id.Labels(afev1.RoleWorkspace)}
+}
+
+// dnsFor: a sandbox on its internal network gets NoDNS.
+func dnsFor(network string) []string {
+	if network == "none" {
+		return nil
+	}
+	return NoDNS
 }
 
 func formatUser(uid, gid int) string { return fmt.Sprintf("%d:%d", uid, gid) }

@@ -274,3 +274,86 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+func TestProxyIsHardened(t *testing.T) {
+	sbx := testSandbox()
+	sbx.Spec.Egress = []afev1.EgressHost{"example.com", ".pypi.org"}
+	id := IdentityOf(sbx, "default")
+	got := Proxy(sbx, id, ProxyOptions{Image: "afe/egress-proxy:dev", EgressNetwork: "bridge", DenyIPs: []string{"172.17.0.1"}})
+	want := docker.ContainerSpec{
+		Name:  "afe-team.tk-1-proxy",
+		Image: "afe/egress-proxy:dev",
+		User:  "proxy",
+		Env: []string{
+			"AFE_EGRESS_HOSTS=example.com,.pypi.org",
+			"AFE_EGRESS_ALLOW_PRIVATE=0",
+			"AFE_EGRESS_DENY_IPS=172.17.0.1",
+		},
+		Network:         "afe-team.tk-1-net",
+		Aliases:         []string{"afe-proxy"},
+		ExtraNetworks:   []string{"bridge"},
+		NanoCPUs:        500_000_000,
+		MemoryBytes:     256 << 20,
+		PidsLimit:       128,
+		CapDrop:         []string{"ALL"},
+		NoNewPrivileges: true,
+		ReadOnlyRootfs:  true,
+		Tmpfs:           map[string]string{"/tmp": "rw,noexec,nosuid,size=16m"},
+		Init:            true,
+		Labels: map[string]string{
+			"afe.ticket": "tk-1", "afe.namespace": "team", "afe.sandbox": "tk-1", "afe.sandbox-uid": "uid-1",
+			"afe.scope": "main", "afe.role": "proxy", "afe.controller": "default",
+		},
+	}
+	hash := got.Labels[afev1.LabelSpecHash]
+	want.Labels[afev1.LabelSpecHash] = hash
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatal(d)
+	}
+	sbx.Spec.Egress = append(sbx.Spec.Egress, "other.org")
+	if Proxy(sbx, id, ProxyOptions{Image: "afe/egress-proxy:dev", EgressNetwork: "bridge", DenyIPs: []string{"172.17.0.1"}}).Labels[afev1.LabelSpecHash] == hash {
+		t.Fatal("a new allowlist must change the proxy's hash")
+	}
+}
+
+func TestSandboxWithEgressKeepsItsContainerWhenTheAllowlistChanges(t *testing.T) {
+	sbx := testSandbox()
+	sbx.Spec.Egress = []afev1.EgressHost{"example.com"}
+	id := IdentityOf(sbx, "default")
+	r := Resolved{Workspace: "v", Network: "afe-team.tk-1-net", ProxyEnv: ProxyEnvFor()}
+	c := Container(sbx, id, r)
+	if c.Network != "afe-team.tk-1-net" || len(c.DNS) != 1 || c.DNS[0] != "127.0.0.1" {
+		t.Fatalf("network %q dns %v", c.Network, c.DNS)
+	}
+	if d := cmp.Diff([]string{
+		"HTTP_PROXY=http://afe-proxy:3128", "HTTPS_PROXY=http://afe-proxy:3128",
+		"http_proxy=http://afe-proxy:3128", "https_proxy=http://afe-proxy:3128",
+	}, c.Env); d != "" {
+		t.Fatal(d)
+	}
+	sbx.Spec.Egress = []afev1.EgressHost{"example.com", "other.org"}
+	if Container(sbx, id, r).Labels[afev1.LabelSpecHash] != c.Labels[afev1.LabelSpecHash] {
+		t.Fatal("changing the allowlist must not recreate the sandbox container")
+	}
+	if none := Container(testSandbox(), id, Resolved{Workspace: "v"}); none.Network != "none" || none.DNS != nil {
+		t.Fatalf("no egress: network %q dns %v", none.Network, none.DNS)
+	}
+}
+
+// The CRD's pattern for egress entries is the one the controller checks.
+func TestCRDEgressPatternMatchesTheController(t *testing.T) {
+	crd, err := os.ReadFile(filepath.Join("..", "..", "config", "crd", "bases", "sandbox.afe.dev_sandboxes.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(crd), "pattern: "+EgressHostPattern+"\n") {
+		t.Fatalf("the CRD does not use EgressHostPattern %s", EgressHostPattern)
+	}
+	script, err := os.ReadFile(filepath.Join("..", "..", "docker", "egress-proxy", "entrypoint.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(script), "HOST_RE='"+EgressHostPattern+"'") {
+		t.Fatal("the proxy entrypoint does not use EgressHostPattern")
+	}
+}

@@ -28,8 +28,10 @@ var terminalReasons = map[string]bool{
 
 // waitingReasons block provisioning until something outside changes.
 var waitingReasons = map[string]bool{
-	afev1.ImagePullFailedReason:   true,
-	afev1.EngineUnavailableReason: true,
+	afev1.ImagePullFailedReason:      true,
+	afev1.EngineUnavailableReason:    true,
+	afev1.EgressNetworkMissingReason: true,
+	afev1.ProxyNotAnsweringReason:    true,
 }
 
 // SummarizeSandbox sets the Ready condition and the phase from the other

@@ -69,6 +69,7 @@ type Inspected struct {
 		Init           *bool
 		Binds          []string
 		ReadonlyRootfs bool
+		Dns            []string //nolint:revive // the engine's spelling
 	}
 	Mounts []struct {
 		Type        string
@@ -142,4 +143,23 @@ func RemoveContainer(name string) error {
 		return fmt.Errorf("docker rm -f %s: %w: %s", name, err, out)
 	}
 	return nil
+}
+
+// NetworkInternal is true when the network is internal.
+func NetworkInternal(name string) bool {
+	out, err := exec.Command("docker", "network", "inspect", "-f", "{{.Internal}}", name).Output()
+	return err == nil && strings.TrimSpace(string(out)) == "true"
+}
+
+// ContainerIP is the container's address on the network.
+func ContainerIP(container, network string) string {
+	out, _ := exec.Command("docker", "inspect", "-f", `{{ (index .NetworkSettings.Networks "`+network+`").IPAddress }}`, container).Output()
+	return strings.TrimSpace(string(out))
+}
+
+// HostAddresses are the host's addresses on every Docker network (their
+// gateways): where a service on all host interfaces would answer.
+func HostAddresses() []string {
+	out, _ := exec.Command("sh", "-c", `docker network inspect $(docker network ls -q) -f '{{range .IPAM.Config}}{{.Gateway}} {{end}}'`).Output()
+	return strings.Fields(string(out))
 }

@@ -1,0 +1,208 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/naming"
+	"afe.dev/sandbox/internal/sandboxspec"
+)
+
+// Timing of the egress phase.
+const (
+	proxyProbeTimeout = 15 * time.Second
+	egressRetry       = 15 * time.Second
+)
+
+// reconcileEgress gives a sandbox with egress its internal network and its
+// proxy, and waits until the proxy answers. A sandbox without egress has no
+// network; what an earlier spec created is removed once the container is off
+// it (cleanupEgress).
+func (r *SandboxReconciler) reconcileEgress(ctx context.Context, s *sandboxScope) (ctrl.Result, error) {
+	sbx := s.sbx
+	if len(sbx.Spec.Egress) == 0 {
+		s.resolved.Network = "none"
+		setCondition(sbx, afev1.EgressReadyCondition, true, afev1.NoEgressReason, "The sandbox has no network")
+		return ctrl.Result{}, nil
+	}
+
+	netSpec := sandboxspec.Network(s.id)
+	network, err := r.Engine.EnsureNetwork(ctx, netSpec)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !s.id.Owns(network.Labels) {
+		setCondition(sbx, afev1.EgressReadyCondition, false, afev1.NameConflictReason,
+			fmt.Sprintf("Network %s belongs to another sandbox or controller instance and is not adopted", netSpec.Name))
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	}
+	sbx.Status.NetworkName = network.Name
+
+	egressNet, err := r.Engine.InspectNetwork(ctx, r.Options.EgressNetwork)
+	if errors.Is(err, docker.ErrNotFound) {
+		setCondition(sbx, afev1.EgressReadyCondition, false, afev1.EgressNetworkMissingReason,
+			fmt.Sprintf("The controller's --egress-network %s does not exist on the engine", r.Options.EgressNetwork))
+		return ctrl.Result{RequeueAfter: egressRetry}, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.Engine.EnsureImage(ctx, r.Options.ProxyImage); err != nil {
+		var pe *docker.PullError
+		if errors.As(err, &pe) {
+			setCondition(sbx, afev1.EgressReadyCondition, false, afev1.ImagePullFailedReason,
+				fmt.Sprintf("Proxy image %s is not present and could not be pulled: %s", pe.Ref, pe.Reason))
+		}
+		return ctrl.Result{}, err
+	}
+
+	want := sandboxspec.Proxy(sbx, s.id, sandboxspec.ProxyOptions{
+		Image:         r.Options.ProxyImage,
+		EgressNetwork: egressNet.Name,
+		AllowPrivate:  r.Options.EgressAllowPrivate,
+		// The host's addresses on the egress network are never a destination.
+		DenyIPs: egressNet.Gateways,
+	})
+	if res, err := r.ensureProxy(ctx, s, want); err != nil || !res.IsZero() {
+		return res, err
+	}
+	sbx.Status.ProxyName = want.Name
+	sbx.Status.ProxyURL = sandboxspec.ProxyURL
+	s.resolved.Network = network.Name
+	s.resolved.ProxyEnv = sandboxspec.ProxyEnvFor()
+	setCondition(sbx, afev1.EgressReadyCondition, true, afev1.ReadyReason,
+		fmt.Sprintf("Proxy %s admits %s", want.Name, egressSummary(sbx.Spec.Egress)))
+	return ctrl.Result{}, nil
+}
+
+// ensureProxy runs the proxy with the current allowlist and waits until it
+// answers. A proxy that is missing, stopped or configured for another
+// allowlist is recreated; the sandbox container is not touched, since it
+// reaches the proxy by its alias.
+func (r *SandboxReconciler) ensureProxy(ctx context.Context, s *sandboxScope, want docker.ContainerSpec) (ctrl.Result, error) {
+	log := logf.FromContext(ctx)
+	have, err := r.Engine.InspectContainer(ctx, want.Name)
+	if err != nil && !errors.Is(err, docker.ErrNotFound) {
+		return ctrl.Result{}, err
+	}
+	if have != nil && !s.id.Owns(have.Labels) {
+		setCondition(s.sbx, afev1.EgressReadyCondition, false, afev1.NameConflictReason,
+			fmt.Sprintf("Container %s belongs to another sandbox or controller instance and is not adopted", want.Name))
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	}
+	if have != nil && have.Running && have.Labels[afev1.LabelSpecHash] == want.Labels[afev1.LabelSpecHash] {
+		return ctrl.Result{}, nil
+	}
+	reason, what := "Created", "Started proxy %s"
+	if have != nil {
+		reason, what = afev1.ProxyRecreatedReason, "Recreated proxy %s"
+		if !have.Running {
+			what = fmt.Sprintf("Proxy %%s exited with code %d and was recreated", have.ExitCode)
+		}
+		if err := r.Engine.RemoveContainer(ctx, have.ID); err != nil {
+			return ctrl.Result{}, err
+		}
+	} else if s.sbx.Status.ProxyName != "" {
+		reason, what = afev1.ProxyRecreatedReason, "Proxy %s was lost and is recreated"
+	}
+	log.Info("Creating proxy", "container", want.Name)
+	if _, err := r.Engine.RunContainer(ctx, want); err != nil {
+		if errors.Is(err, docker.ErrConflict) {
+			setCondition(s.sbx, afev1.EgressReadyCondition, false, afev1.NameConflictReason,
+				fmt.Sprintf("Container %s belongs to another sandbox or controller instance and is not adopted", want.Name))
+			return ctrl.Result{RequeueAfter: conflictRetry}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	r.Recorder.Eventf(s.sbx, nil, "Normal", reason, "Create", what, want.Name)
+	if err := r.waitProxy(ctx, want.Name); err != nil {
+		if errors.Is(err, docker.ErrUnavailable) {
+			return ctrl.Result{}, err
+		}
+		setCondition(s.sbx, afev1.EgressReadyCondition, false, afev1.ProxyNotAnsweringReason,
+			fmt.Sprintf("Proxy %s does not answer: %v", want.Name, err))
+		return ctrl.Result{RequeueAfter: egressRetry}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// waitProxy probes the proxy from inside its container until squid answers.
+func (r *SandboxReconciler) waitProxy(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, proxyProbeTimeout)
+	defer cancel()
+	delay := 50 * time.Millisecond
+	for {
+		code, err := r.Engine.Exec(ctx, name, docker.ExecSpec{Cmd: []string{sandboxspec.ProxyProbe}})
+		if err == nil && code == 0 {
+			return nil
+		}
+		if errors.Is(err, docker.ErrUnavailable) {
+			return err
+		}
+		if c, ierr := r.Engine.InspectContainer(ctx, name); ierr == nil && !c.Running {
+			return fmt.Errorf("it exited with code %d; see `docker logs %s`", c.ExitCode, name)
+		}
+		select {
+		case <-ctx.Done():
+			return errors.New("no answer within " + proxyProbeTimeout.String())
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, time.Second)
+	}
+}
+
+// cleanupEgress removes the proxy and the network of a sandbox that no longer
+// declares egress, once its container has left the network. It runs when the
+// status names them or the spec changed, so a steady sandbox costs nothing.
+func (r *SandboxReconciler) cleanupEgress(ctx context.Context, s *sandboxScope) (ctrl.Result, error) {
+	sbx := s.sbx
+	if len(sbx.Spec.Egress) > 0 {
+		return ctrl.Result{}, nil
+	}
+	if sbx.Status.NetworkName == "" && sbx.Status.ProxyName == "" && sbx.Status.ObservedGeneration == sbx.Generation {
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{}, r.deleteEgress(ctx, s)
+}
+
+// deleteEgress removes the proxy, then the network, when they are this
+// sandbox's.
+func (r *SandboxReconciler) deleteEgress(ctx context.Context, s *sandboxScope) error {
+	if err := r.removeOwnedContainer(ctx, s, naming.Proxy(s.id.Key)); err != nil {
+		return err
+	}
+	name := naming.Network(s.id.Key)
+	n, err := r.Engine.InspectNetwork(ctx, name)
+	switch {
+	case errors.Is(err, docker.ErrNotFound):
+	case err != nil:
+		return err
+	case s.id.Owns(n.Labels):
+		if err := r.Engine.RemoveNetwork(ctx, name); err != nil {
+			return err
+		}
+	}
+	s.sbx.Status.ProxyName, s.sbx.Status.ProxyURL, s.sbx.Status.NetworkName = "", "", ""
+	return nil
+}
+
+func egressSummary(hosts []afev1.EgressHost) string {
+	const show = 5
+	names := make([]string, 0, show)
+	for i, h := range hosts {
+		if i == show {
+			names = append(names, fmt.Sprintf("and %d more", len(hosts)-show))
+			break
+		}
+		names = append(names, string(h))
+	}
+	return strings.Join(names, ", ")
+}

@@ -1,0 +1,200 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/test/dockertest"
+)
+
+// inSandbox runs a shell command in the sandbox container as its user.
+func inSandbox(container, script string) (string, error) {
+	return dockertest.Exec(container, "sh", "-c", script)
+}
+
+// fetch asks for url with busybox wget (its -T crashes; timeout bounds it).
+func fetch(container, url string, viaProxy bool) (string, error) {
+	return fetchWithin(container, url, viaProxy, 5)
+}
+
+func fetchWithin(container, url string, viaProxy bool, seconds int) (string, error) {
+	script := fmt.Sprintf("timeout %d wget -q -O- %s", seconds, url)
+	if !viaProxy {
+		script = "unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY; " + script
+	}
+	return inSandbox(container, script)
+}
+
+var _ = Describe("Sandbox egress", func() {
+	var ctx context.Context
+	var ns string
+	BeforeEach(func() {
+		ctx = context.Background()
+		ns = newNamespace(ctx)
+	})
+
+	It("reaches exactly the allowed hosts, through its own proxy, and nothing else", func() {
+		sbx := newSandbox(ns, "egress")
+		sbx.Spec.Egress = []afev1.EgressHost{"allowed.test"}
+		t0 := time.Now()
+		Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
+		got := waitReady(ctx, sbx)
+		GinkgoWriter.Printf("sandbox with egress: creation to Ready %s\n", time.Since(t0))
+		label := uidLabel(sbx)
+		name := got.Status.ContainerName
+
+		By("reporting the topology in the status")
+		Expect(got.Status.NetworkName).To(Equal("afe-" + ns + ".egress-net"))
+		Expect(got.Status.ProxyName).To(Equal("afe-" + ns + ".egress-proxy"))
+		Expect(got.Status.ProxyURL).To(Equal("http://afe-proxy:3128"))
+		Expect(dockertest.Objects(label)).To(ConsistOf(
+			"container/"+name, "container/"+got.Status.ProxyName, "volume/"+got.Status.VolumeName, "network/"+got.Status.NetworkName))
+
+		By("placing the sandbox on the internal network only, with the proxy variables")
+		c, err := dockertest.Inspect(name)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(c.HostConfig.NetworkMode).To(Equal(got.Status.NetworkName))
+		Expect(c.NetworkSettings.Networks).To(HaveLen(1))
+		Expect(c.NetworkSettings.Networks).To(HaveKey(got.Status.NetworkName))
+		Expect(c.Config.Env).To(ContainElements("HTTP_PROXY=http://afe-proxy:3128", "https_proxy=http://afe-proxy:3128"))
+		Expect(c.HostConfig.CapDrop).To(Equal([]string{"ALL"}))
+		Expect(dockertest.NetworkInternal(got.Status.NetworkName)).To(BeTrue())
+
+		By("hardening the proxy")
+		p, err := dockertest.Inspect(got.Status.ProxyName)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(p.Config.User).To(Equal("proxy"))
+		Expect(p.HostConfig.CapDrop).To(Equal([]string{"ALL"}))
+		Expect(p.HostConfig.SecurityOpt).To(ContainElement("no-new-privileges:true"))
+		Expect(p.HostConfig.ReadonlyRootfs).To(BeTrue())
+		Expect(p.HostConfig.Memory).To(BeNumerically(">", 0))
+		Expect(*p.HostConfig.PidsLimit).To(BeNumerically(">", 0))
+		Expect(p.NetworkSettings.Networks).To(HaveKey(got.Status.NetworkName))
+		Expect(p.NetworkSettings.Networks).To(HaveKey(egressNetwork))
+		Expect(p.Config.Labels).To(HaveKeyWithValue(afev1.LabelRole, afev1.RoleProxy))
+
+		By("fetching an allowed host through the proxy")
+		Expect(fetch(name, "http://allowed.test/", true)).To(Equal("hello-from-test-web"))
+
+		By("refusing a host that is not listed")
+		out, err := fetch(name, "http://denied.test/", true)
+		Expect(err).To(HaveOccurred())
+		Expect(out).To(ContainSubstring("403"))
+		By("refusing a subdomain of a host listed without a leading dot")
+		_, err = fetch(name, "http://other.allowed.test/", true)
+		Expect(err).To(HaveOccurred())
+
+		By("allowing CONNECT to 443 only")
+		out, err = inSandbox(name, `(printf 'CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test:443\r\n\r\n'; sleep 0.5; printf 'GET / HTTP/1.0\r\nHost: allowed.test\r\n\r\n'; sleep 1) | timeout 5 nc afe-proxy 3128`)
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(out).To(ContainSubstring("200 Connection established"))
+		Expect(out).To(ContainSubstring("hello-from-test-web"))
+		out, _ = inSandbox(name, `printf 'CONNECT allowed.test:80 HTTP/1.1\r\nHost: allowed.test:80\r\n\r\n' | timeout 5 nc afe-proxy 3128`)
+		Expect(out).To(ContainSubstring("403"))
+
+		By("having no direct route to the server")
+		webIP := dockertest.ContainerIP(testWeb+"-"+instance, egressNetwork)
+		Expect(webIP).NotTo(BeEmpty())
+		_, err = fetch(name, "http://"+webIP+"/", false)
+		Expect(err).To(HaveOccurred())
+
+		By("not resolving names through DNS")
+		Expect(c.HostConfig.Dns).To(Equal([]string{"127.0.0.1"}))
+		_, err = inSandbox(name, "timeout 5 nslookup allowed.test")
+		Expect(err).To(HaveOccurred())
+		// The engine's resolver forwards the lookup of an external name to
+		// the sandbox's own loopback, and nowhere else: a listener there
+		// receives it, and the lookup fails.
+		out, err = inSandbox(name, "afe-udpsink -wait 8s > /tmp/sink & sleep 0.3; timeout 3 nslookup example.com; rc=$?; wait; cat /tmp/sink; exit $rc")
+		Expect(err).To(HaveOccurred(), out)
+		Expect(out).To(ContainSubstring("datagram from 127.0.0.1:"))
+		Expect(out).To(ContainSubstring("for example.com"))
+
+		By("not reaching a service listening on all the host's interfaces")
+		port := hostService.Addr().(*net.TCPAddr).Port
+		for _, gw := range dockertest.HostAddresses() {
+			url := fmt.Sprintf("http://%s:%d/", gw, port)
+			out, err := fetch(name, url, false)
+			Expect(err).To(HaveOccurred(), "direct %s: %s", url, out)
+			out, err = fetch(name, url, true)
+			Expect(err).To(HaveOccurred(), "through the proxy %s: %s", url, out)
+			Expect(out).NotTo(ContainSubstring("host-secret"))
+		}
+
+		By("changing egress: the proxy is reconfigured, the sandbox container kept")
+		Eventually(func(g Gomega) {
+			cur := getSandbox(ctx, sbx)(g)
+			cur.Spec.Egress = []afev1.EgressHost{"allowed.test", "denied.test"}
+			g.Expect(k8sClient.Update(ctx, cur)).To(Succeed())
+		}).Should(Succeed())
+		Eventually(func() (string, error) { return fetch(name, "http://denied.test/", true) }).Should(Equal("hello-from-test-web"))
+		Expect(getSandbox(ctx, sbx)(Default).Status.ContainerID).To(Equal(got.Status.ContainerID))
+		newProxy, err := dockertest.Inspect(got.Status.ProxyName)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(newProxy.ID).NotTo(Equal(p.ID))
+
+		By("recreating a proxy killed by hand, for the same sandbox container")
+		killed := time.Now()
+		Expect(dockertest.RemoveContainer(got.Status.ProxyName)).To(Succeed())
+		Eventually(func() (string, error) { return fetchWithin(name, "http://allowed.test/", true, 1) }, "30s").Should(Equal("hello-from-test-web"))
+		GinkgoWriter.Printf("proxy removed by hand: fetching again after %s\n", time.Since(killed))
+		cur := getSandbox(ctx, sbx)(Default)
+		Expect(cur.Status.ContainerID).To(Equal(got.Status.ContainerID))
+		Expect(cur.Status.Recreations).To(BeZero())
+
+		By("removing egress: the sandbox loses its network, proxy and network go")
+		Eventually(func(g Gomega) {
+			cur := getSandbox(ctx, sbx)(g)
+			cur.Spec.Egress = nil
+			g.Expect(k8sClient.Update(ctx, cur)).To(Succeed())
+		}).Should(Succeed())
+		Eventually(func(g Gomega) {
+			cur := getSandbox(ctx, sbx)(g)
+			g.Expect(cur.Status.Phase).To(Equal(afev1.SandboxReady))
+			g.Expect(cur.Status.ObservedGeneration).To(Equal(cur.Generation))
+			g.Expect(cur.Status.NetworkName).To(BeEmpty())
+			g.Expect(dockertest.Objects(label)).To(ConsistOf("container/"+name, "volume/"+got.Status.VolumeName))
+		}).Should(Succeed())
+		c, err = dockertest.Inspect(name)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(c.HostConfig.NetworkMode).To(Equal("none"))
+
+		By("deleting: nothing is left")
+		Eventually(func(g Gomega) {
+			cur := getSandbox(ctx, sbx)(g)
+			cur.Spec.Egress = []afev1.EgressHost{"allowed.test"}
+			g.Expect(k8sClient.Update(ctx, cur)).To(Succeed())
+		}).Should(Succeed())
+		waitCondition(ctx, sbx, afev1.EgressReadyCondition, metav1.ConditionTrue, afev1.ReadyReason)
+		deleteAndWaitGone(ctx, sbx)
+		Expect(dockertest.Objects(label)).To(BeEmpty())
+	})
+
+	It("refuses malformed egress entries at admission", func() {
+		for _, entry := range []string{
+			"10.0.0.1", "::1", "[::1]", "example.com:443", "https://example.com", "example.com/path",
+			"*.example.com", "ex*ample.com", " example.com", "example.com ", "exa mple.com",
+			"allowed.test\nhttp_access allow all", "example..com", ".com", "a", "EXAMPLE.com",
+			strings.Repeat("a", 64) + ".com", strings.Repeat("abcdefghi.", 26) + "com", "example.com.", "-example.com",
+		} {
+			sbx := newSandbox(ns, "bad-egress")
+			sbx.Spec.Egress = []afev1.EgressHost{afev1.EgressHost(entry)}
+			err := k8sClient.Create(ctx, sbx)
+			Expect(err).To(HaveOccurred(), "entry %q was admitted", entry)
+			Expect(err.Error()).To(ContainSubstring("spec.egress"), "entry %q", entry)
+		}
+		sbx := newSandbox(ns, "too-many")
+		for i := 0; i < 65; i++ {
+			sbx.Spec.Egress = append(sbx.Spec.Egress, afev1.EgressHost(fmt.Sprintf("h%d.example.com", i)))
+		}
+		Expect(k8sClient.Create(ctx, sbx)).NotTo(Succeed())
+	})
+})

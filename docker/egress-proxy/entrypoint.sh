@@ -1,0 +1,105 @@
+#!/bin/sh
+# afe egress proxy: validates its allowlist strictly (defence in depth behind
+# admission and the controller), writes squid.conf and runs squid in the
+# foreground as the user it was started as (never root).
+#
+#   AFE_EGRESS_HOSTS          comma-separated host names; ".example.com" means
+#                             the domain and its subdomains (required)
+#   AFE_EGRESS_ALLOW_PRIVATE  1 lets destinations in private, loopback and
+#                             link-local ranges through (default 0)
+#   AFE_EGRESS_DENY_IPS       comma-separated IPv4 addresses or CIDRs always
+#                             refused (the engine host's addresses)
+#
+# With --render it only prints the configuration.
+set -eu
+
+fail() {
+	echo "afe-egress-proxy: $*" >&2
+	exit 64
+}
+
+HOST_RE='^\.?([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\.)+[a-z]([-a-z0-9]{0,61}[a-z0-9])?$'
+IP_RE='^[0-9]{1,3}(\.[0-9]{1,3}){3}(/[0-9]{1,2})?$'
+
+hosts="${AFE_EGRESS_HOSTS:-}"
+private="${AFE_EGRESS_ALLOW_PRIVATE:-0}"
+deny_ips="${AFE_EGRESS_DENY_IPS:-}"
+
+case "${private}" in
+0 | 1) ;;
+*) fail "AFE_EGRESS_ALLOW_PRIVATE must be 0 or 1" ;;
+esac
+[ -n "${hosts}" ] || fail "AFE_EGRESS_HOSTS is empty: nothing would be allowed"
+# Only lower-case letters, digits, dots, dashes and the separating commas:
+# no space, newline, quote, wildcard, port, scheme or path can get through.
+case "${hosts}" in
+*[!a-z0-9.,-]*) fail "AFE_EGRESS_HOSTS may only hold lower-case host names separated by commas" ;;
+,* | *, | *,,*) fail "AFE_EGRESS_HOSTS has an empty entry" ;;
+esac
+case "${deny_ips}" in
+*[!0-9./,]*) fail "AFE_EGRESS_DENY_IPS may only hold IPv4 addresses or CIDRs separated by commas" ;;
+esac
+
+allowed=""
+count=0
+IFS=,
+for h in ${hosts}; do
+	count=$((count + 1))
+	[ "${count}" -le 64 ] || fail "AFE_EGRESS_HOSTS lists more than 64 hosts"
+	[ "${#h}" -ge 4 ] && [ "${#h}" -le 253 ] || fail "egress entry '${h}' has a bad length"
+	printf '%s\n' "${h}" | grep -Eq "${HOST_RE}" || fail "egress entry '${h}' is not a host name or .domain"
+	allowed="${allowed} ${h}"
+done
+denied=""
+for ip in ${deny_ips}; do
+	printf '%s\n' "${ip}" | grep -Eq "${IP_RE}" || fail "AFE_EGRESS_DENY_IPS entry '${ip}' is not an IPv4 address or CIDR"
+	denied="${denied} ${ip}"
+done
+unset IFS
+
+render() {
+	cat <<CONF
+# Written by afe-egress-proxy from AFE_EGRESS_HOSTS; do not edit.
+http_port 3128
+icp_port 0
+htcp_port 0
+snmp_port 0
+pid_filename none
+netdb_filename none
+pinger_enable off
+coredump_dir /tmp
+cache deny all
+cache_mem 0 MB
+via off
+forwarded_for delete
+httpd_suppress_version_string on
+shutdown_lifetime 1 seconds
+logformat afe %{%Y-%m-%dT%H:%M:%S}tl afe-egress client=%>a method=%rm url=%ru decision=%Ss status=%>Hs bytes=%<st
+access_log stdio:/dev/stdout afe
+cache_log stdio:/dev/stderr
+
+acl afe_allowed dstdomain -n${allowed}
+acl afe_connect method CONNECT
+acl afe_tls port 443
+acl afe_http port 80
+acl afe_private dst 0.0.0.0/8 10.0.0.0/8 100.64.0.0/10 127.0.0.0/8 169.254.0.0/16 172.16.0.0/12 192.0.0.0/24 192.168.0.0/16 198.18.0.0/15 224.0.0.0/3 ::/127 fc00::/7 fe80::/10 ff00::/8
+CONF
+	[ -z "${denied}" ] || echo "acl afe_host dst${denied}"
+	echo "http_access deny afe_connect !afe_tls"
+	echo "http_access deny !afe_connect !afe_http"
+	echo "http_access deny !afe_allowed"
+	[ -z "${denied}" ] || echo "http_access deny afe_host"
+	[ "${private}" = 1 ] || echo "http_access deny afe_private"
+	echo "http_access allow afe_allowed"
+	echo "http_access deny all"
+}
+
+if [ "${1:-}" = "--render" ]; then
+	render
+	exit 0
+fi
+[ "$(id -u)" != 0 ] || fail "refusing to run squid as root; run the container as the proxy user"
+conf="${TMPDIR:-/tmp}/squid.conf"
+render >"${conf}"
+echo "afe-egress-proxy: allowing${allowed}; private destinations $([ "${private}" = 1 ] && echo allowed || echo refused)" >&2
+exec squid -N -f "${conf}"

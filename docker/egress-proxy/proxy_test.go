@@ -1,0 +1,262 @@
+// Package egressproxy tests the egress proxy image: its entrypoint's
+// validation and squid configuration (run with sh, no Docker needed) and the
+// built image's rules against test servers of its own.
+package egressproxy
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"afe.dev/sandbox/test/dockertest"
+)
+
+const proxyImage = "afe/egress-proxy:dev"
+
+// render runs the entrypoint with --render and the given environment.
+func render(env map[string]string) (stdout, stderr string, code int) {
+	cmd := exec.Command("sh", "entrypoint.sh", "--render")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		code = exit.ExitCode()
+	}
+	return out.String(), errb.String(), code
+}
+
+func TestEntrypointRefusesHostileAllowlists(t *testing.T) {
+	hostile := map[string]string{
+		"empty":               "",
+		"ip":                  "10.0.0.1",
+		"ipv6":                "::1",
+		"port":                "example.com:443",
+		"scheme":              "http://example.com",
+		"path":                "example.com/x",
+		"wildcard":            "*.example.com",
+		"space":               "example.com other.com",
+		"newline injection":   "allowed.test\nhttp_access allow all",
+		"carriage return":     "allowed.test\rhttp_access allow all",
+		"tab":                 "allowed.test\tall",
+		"quote":               `allowed.test"`,
+		"upper case":          "Example.com",
+		"empty entry":         "a.com,,b.com",
+		"leading comma":       ",a.com",
+		"trailing comma":      "a.com,",
+		"empty label":         "example..com",
+		"tld only":            ".com",
+		"trailing dot":        "example.com.",
+		"label too long":      strings.Repeat("a", 64) + ".com",
+		"name too long":       strings.Repeat("abcdefghi.", 26) + "com",
+		"numeric tld":         "example.123",
+		"leading dash":        "-a.example.com",
+		"too many":            strings.TrimSuffix(strings.Repeat("a.example.com,", 65), ","),
+		"shell expansion":     "$(reboot).com",
+		"glob":                "a?.com",
+		"semicolon":           "a.com;b.com",
+		"unicode look-alike":  "exаmple.com", // Cyrillic а
+		"squid option":        "-n",
+		"squid include":       "include",
+		"url-encoded newline": "a.com%0ahttp_access",
+	}
+	for name, hosts := range hostile {
+		t.Run(name, func(t *testing.T) {
+			out, errs, code := render(map[string]string{"AFE_EGRESS_HOSTS": hosts})
+			if code != 64 || out != "" || !strings.Contains(errs, "afe-egress-proxy:") {
+				t.Fatalf("code %d, stdout %q, stderr %q", code, out, errs)
+			}
+		})
+	}
+	for name, env := range map[string]map[string]string{
+		"bad private flag": {"AFE_EGRESS_HOSTS": "a.com", "AFE_EGRESS_ALLOW_PRIVATE": "yes"},
+		"bad deny ip":      {"AFE_EGRESS_HOSTS": "a.com", "AFE_EGRESS_DENY_IPS": "1.2.3.4 all"},
+		"deny ip injected": {"AFE_EGRESS_HOSTS": "a.com", "AFE_EGRESS_DENY_IPS": "1.2.3.4\nhttp_access allow all"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if out, errs, code := render(env); code != 64 || out != "" {
+				t.Fatalf("code %d, stdout %q, stderr %q", code, out, errs)
+			}
+		})
+	}
+}
+
+func TestEntrypointRendersTheRules(t *testing.T) {
+	out, errs, code := render(map[string]string{
+		"AFE_EGRESS_HOSTS":    "example.com,.pypi.org",
+		"AFE_EGRESS_DENY_IPS": "172.17.0.1,10.1.0.0/16",
+	})
+	if code != 0 {
+		t.Fatalf("code %d: %s", code, errs)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var access []string
+	for _, l := range lines {
+		if strings.HasPrefix(l, "http_access") {
+			access = append(access, l)
+		}
+	}
+	want := []string{
+		"http_access deny afe_connect !afe_tls",
+		"http_access deny !afe_connect !afe_http",
+		"http_access deny !afe_allowed",
+		"http_access deny afe_host",
+		"http_access deny afe_private",
+		"http_access allow afe_allowed",
+		"http_access deny all",
+	}
+	if strings.Join(access, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("http_access rules:\n%s", strings.Join(access, "\n"))
+	}
+	for _, l := range []string{
+		"acl afe_allowed dstdomain -n example.com .pypi.org",
+		"acl afe_host dst 172.17.0.1 10.1.0.0/16",
+		"cache deny all",
+		"access_log stdio:/dev/stdout afe",
+	} {
+		if !strings.Contains(out, l+"\n") {
+			t.Fatalf("missing %q in\n%s", l, out)
+		}
+	}
+	out, _, _ = render(map[string]string{"AFE_EGRESS_HOSTS": "example.com", "AFE_EGRESS_ALLOW_PRIVATE": "1"})
+	if strings.Contains(out, "deny afe_private") || strings.Contains(out, "afe_host") {
+		t.Fatalf("private destinations should be allowed:\n%s", out)
+	}
+}
+
+// harness: a network of the test's own with a web server known as
+// allowed.test on a private address, and a client container on it.
+type harness struct {
+	t       *testing.T
+	label   string
+	network string
+}
+
+func newHarness(t *testing.T) *harness {
+	_, skip, err := dockertest.Require()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if skip != "" {
+		t.Skip(skip)
+	}
+	if err := exec.Command("docker", "image", "inspect", proxyImage).Run(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s is missing (make images)", proxyImage)
+		}
+		t.Skipf("%s is missing (make images)", proxyImage)
+	}
+	id := fmt.Sprintf("afe-proxytest-%d", time.Now().UnixNano())
+	h := &harness{t: t, label: "afe.test=" + id, network: id}
+	t.Cleanup(func() { dockertest.RemoveAll(h.label) })
+	h.docker("network", "create", "--label", h.label, h.network)
+	h.docker("run", "-d", "--label", h.label, "--name", id+"-web", "--network", h.network,
+		"--network-alias", "allowed.test", "--network-alias", "www.allowed.test",
+		dockertest.TestImage, "sh", "-c", "mkdir -p /www && echo web-ok > /www/index.html && httpd -p 8080 -h /www && exec httpd -f -p 80 -h /www")
+	h.docker("run", "-d", "--label", h.label, "--name", id+"-client", "--network", h.network, "--user", "1000:1000",
+		dockertest.TestImage, "sleep", "600")
+	return h
+}
+
+func (h *harness) docker(args ...string) string {
+	h.t.Helper()
+	out, err := exec.Command("docker", args...).CombinedOutput()
+	if err != nil {
+		h.t.Fatalf("docker %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// proxy starts a hardened proxy with the environment and waits until it
+// answers.
+func (h *harness) proxy(env ...string) string {
+	h.t.Helper()
+	name := fmt.Sprintf("%s-proxy-%d", h.network, time.Now().UnixNano())
+	args := []string{"run", "-d", "--label", h.label, "--name", name, "--network", h.network,
+		"--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--read-only", "--tmpfs", "/tmp"}
+	for _, e := range env {
+		args = append(args, "-e", e)
+	}
+	h.docker(append(args, proxyImage)...)
+	deadline := time.Now().Add(20 * time.Second)
+	for exec.Command("docker", "exec", name, "afe-proxy-probe").Run() != nil {
+		if time.Now().After(deadline) {
+			logs, _ := exec.Command("docker", "logs", name).CombinedOutput()
+			h.t.Fatalf("proxy does not answer: %s", logs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return name
+}
+
+// get fetches url through the proxy from the client container.
+func (h *harness) get(proxy, url string) (string, error) {
+	out, err := exec.Command("docker", "exec", "-e", "http_proxy=http://"+proxy+":3128", h.network+"-client",
+		"timeout", "5", "wget", "-q", "-O-", url).CombinedOutput()
+	return strings.TrimSpace(string(out)), err
+}
+
+func TestProxyImage(t *testing.T) {
+	h := newHarness(t)
+
+	open := h.proxy("AFE_EGRESS_HOSTS=allowed.test", "AFE_EGRESS_ALLOW_PRIVATE=1")
+	if out, err := h.get(open, "http://allowed.test/"); err != nil || out != "web-ok" {
+		t.Fatalf("allowed host: %v %q", err, out)
+	}
+	if out, err := h.get(open, "http://www.allowed.test/"); err == nil {
+		t.Fatalf("a subdomain of a host without a leading dot was allowed: %q", out)
+	}
+	if out, err := h.get(open, "http://allowed.test:8080/"); err == nil || !strings.Contains(out, "403") {
+		t.Fatalf("plain HTTP to port 8080 must be refused: %v %q", err, out)
+	}
+	if uid := h.docker("exec", open, "id", "-u"); uid == "0" {
+		t.Fatal("the proxy runs as root")
+	}
+	logs := h.docker("logs", open)
+	for _, want := range []string{"url=http://allowed.test/ decision=TCP_MISS status=200", "url=http://www.allowed.test/ decision=TCP_DENIED status=403"} {
+		if !strings.Contains(logs, want) {
+			t.Fatalf("decision %q not logged:\n%s", want, logs)
+		}
+	}
+
+	domain := h.proxy("AFE_EGRESS_HOSTS=.allowed.test", "AFE_EGRESS_ALLOW_PRIVATE=1")
+	if out, err := h.get(domain, "http://www.allowed.test/"); err != nil || out != "web-ok" {
+		t.Fatalf(".domain should admit a subdomain: %v %q", err, out)
+	}
+
+	// Without AFE_EGRESS_ALLOW_PRIVATE an allowed name on a private address
+	// is refused.
+	private := h.proxy("AFE_EGRESS_HOSTS=allowed.test")
+	if out, err := h.get(private, "http://allowed.test/"); err == nil || !strings.Contains(out, "403") {
+		t.Fatalf("a private destination must be refused: %v %q", err, out)
+	}
+	// Denied addresses are refused even when private ones are allowed.
+	webIP := dockertest.ContainerIP(h.network+"-web", h.network)
+	hostDenied := h.proxy("AFE_EGRESS_HOSTS=allowed.test", "AFE_EGRESS_ALLOW_PRIVATE=1", "AFE_EGRESS_DENY_IPS="+webIP)
+	if out, err := h.get(hostDenied, "http://allowed.test/"); err == nil || !strings.Contains(out, "403") {
+		t.Fatalf("a denied address must be refused: %v %q", err, out)
+	}
+}
+
+func TestProxyImageStopsOnAHostileAllowlist(t *testing.T) {
+	h := newHarness(t)
+	name := h.network + "-bad"
+	out, err := exec.Command("docker", "run", "--name", name, "--label", h.label, "--network", "none",
+		"-e", "AFE_EGRESS_HOSTS=allowed.test\nhttp_access allow all", proxyImage).CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 64 {
+		t.Fatalf("want exit 64, got %v: %s", err, out)
+	}
+	if !strings.Contains(string(out), "AFE_EGRESS_HOSTS may only hold") {
+		t.Fatalf("no clear message: %s", out)
+	}
+}

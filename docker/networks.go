@@ -1,0 +1,88 @@
+package docker
+
+import (
+	"context"
+
+	"github.com/docker/docker/api/types/network"
+)
+
+// bridgeInhibitIPv4 keeps the host from taking an address on a bridge
+// network, so containers on it have no route to services on the host.
+const bridgeInhibitIPv4 = "com.docker.network.bridge.inhibit_ipv4"
+
+// NetworkSpec is a bridge network.
+type NetworkSpec struct {
+	Name   string
+	Labels map[string]string
+	// Internal networks have no route out.
+	Internal bool
+	// NoHostAddress gives the host no address on the network, so that its
+	// containers cannot reach services listening on the host's interfaces.
+	NoHostAddress bool
+}
+
+// Network is what the engine reports of a network.
+type Network struct {
+	ID       string
+	Name     string
+	Labels   map[string]string
+	Internal bool
+	// Gateways are the host's addresses on the network.
+	Gateways []string
+}
+
+// EnsureNetwork creates the network unless it exists, and returns it. The
+// caller checks the labels of an existing network.
+func (c *Client) EnsureNetwork(ctx context.Context, spec NetworkSpec) (*Network, error) {
+	if n, err := c.InspectNetwork(ctx, spec.Name); err == nil {
+		return n, nil
+	}
+	opts := network.CreateOptions{Driver: "bridge", Internal: spec.Internal, Labels: spec.Labels}
+	if spec.NoHostAddress {
+		opts.Options = map[string]string{bridgeInhibitIPv4: "true"}
+	}
+	if _, err := c.api.NetworkCreate(ctx, spec.Name, opts); err != nil {
+		return nil, wrap(err, "create network "+spec.Name)
+	}
+	return c.InspectNetwork(ctx, spec.Name)
+}
+
+// InspectNetwork returns ErrNotFound when the network does not exist.
+func (c *Client) InspectNetwork(ctx context.Context, name string) (*Network, error) {
+	n, err := c.api.NetworkInspect(ctx, name, network.InspectOptions{})
+	if err != nil {
+		return nil, wrap(err, "inspect network "+name)
+	}
+	// A network ID prefix can match a name; only an exact name counts.
+	if n.Name != name && n.ID != name {
+		return nil, wrap(errNotFoundf("network %s", name), "inspect network "+name)
+	}
+	out := &Network{ID: n.ID, Name: n.Name, Labels: n.Labels, Internal: n.Internal}
+	for _, cfg := range n.IPAM.Config {
+		if cfg.Gateway != "" {
+			out.Gateways = append(out.Gateways, cfg.Gateway)
+		}
+	}
+	return out, nil
+}
+
+// ListNetworks returns the networks carrying all the labels.
+func (c *Client) ListNetworks(ctx context.Context, labels map[string]string) ([]Network, error) {
+	list, err := c.api.NetworkList(ctx, network.ListOptions{Filters: labelFilter(labels)})
+	if err != nil {
+		return nil, wrap(err, "list networks")
+	}
+	out := make([]Network, 0, len(list))
+	for _, n := range list {
+		out = append(out, Network{ID: n.ID, Name: n.Name, Labels: n.Labels, Internal: n.Internal})
+	}
+	return out, nil
+}
+
+// RemoveNetwork removes the network; it succeeds when it is already gone.
+func (c *Client) RemoveNetwork(ctx context.Context, name string) error {
+	if err := c.api.NetworkRemove(ctx, name); err != nil && !isNotFound(err) {
+		return wrap(err, "remove network "+name)
+	}
+	return nil
+}
