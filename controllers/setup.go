@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"context"
 	"fmt"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -10,7 +11,8 @@ import (
 
 // SetupAll registers every reconciler and the Docker event source with the
 // manager.
-func SetupAll(mgr ctrl.Manager, engine docker.Engine, opts Options) error {
+// ctx bounds the Runs executed by this process: they end with it.
+func SetupAll(ctx context.Context, mgr ctrl.Manager, engine docker.Engine, opts Options) error {
 	events := NewDockerEventSource(engine, mgr.GetClient(), opts.Instance)
 	if err := mgr.Add(events); err != nil {
 		return fmt.Errorf("add docker event source: %w", err)
@@ -25,6 +27,15 @@ func SetupAll(mgr ctrl.Manager, engine docker.Engine, opts Options) error {
 	}
 	if err := sandboxes.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up sandbox controller: %w", err)
+	}
+	runs := &RunReconciler{
+		Client:   mgr.GetClient(),
+		Engine:   engine,
+		Recorder: mgr.GetEventRecorder("afe-run-controller"),
+		Options:  opts,
+	}
+	if err := runs.SetupWithManager(ctx, mgr); err != nil {
+		return fmt.Errorf("set up run controller: %w", err)
 	}
 	return nil
 }

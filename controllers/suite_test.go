@@ -79,7 +79,9 @@ var _ = BeforeSuite(func() {
 	})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(startTestServers(engine)).To(Succeed())
-	Expect(SetupAll(mgr, engine, Options{
+	var ctx context.Context
+	ctx, cancelManager = context.WithCancel(context.Background())
+	Expect(SetupAll(ctx, mgr, engine, Options{
 		Instance:                instance,
 		WorkspaceRoot:           workspaceRoot,
 		DenyEnv:                 []string{"EXTRA_DENIED"},
@@ -89,8 +91,6 @@ var _ = BeforeSuite(func() {
 		EgressAllowPrivate:      true, // the test servers have private addresses
 		ProxyImage:              "afe/egress-proxy:dev",
 	})).To(Succeed())
-	var ctx context.Context
-	ctx, cancelManager = context.WithCancel(context.Background())
 	go func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(ctx)).To(Succeed())

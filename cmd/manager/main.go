@@ -85,7 +85,8 @@ func run() int {
 		return 1
 	}
 
-	if err := controllers.SetupAll(mgr, engine, opts); err != nil {
+	ctx := ctrl.SetupSignalHandler()
+	if err := controllers.SetupAll(ctx, mgr, engine, opts); err != nil {
 		log.Error(err, "Cannot set up the controllers")
 		return 1
 	}
@@ -103,7 +104,7 @@ func run() int {
 	}
 
 	log.Info("Starting the manager", "docker", engine.Host(), "instance", opts.Instance)
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+	if err := mgr.Start(ctx); err != nil {
 		log.Error(err, "The manager stopped")
 		return 1
 	}

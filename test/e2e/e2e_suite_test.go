@@ -102,6 +102,14 @@ func kubectl(args ...string) (string, error) {
 	return strings.TrimSpace(string(out)), err
 }
 
+func mustKubectlStdin(stdin string, args ...string) string {
+	cmd := exec.Command("kubectl", append([]string{"--kubeconfig", cp.Kubeconfig}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	ExpectWithOffset(1, err).NotTo(HaveOccurred(), "kubectl %s: %s", strings.Join(args, " "), out)
+	return strings.TrimSpace(string(out))
+}
+
 func mustKubectl(args ...string) string {
 	out, err := kubectl(args...)
 	ExpectWithOffset(1, err).NotTo(HaveOccurred(), "kubectl %s: %s", strings.Join(args, " "), out)

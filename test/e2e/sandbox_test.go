@@ -78,6 +78,34 @@ var _ = Describe("The manager binary with kubectl", Ordered, func() {
 		Expect(after.ID).To(Equal(before.ID))
 	})
 
+	It("executes again a Run that was in flight when the manager was killed", func() {
+		run := `apiVersion: sandbox.afe.dev/v1alpha1
+kind: Run
+metadata:
+  name: crash
+spec:
+  sandboxRef: {name: sample}
+  script: |
+    echo attempt >> /workspace/attempts
+    sleep 4
+    echo "{\"attempts_seen\": $(wc -l < /workspace/attempts)}"
+`
+		mustKubectlStdin(run, "apply", "-n", ns, "-f", "-")
+		mustKubectl("wait", "-n", ns, "--for=jsonpath={.status.phase}=Running", "run/crash", "--timeout=60s")
+		manager.Kill()
+		Eventually(manager).Should(gexec.Exit())
+		startManager()
+		mustKubectl("wait", "-n", ns, "--for=jsonpath={.status.phase}=Completed", "run/crash", "--timeout=90s")
+		Expect(mustKubectl("get", "-n", ns, "run/crash", "-o", "jsonpath={.status.attempts} {.status.ok} {.status.result.attempts_seen}")).
+			To(Equal("2 true 2"))
+		out, err := dockertest.Exec("afe-"+ns+".sample", "ps", "-o", "args")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(strings.Split(out, "\n")).NotTo(ContainElement("sleep 4"), "the first attempt's process was stopped")
+
+		header := strings.Fields(strings.SplitN(mustKubectl("get", "runs", "-n", ns), "\n", 2)[0])
+		Expect(header).To(Equal([]string{"NAME", "SANDBOX", "PHASE", "EXIT", "DURATION", "AGE"}))
+	})
+
 	It("removes every Docker object on delete", func() {
 		mustKubectl("delete", "-n", ns, "sandbox/sample", "--timeout=60s")
 		Expect(dockertest.Objects(afev1.LabelNamespace + "=" + ns)).To(BeEmpty())

@@ -1,0 +1,185 @@
+package v1alpha1
+
+import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// RunFinalizer is set on a Run until it ends, so that deleting a running Run
+// kills its processes first.
+const RunFinalizer = "sandbox.afe.dev/run"
+
+// RunPhase is where a Run is in its life.
+// +kubebuilder:validation:Enum=Pending;Running;Completed;TimedOut;Failed
+type RunPhase string
+
+// The phases of a Run. Completed, TimedOut and Failed are terminal.
+const (
+	RunPending   RunPhase = "Pending"
+	RunRunning   RunPhase = "Running"
+	RunCompleted RunPhase = "Completed"
+	RunTimedOut  RunPhase = "TimedOut"
+	RunFailed    RunPhase = "Failed"
+)
+
+// Terminal is true for the phases a Run never leaves.
+func (p RunPhase) Terminal() bool {
+	return p == RunCompleted || p == RunTimedOut || p == RunFailed
+}
+
+// Condition types of a Run.
+const (
+	// RunCompletedCondition is true when the Run has ended, whatever the
+	// outcome; its reason says how.
+	RunCompletedCondition = "Completed"
+	// RunSandboxReadyCondition is false while the Run waits for its sandbox.
+	RunSandboxReadyCondition = "SandboxReady"
+)
+
+// Condition reasons of a Run.
+const (
+	// ExitedReason: the command ran to its end; ok and exitCode tell how.
+	ExitedReason = "Exited"
+	// TimedOutReason: the command was killed at its deadline with every
+	// process it started.
+	TimedOutReason = "TimedOut"
+	// RunningReason: the command is executing.
+	RunningReason = "Running"
+	// SandboxNotReadyReason: the sandbox does not exist yet or is not Ready.
+	SandboxNotReadyReason = "SandboxNotReady"
+	// SandboxDeletedReason: the sandbox was deleted before the Run could end.
+	SandboxDeletedReason = "SandboxDeleted"
+	// ExecFailedReason: the command could not be started (no such binary,
+	// no such working directory).
+	ExecFailedReason = "ExecFailed"
+)
+
+// RunOutputLimit is how much of the output status.output keeps: the last
+// 32 KiB.
+const RunOutputLimit = 32 << 10
+
+// SandboxReference names a Sandbox in the Run's namespace.
+type SandboxReference struct {
+	// name of the Sandbox.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// RunSpec is one command to execute in a sandbox. It cannot be changed once
+// created.
+// +kubebuilder:validation:XValidation:rule="has(self.command) != has(self.script)",message="set exactly one of command and script"
+type RunSpec struct {
+	// sandboxRef names the Sandbox to run in. The Run waits (Pending) while
+	// the sandbox does not exist or is not Ready.
+	SandboxRef SandboxReference `json:"sandboxRef"`
+
+	// command is executed as is (exec form, no shell).
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=1024
+	// +optional
+	Command []string `json:"command,omitempty"`
+
+	// script is run with /bin/sh -c.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=262144
+	// +optional
+	Script string `json:"script,omitempty"`
+
+	// timeoutSeconds is the deadline of the command; at the deadline it and
+	// every process it started are killed. Default: the sandbox's
+	// timeoutSeconds.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=86400
+	// +optional
+	TimeoutSeconds *int32 `json:"timeoutSeconds,omitempty"`
+
+	// workingDir is where the command starts.
+	// +kubebuilder:default="/workspace"
+	// +kubebuilder:validation:MaxLength=4096
+	// +kubebuilder:validation:Pattern=`^/[^\x00\n]*$`
+	// +optional
+	WorkingDir string `json:"workingDir,omitempty"`
+}
+
+// RunStatus is the outcome of a Run.
+type RunStatus struct {
+	// phase: Pending, Running, Completed (the command ended, whatever its
+	// exit code), TimedOut, Failed (it could not be executed at all).
+	// +optional
+	Phase RunPhase `json:"phase,omitempty"`
+	// ok is true when the command exited with 0.
+	// +optional
+	OK bool `json:"ok,omitempty"`
+	// exitCode of the command (137 when killed).
+	// +optional
+	ExitCode *int32 `json:"exitCode,omitempty"`
+	// timedOut is true when the deadline killed the command.
+	// +optional
+	TimedOut bool `json:"timedOut,omitempty"`
+	// output is stdout and stderr, interleaved as written: the last 32 KiB.
+	// +optional
+	Output string `json:"output,omitempty"`
+	// outputTruncated is true when output lost its beginning.
+	// +optional
+	OutputTruncated bool `json:"outputTruncated,omitempty"`
+	// result holds the keys of the last stdout line that parses as a JSON
+	// object.
+	// +optional
+	Result map[string]apiextensionsv1.JSON `json:"result,omitempty"`
+	// attempts counts executions: a Run in flight when the controller died,
+	// or whose sandbox was lost, is executed again.
+	// +optional
+	Attempts int32 `json:"attempts,omitempty"`
+	// startTime is when the last attempt started.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// completionTime is when the Run ended.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	// durationMilliseconds is how long the last attempt took.
+	// +optional
+	DurationMilliseconds int64 `json:"durationMilliseconds,omitempty"`
+	// containerID is the sandbox container the last attempt ran in.
+	// +optional
+	ContainerID string `json:"containerID,omitempty"`
+	// conditions: Completed, SandboxReady.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Run is one command executed in a sandbox. A non-zero exit is an outcome
+// (phase Completed, ok false), not a failure.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=afe
+// +kubebuilder:printcolumn:name="Sandbox",type=string,JSONPath=`.spec.sandboxRef.name`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Exit",type=integer,JSONPath=`.status.exitCode`
+// +kubebuilder:printcolumn:name="Duration",type=string,JSONPath=`.status.durationMilliseconds`,description="milliseconds"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Run struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is immutable.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable"
+	Spec RunSpec `json:"spec"`
+	// status is the Run's outcome.
+	// +optional
+	Status RunStatus `json:"status,omitempty"`
+}
+
+// RunList is a list of Runs.
+// +kubebuilder:object:root=true
+type RunList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Run `json:"items"`
+}
+
+func init() {
+	register(&Run{}, &RunList{})
+}

@@ -1,0 +1,302 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/runexec"
+	"afe.dev/sandbox/internal/sandboxspec"
+)
+
+// runSandboxIndex indexes Runs by the Sandbox they name.
+const runSandboxIndex = "spec.sandboxRef.name"
+
+// RunReconciler executes Runs in their sandbox containers.
+type RunReconciler struct {
+	client.Client
+	Engine   docker.Engine
+	Recorder events.EventRecorder
+	Options  Options
+
+	execs executions
+	// done receives a Run when one of its attempts ended.
+	done chan event.TypedGenericEvent[*afev1.Run]
+	// base outlives single reconciles: attempts run under it and end with
+	// the manager.
+	base context.Context
+}
+
+// +kubebuilder:rbac:groups=sandbox.afe.dev,resources=runs,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=sandbox.afe.dev,resources=runs/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=sandbox.afe.dev,resources=runs/finalizers,verbs=update
+
+// Reconcile starts a Run when its sandbox is Ready, and records its outcome.
+func (r *RunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	run := &afev1.Run{}
+	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	before := run.DeepCopy()
+
+	if run.Status.Phase.Terminal() {
+		r.execs.forget(run.UID)
+		return ctrl.Result{}, r.removeFinalizer(ctx, run)
+	}
+	if !run.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.reconcileDelete(ctx, run)
+	}
+	if controllerutil.AddFinalizer(run, afev1.RunFinalizer) {
+		if err := r.Update(ctx, run); err != nil {
+			return ctrl.Result{}, err
+		}
+		before = run.DeepCopy()
+	}
+
+	if a := r.execs.get(run.UID); a != nil {
+		if !a.done.Load() {
+			return ctrl.Result{}, nil // in flight; its end brings the Run back
+		}
+		r.execs.forget(run.UID)
+		if !a.outcome.lost && !a.outcome.abandoned {
+			return ctrl.Result{}, r.finish(ctx, before, run, a)
+		}
+	}
+
+	sbx := &afev1.Sandbox{}
+	err := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.SandboxRef.Name}, sbx)
+	switch {
+	case apierrors.IsNotFound(err) && run.Status.Attempts == 0:
+		return ctrl.Result{}, r.wait(ctx, before, run, fmt.Sprintf("Sandbox %s does not exist yet", run.Spec.SandboxRef.Name))
+	case apierrors.IsNotFound(err) || err == nil && !sbx.DeletionTimestamp.IsZero():
+		return ctrl.Result{}, r.fail(ctx, before, run, afev1.SandboxDeletedReason,
+			fmt.Sprintf("Sandbox %s was deleted before the Run could end", run.Spec.SandboxRef.Name))
+	case err != nil:
+		return ctrl.Result{}, err
+	case !meta.IsStatusConditionTrue(sbx.Status.Conditions, afev1.SandboxReadyCondition) || sbx.Status.ContainerName == "":
+		return ctrl.Result{}, r.wait(ctx, before, run, fmt.Sprintf("Sandbox %s is not Ready", sbx.Name))
+	}
+	return ctrl.Result{}, r.start(ctx, before, run, sbx)
+}
+
+// start begins a new attempt. The attempt is written to the status before
+// the command starts, so that a crash in between is counted and the Run is
+// executed again after the restart.
+func (r *RunReconciler) start(ctx context.Context, before, run *afev1.Run, sbx *afev1.Sandbox) error {
+	log := logf.FromContext(ctx)
+	uid, sandboxGID, err := sandboxspec.ParseUser(sbx.Spec.User)
+	if err != nil {
+		return r.fail(ctx, before, run, afev1.InvalidSpecReason, "The sandbox's user is invalid: "+err.Error())
+	}
+	if run.Status.Phase == afev1.RunRunning && run.Status.Attempts > 0 {
+		// In flight when the controller stopped: whatever is left of that
+		// attempt is killed before the Run is executed again.
+		prev := &attempt{container: sbx.Status.ContainerName, gid: runexec.GID(string(run.UID), run.Status.Attempts), sandboxGID: sandboxGID}
+		log.Info("Stopping what is left of an interrupted Run attempt", "attempt", run.Status.Attempts)
+		r.kill(ctx, prev, uid)
+	}
+
+	timeout := time.Duration(sbx.Spec.TimeoutSeconds) * time.Second
+	if run.Spec.TimeoutSeconds != nil {
+		timeout = time.Duration(*run.Spec.TimeoutSeconds) * time.Second
+	}
+	if timeout <= 0 {
+		timeout = 600 * time.Second
+	}
+	a := &attempt{
+		number:      run.Status.Attempts + 1,
+		container:   sbx.Status.ContainerName,
+		containerID: sbx.Status.ContainerID,
+		sandboxGID:  sandboxGID,
+	}
+	a.gid = runexec.GID(string(run.UID), a.number)
+
+	now := metav1.Now()
+	run.Status.Phase = afev1.RunRunning
+	run.Status.Attempts = a.number
+	run.Status.StartTime = &now
+	run.Status.ContainerID = a.containerID
+	setRunCondition(run, afev1.RunSandboxReadyCondition, true, afev1.ReadyReason, "Sandbox "+sbx.Name+" is Ready")
+	setRunCondition(run, afev1.RunCompletedCondition, false, afev1.RunningReason,
+		fmt.Sprintf("Attempt %d is running in %s", a.number, a.container))
+	if err := r.patchStatus(ctx, before, run); err != nil {
+		return err
+	}
+
+	execCtx, cancel := context.WithCancel(r.base)
+	a.cancel = cancel
+	r.execs.put(run.UID, a)
+	log.Info("Starting Run", "attempt", a.number, "container", a.container, "timeout", timeout)
+	r.Recorder.Eventf(run, nil, "Normal", "Started", "Execute", "Attempt %d started in container %s", a.number, a.container)
+	r.Recorder.Eventf(sbx, run, "Normal", "RunStarted", "Execute", "Run %s started (attempt %d)", run.Name, a.number)
+	go r.execute(logf.IntoContext(execCtx, log), run.DeepCopy(), a, uid, timeout)
+	return nil
+}
+
+// finish records the outcome of the last attempt.
+func (r *RunReconciler) finish(ctx context.Context, before, run *afev1.Run, a *attempt) error {
+	o := a.outcome
+	if o.execErr != "" {
+		return r.fail(ctx, before, run, afev1.ExecFailedReason, "The command could not be executed: "+o.execErr)
+	}
+	code := int32(o.exitCode)
+	completed := metav1.NewTime(o.finished)
+	run.Status.ExitCode = &code
+	run.Status.OK = code == 0 && !o.timedOut
+	run.Status.TimedOut = o.timedOut
+	run.Status.Output = o.output
+	run.Status.OutputTruncated = o.truncated
+	run.Status.CompletionTime = &completed
+	run.Status.DurationMilliseconds = o.finished.Sub(o.started).Milliseconds()
+	run.Status.Result = nil
+	if o.result != nil {
+		run.Status.Result = make(map[string]apiextensionsv1.JSON, len(o.result))
+		for k, v := range o.result {
+			run.Status.Result[k] = apiextensionsv1.JSON{Raw: v}
+		}
+	}
+	sbx := &afev1.Sandbox{}
+	sbxErr := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.SandboxRef.Name}, sbx)
+	if o.timedOut {
+		run.Status.Phase = afev1.RunTimedOut
+		msg := fmt.Sprintf("Killed with every process it started after %s", time.Duration(run.Status.DurationMilliseconds)*time.Millisecond)
+		setRunCondition(run, afev1.RunCompletedCondition, true, afev1.TimedOutReason, msg)
+		r.Recorder.Eventf(run, nil, "Warning", afev1.TimedOutReason, "Execute", msg)
+		if sbxErr == nil {
+			r.Recorder.Eventf(sbx, run, "Warning", "RunTimedOut", "Execute", "Run %s timed out and was killed", run.Name)
+		}
+	} else {
+		run.Status.Phase = afev1.RunCompleted
+		msg := fmt.Sprintf("Exited with code %d after %dms", code, run.Status.DurationMilliseconds)
+		setRunCondition(run, afev1.RunCompletedCondition, true, afev1.ExitedReason, msg)
+		r.Recorder.Eventf(run, nil, "Normal", "Completed", "Execute", msg)
+		if sbxErr == nil {
+			r.Recorder.Eventf(sbx, run, "Normal", "RunCompleted", "Execute", "Run %s exited with code %d after %dms", run.Name, code, run.Status.DurationMilliseconds)
+		}
+	}
+	if err := r.patchStatus(ctx, before, run); err != nil {
+		return err
+	}
+	return r.removeFinalizer(ctx, run)
+}
+
+// wait keeps the Run Pending while its sandbox is missing or not Ready; the
+// sandbox's changes bring it back.
+func (r *RunReconciler) wait(ctx context.Context, before, run *afev1.Run, message string) error {
+	run.Status.Phase = afev1.RunPending
+	setRunCondition(run, afev1.RunSandboxReadyCondition, false, afev1.SandboxNotReadyReason, message)
+	setRunCondition(run, afev1.RunCompletedCondition, false, afev1.SandboxNotReadyReason, "Waiting for the sandbox")
+	return r.patchStatus(ctx, before, run)
+}
+
+// fail ends a Run that could not be executed.
+func (r *RunReconciler) fail(ctx context.Context, before, run *afev1.Run, reason, message string) error {
+	now := metav1.Now()
+	run.Status.Phase = afev1.RunFailed
+	run.Status.CompletionTime = &now
+	setRunCondition(run, afev1.RunCompletedCondition, true, reason, message)
+	r.Recorder.Eventf(run, nil, "Warning", reason, "Execute", message)
+	if err := r.patchStatus(ctx, before, run); err != nil {
+		return err
+	}
+	return r.removeFinalizer(ctx, run)
+}
+
+// reconcileDelete stops a Run that is being deleted: its processes are
+// killed before the finalizer goes.
+func (r *RunReconciler) reconcileDelete(ctx context.Context, run *afev1.Run) error {
+	if a := r.execs.get(run.UID); a != nil && !a.done.Load() {
+		sbx := &afev1.Sandbox{}
+		if err := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.SandboxRef.Name}, sbx); err == nil {
+			if uid, _, err := sandboxspec.ParseUser(sbx.Spec.User); err == nil {
+				r.kill(ctx, a, uid)
+			}
+		}
+		a.cancel()
+	}
+	r.execs.forget(run.UID)
+	return r.removeFinalizer(ctx, run)
+}
+
+func (r *RunReconciler) removeFinalizer(ctx context.Context, run *afev1.Run) error {
+	if !controllerutil.RemoveFinalizer(run, afev1.RunFinalizer) {
+		return nil
+	}
+	return client.IgnoreNotFound(r.Update(ctx, run))
+}
+
+func (r *RunReconciler) patchStatus(ctx context.Context, before, run *afev1.Run) error {
+	if equality.Semantic.DeepEqual(before.Status, run.Status) {
+		return nil
+	}
+	if err := r.Status().Patch(ctx, run, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("patch run status: %w", err)
+	}
+	*before = *run.DeepCopy()
+	return nil
+}
+
+func setRunCondition(run *afev1.Run, t string, ok bool, reason, message string) {
+	status := metav1.ConditionFalse
+	if ok {
+		status = metav1.ConditionTrue
+	}
+	setStatusCondition(&run.Status.Conditions, metav1.Condition{
+		Type: t, Status: status, Reason: reason, Message: message, ObservedGeneration: run.Generation,
+	})
+}
+
+// SetupWithManager registers the reconciler: Runs, the Sandboxes they name,
+// and the ends of attempts.
+func (r *RunReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	r.base = ctx
+	r.done = make(chan event.TypedGenericEvent[*afev1.Run], 1024)
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &afev1.Run{}, runSandboxIndex, func(o client.Object) []string {
+		return []string{o.(*afev1.Run).Spec.SandboxRef.Name}
+	}); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&afev1.Run{}, builder.WithPredicates(specOrDeletionChanged())).
+		Watches(&afev1.Sandbox{}, handler.EnqueueRequestsFromMapFunc(r.runsOfSandbox)).
+		WatchesRawSource(source.Channel(r.done, &handler.TypedEnqueueRequestForObject[*afev1.Run]{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Options.MaxConcurrentReconciles)}).
+		Named("run").
+		Complete(r)
+}
+
+// runsOfSandbox maps a Sandbox to the unfinished Runs that name it.
+func (r *RunReconciler) runsOfSandbox(ctx context.Context, o client.Object) []reconcile.Request {
+	list := &afev1.RunList{}
+	if err := r.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{runSandboxIndex: o.GetName()}); err != nil {
+		logf.FromContext(ctx).Error(err, "List the Runs of a sandbox")
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		if !list.Items[i].Status.Phase.Terminal() {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+	return reqs
+}

@@ -1,0 +1,162 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/runexec"
+)
+
+// killTimeout bounds one kill of a Run's processes.
+const killTimeout = 30 * time.Second
+
+// attempt is one execution of a Run, in flight or finished.
+type attempt struct {
+	number      int32
+	gid         int
+	sandboxGID  int
+	container   string
+	containerID string
+	cancel      context.CancelFunc
+	done        atomic.Bool
+	outcome     outcome
+}
+
+// outcome is how an attempt ended.
+type outcome struct {
+	exitCode  int
+	timedOut  bool
+	output    string
+	truncated bool
+	result    map[string]json.RawMessage
+	started   time.Time
+	finished  time.Time
+	// lost: the sandbox container went away during the attempt; the Run is
+	// executed again in its replacement.
+	lost bool
+	// execErr: the command could not be executed at all.
+	execErr string
+	// abandoned: the controller is stopping; the Run stays Running and is
+	// executed again after the restart.
+	abandoned bool
+}
+
+// executions tracks the attempts this process runs, by Run UID.
+type executions struct {
+	mu       sync.Mutex
+	attempts map[types.UID]*attempt
+}
+
+func (e *executions) get(uid types.UID) *attempt {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.attempts[uid]
+}
+
+func (e *executions) put(uid types.UID, a *attempt) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.attempts == nil {
+		e.attempts = map[types.UID]*attempt{}
+	}
+	e.attempts[uid] = a
+}
+
+func (e *executions) forget(uid types.UID) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.attempts, uid)
+}
+
+// execute runs one attempt to its end and reports it on r.done.
+func (r *RunReconciler) execute(ctx context.Context, run *afev1.Run, a *attempt, uid int, timeout time.Duration) {
+	log := logf.FromContext(ctx).WithValues("run", run.Namespace+"/"+run.Name, "attempt", a.number)
+	tail := &runexec.Tail{Limit: afev1.RunOutputLimit}
+	results := &runexec.Results{}
+	var timedOut atomic.Bool
+	o := outcome{started: time.Now()}
+
+	deadline := time.AfterFunc(timeout, func() {
+		timedOut.Store(true)
+		log.Info("Run deadline reached; killing its processes", "timeout", timeout)
+		r.kill(context.WithoutCancel(ctx), a, uid)
+	})
+	code, err := r.Engine.Exec(ctx, a.container, docker.ExecSpec{
+		Cmd:        runexec.Command(run.Spec.Command, run.Spec.Script),
+		User:       fmt.Sprintf("%d:%d", uid, a.gid),
+		WorkingDir: run.Spec.WorkingDir,
+		Stdout:     io.MultiWriter(tail, results),
+		Stderr:     tail,
+	})
+	deadline.Stop()
+	o.finished = time.Now()
+
+	switch {
+	case ctx.Err() != nil:
+		o.abandoned = true
+	case err != nil:
+		// The container went away, or the engine did: either way this
+		// attempt's outcome is unknown and the Run is executed again.
+		log.Info("Run attempt interrupted", "error", err.Error())
+		o.lost = true
+	default:
+		// Nothing the command started outlives it: processes that left
+		// the output stream are killed too.
+		r.kill(context.WithoutCancel(ctx), a, uid)
+		o.exitCode = code
+		o.timedOut = timedOut.Load()
+		o.output = tail.String()
+		o.truncated = tail.Truncated()
+		o.result = results.Last()
+		if !o.timedOut && len(run.Spec.Command) > 0 && (code == 126 || code == 127) && strings.Contains(o.output, "OCI runtime exec failed") {
+			o.execErr = strings.TrimSpace(o.output)
+		}
+		o.lost = !o.timedOut && code >= 128 && r.containerGone(ctx, a)
+	}
+	a.outcome = o
+	a.done.Store(true)
+	if !o.abandoned {
+		r.done <- event.TypedGenericEvent[*afev1.Run]{Object: run}
+	}
+}
+
+// containerGone tells whether the attempt's container died under it. A
+// command killed by a signal may have been killed by the container's end,
+// which the engine reports a moment after the command's.
+func (r *RunReconciler) containerGone(ctx context.Context, a *attempt) bool {
+	select {
+	case <-ctx.Done():
+	case <-time.After(time.Second):
+	}
+	c, err := r.Engine.InspectContainer(ctx, a.container)
+	return err != nil || c.ID != a.containerID || !c.Running
+}
+
+// kill kills every process of a Run attempt in the container, until none
+// is left. It runs as the sandbox's uid (allowed to signal its own
+// processes; root in the sandbox has no CAP_KILL) with the sandbox's own
+// group, so that it is not one of the processes it kills.
+func (r *RunReconciler) kill(ctx context.Context, a *attempt, uid int) {
+	container, gid := a.container, a.gid
+	ctx, cancel := context.WithTimeout(ctx, killTimeout)
+	defer cancel()
+	code, err := r.Engine.Exec(ctx, container, docker.ExecSpec{Cmd: runexec.KillCommand(gid), User: fmt.Sprintf("%d:%d", uid, a.sandboxGID)})
+	if err != nil && !errors.Is(err, docker.ErrNotFound) {
+		logf.FromContext(ctx).Error(err, "Kill a Run's processes", "container", container, "gid", gid)
+	} else if code != 0 && err == nil {
+		logf.FromContext(ctx).Info("Some of a Run's processes survived the kill", "container", container, "gid", gid)
+	}
+}

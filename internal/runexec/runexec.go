@@ -1,0 +1,200 @@
+// Package runexec holds the pure parts of executing a Run: the output tail,
+// the JSON result, the process tag and the kill script.
+//
+// Every process of a Run carries a tag it cannot remove: its group ID. The
+// command is executed as the sandbox's uid with a group ID derived from the
+// Run (and attempt); without capabilities and with no-new-privileges, neither
+// the command nor anything it starts (background children, daemons that
+// setsid, processes that clear their environment) can change its group. At
+// the deadline, or when a Run must be stopped, every process with that group
+// is killed, repeatedly until none is left. The kill script uses only shell
+// builtins, so any image with /bin/sh works.
+package runexec
+
+import (
+	"bytes"
+	"encoding/json"
+	"hash/fnv"
+	"strconv"
+	"sync"
+)
+
+// KillScript kills, as the sandbox's user, every process whose real or
+// effective group is $1, until none is left; it exits 1 if some survive 100
+// rounds. Only shell builtins are used.
+const KillScript = `g="$1"; n=0
+while [ "$n" -lt 100 ]; do
+  found=0
+  for s in /proc/[0-9]*/status; do
+    while read -r k a b rest; do
+      if [ "$k" = "Gid:" ]; then
+        if [ "$a" = "$g" ] || [ "$b" = "$g" ]; then
+          p="${s#/proc/}"; p="${p%/status}"
+          kill -9 "$p" 2>/dev/null && found=1
+        fi
+        break
+      fi
+    done < "$s" 2>/dev/null
+  done
+  [ "$found" = 0 ] && exit 0
+  n=$((n + 1))
+done
+exit 1`
+
+// CountScript prints how many processes have the real or effective group $1.
+const CountScript = `g="$1"; c=0
+for s in /proc/[0-9]*/status; do
+  while read -r k a b rest; do
+    if [ "$k" = "Gid:" ]; then
+      if [ "$a" = "$g" ] || [ "$b" = "$g" ]; then c=$((c + 1)); fi
+      break
+    fi
+  done < "$s" 2>/dev/null
+done
+echo "$c"`
+
+// KillCommand is the exec command that kills a Run's processes.
+func KillCommand(gid int) []string {
+	return []string{"/bin/sh", "-c", KillScript, "afe-kill", strconv.Itoa(gid)}
+}
+
+// CountCommand is the exec command that counts a Run's processes.
+func CountCommand(gid int) []string {
+	return []string{"/bin/sh", "-c", CountScript, "afe-count", strconv.Itoa(gid)}
+}
+
+// gidBase and gidSpan place Run groups far above any group an image uses.
+const (
+	gidBase = 2_000_000_000
+	gidSpan = 100_000_000
+)
+
+// GID is the group of one attempt of a Run.
+func GID(runUID string, attempt int32) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(runUID + "/" + strconv.Itoa(int(attempt))))
+	return gidBase + int(h.Sum32()%gidSpan)
+}
+
+// Command is what to execute: the command as is, or the script with sh -c.
+func Command(command []string, script string) []string {
+	if len(command) > 0 {
+		return command
+	}
+	return []string{"/bin/sh", "-c", script}
+}
+
+// Tail keeps the last Limit bytes written to it; it is safe for concurrent
+// writers, so stdout and stderr can share it and stay interleaved.
+type Tail struct {
+	Limit     int
+	mu        sync.Mutex
+	buf       []byte
+	truncated bool
+}
+
+// Write keeps the end of p.
+func (t *Tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.Limit; over > 0 {
+		t.truncated = true
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+// String is what was kept, as valid UTF-8 (a rune cut at the start is
+// dropped).
+func (t *Tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b := t.buf
+	if t.truncated {
+		for len(b) > 0 && b[0]&0xC0 == 0x80 {
+			b = b[1:]
+		}
+	}
+	return string(bytes.ToValidUTF8(b, []byte("\uFFFD")))
+}
+
+// Truncated is true when the beginning was dropped.
+func (t *Tail) Truncated() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.truncated
+}
+
+// MaxResultLine bounds the stdout line a result is read from.
+const MaxResultLine = 64 << 10
+
+// Results watches stdout for lines that parse as a JSON object and keeps the
+// last one. Lines longer than MaxResultLine are skipped.
+type Results struct {
+	line    []byte
+	skip    bool
+	last    map[string]json.RawMessage
+	pending bool
+}
+
+// Write scans p for complete lines.
+func (r *Results) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		chunk := p
+		if i >= 0 {
+			chunk = p[:i]
+		}
+		if !r.skip {
+			if len(r.line)+len(chunk) > MaxResultLine {
+				r.skip, r.line = true, r.line[:0]
+			} else {
+				r.line = append(r.line, chunk...)
+			}
+		}
+		r.pending = true
+		if i < 0 {
+			break
+		}
+		r.endLine()
+		p = p[i+1:]
+	}
+	return n, nil
+}
+
+func (r *Results) endLine() {
+	if !r.skip {
+		if obj, ok := ParseObject(r.line); ok {
+			r.last = obj
+		}
+	}
+	r.line, r.skip, r.pending = r.line[:0], false, false
+}
+
+// Last is the last JSON object seen, counting a final line without newline.
+func (r *Results) Last() map[string]json.RawMessage {
+	if r.pending {
+		r.endLine()
+	}
+	return r.last
+}
+
+// ParseObject parses a line holding exactly one JSON object (surrounding
+// space allowed).
+func ParseObject(line []byte) (map[string]json.RawMessage, bool) {
+	line = bytes.TrimSpace(line)
+	if len(line) < 2 || line[0] != '{' {
+		return nil, false
+	}
+	var obj map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(line))
+	if err := dec.Decode(&obj); err != nil || obj == nil {
+		return nil, false
+	}
+	if dec.More() {
+		return nil, false
+	}
+	return obj, true
+}
