@@ -47,6 +47,9 @@ type Options struct {
 	ResyncPeriod time.Duration
 	// MaxConcurrentReconciles bounds parallel reconciles per kind.
 	MaxConcurrentReconciles int
+	// SweepPeriod is how often orphaned Docker objects are looked for;
+	// default the resync period, at least a minute.
+	SweepPeriod time.Duration
 }
 
 func (o Options) validation() sandboxspec.Options {

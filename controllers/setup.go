@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -27,6 +28,22 @@ func SetupAll(ctx context.Context, mgr ctrl.Manager, engine docker.Engine, opts 
 	}
 	if err := sandboxes.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up sandbox controller: %w", err)
+	}
+	tickets := &TicketReconciler{
+		Client:   mgr.GetClient(),
+		Engine:   engine,
+		Recorder: mgr.GetEventRecorder("afe-ticket-controller"),
+		Options:  opts,
+	}
+	if err := tickets.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up ticket controller: %w", err)
+	}
+	period := opts.SweepPeriod
+	if period <= 0 {
+		period = max(opts.ResyncPeriod, time.Minute)
+	}
+	if err := mgr.Add(&Sweeper{Client: mgr.GetClient(), Cache: mgr.GetCache(), Engine: engine, Instance: opts.Instance, Period: period}); err != nil {
+		return fmt.Errorf("add sweeper: %w", err)
 	}
 	runs := &RunReconciler{
 		Client:   mgr.GetClient(),

@@ -86,6 +86,7 @@ var _ = BeforeSuite(func() {
 		WorkspaceRoot:           workspaceRoot,
 		DenyEnv:                 []string{"EXTRA_DENIED"},
 		ResyncPeriod:            30 * time.Second,
+		SweepPeriod:             2 * time.Second,
 		MaxConcurrentReconciles: 4,
 		EgressNetwork:           egressNetwork,
 		EgressAllowPrivate:      true, // the test servers have private addresses

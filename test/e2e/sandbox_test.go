@@ -106,6 +106,31 @@ spec:
 		Expect(header).To(Equal([]string{"NAME", "SANDBOX", "PHASE", "EXIT", "DURATION", "AGE"}))
 	})
 
+	It("creates no duplicates when the manager dies during provisioning", func() {
+		mustKubectl("apply", "-n", ns, "-f", filepath.Join(root, "config", "samples", "sandbox_v1alpha1_ticket.yaml"))
+		// Kill the manager as soon as the ticket's first Docker object exists.
+		Eventually(func() []string {
+			return dockertest.Objects(afev1.LabelTicket + "=sample-ticket")
+		}, "60s", "10ms").ShouldNot(BeEmpty())
+		manager.Kill()
+		Eventually(manager).Should(gexec.Exit())
+		GinkgoWriter.Printf("objects when killed: %v\n", dockertest.Objects(afev1.LabelTicket+"=sample-ticket"))
+		startManager()
+		mustKubectl("wait", "-n", ns, "--for=jsonpath={.status.phase}=Ready", "ticket/sample-ticket", "--timeout=90s")
+		key := "afe-" + ns + ".sample-ticket"
+		Consistently(func() []string {
+			return dockertest.Objects(afev1.LabelTicket + "=sample-ticket")
+		}, "3s").Should(ConsistOf("container/"+key, "container/"+key+"-proxy", "network/"+key+"-net", "volume/"+key+"-ws"))
+		row := strings.Fields(mustKubectl("get", "tk", "sample-ticket", "-n", ns, "--no-headers"))
+		Expect(row[:4]).To(Equal([]string{"sample-ticket", "Active", "Ready", "1/1"}))
+		header := strings.Fields(strings.SplitN(mustKubectl("get", "tickets", "-n", ns), "\n", 2)[0])
+		Expect(header).To(Equal([]string{"NAME", "STATE", "PHASE", "READY", "REQUEUES", "AGE"}))
+
+		mustKubectl("patch", "-n", ns, "ticket/sample-ticket", "--type=merge", "-p", `{"spec":{"state":"Done"}}`)
+		mustKubectl("wait", "-n", ns, "--for=condition=CleanedUp", "ticket/sample-ticket", "--timeout=60s")
+		Expect(dockertest.Objects(afev1.LabelTicket + "=sample-ticket")).To(BeEmpty())
+	})
+
 	It("removes every Docker object on delete", func() {
 		mustKubectl("delete", "-n", ns, "sandbox/sample", "--timeout=60s")
 		Expect(dockertest.Objects(afev1.LabelNamespace + "=" + ns)).To(BeEmpty())

@@ -1,0 +1,168 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TicketFinalizer is set on every Ticket so that its sandboxes and their
+// Docker objects are removed before it goes away.
+const TicketFinalizer = "sandbox.afe.dev/ticket"
+
+// TicketLabel is set on the Sandboxes a Ticket creates, with its name.
+const TicketLabel = "sandbox.afe.dev/ticket"
+
+// TicketState is what the user wants of a ticket.
+// +kubebuilder:validation:Enum=Active;Paused;Done;Failed;Cancelled
+type TicketState string
+
+// The states of a Ticket. Done, Failed and Cancelled are terminal.
+const (
+	TicketActive    TicketState = "Active"
+	TicketPaused    TicketState = "Paused"
+	TicketDone      TicketState = "Done"
+	TicketFailed    TicketState = "Failed"
+	TicketCancelled TicketState = "Cancelled"
+)
+
+// Terminal is true for the states a ticket never leaves.
+func (s TicketState) Terminal() bool {
+	return s == TicketDone || s == TicketFailed || s == TicketCancelled
+}
+
+// TicketPhase is where a ticket is in its life.
+// +kubebuilder:validation:Enum=Provisioning;Ready;Paused;CleaningUp;Finished
+type TicketPhase string
+
+// The phases of a Ticket.
+const (
+	TicketProvisioning TicketPhase = "Provisioning"
+	TicketReady        TicketPhase = "Ready"
+	TicketPausedPhase  TicketPhase = "Paused"
+	TicketCleaningUp   TicketPhase = "CleaningUp"
+	TicketFinished     TicketPhase = "Finished"
+)
+
+// Condition types of a Ticket.
+const (
+	// TicketReadyCondition is true when every sandbox of the ticket is Ready.
+	TicketReadyCondition = "Ready"
+	// TicketRequeuedCondition is true once a sandbox of the ticket was lost
+	// and recreated: the step in flight then was interrupted.
+	TicketRequeuedCondition = "Requeued"
+	// TicketCleanedUpCondition is true when a finished ticket has no
+	// Sandbox and no Docker object left.
+	TicketCleanedUpCondition = "CleanedUp"
+)
+
+// Condition reasons of a Ticket.
+const (
+	// PausedReason: the ticket is paused; its sandboxes are kept as they are.
+	PausedReason = "Paused"
+	// CleaningUpReason: the ticket's sandboxes are being removed.
+	CleaningUpReason = "CleaningUp"
+	// CleanedUpReason: nothing of the ticket is left.
+	CleanedUpReason = "CleanedUp"
+	// SandboxesNotReadyReason: some sandboxes are not Ready yet.
+	SandboxesNotReadyReason = "SandboxesNotReady"
+	// SandboxConflictReason: a Sandbox with a name the ticket needs belongs
+	// to something else.
+	SandboxConflictReason = "SandboxConflict"
+	// NotRequeuedReason: no sandbox of the ticket was lost.
+	NotRequeuedReason = "NoLoss"
+)
+
+// TicketSpec declares a unit of work and its sandboxes.
+// +kubebuilder:validation:XValidation:rule="!(oldSelf.state in ['Done', 'Failed', 'Cancelled']) || self.state == oldSelf.state",message="a Done, Failed or Cancelled ticket cannot change state"
+type TicketSpec struct {
+	// state: Active (default), Paused (sandboxes kept as they are), or the
+	// terminal Done, Failed, Cancelled (everything of the ticket removed).
+	// +kubebuilder:default=Active
+	// +optional
+	State TicketState `json:"state,omitempty"`
+
+	// scopes are the lanes of work of the ticket. A Volume workspace gives one
+	// sandbox shared by every scope; a Folder workspace one per scope.
+	// +kubebuilder:default={main}
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +listType=set
+	// +optional
+	Scopes []string `json:"scopes,omitempty"`
+
+	// sandbox is the template of the ticket's sandboxes.
+	Sandbox SandboxTemplateSpec `json:"sandbox"`
+}
+
+// TicketStatus is the observed state of a Ticket.
+type TicketStatus struct {
+	// phase summarises the ticket's state.
+	// +optional
+	Phase TicketPhase `json:"phase,omitempty"`
+	// sandboxes is how many sandboxes the ticket has.
+	// +optional
+	Sandboxes int32 `json:"sandboxes,omitempty"`
+	// readySandboxes is how many of them are Ready.
+	// +optional
+	ReadySandboxes int32 `json:"readySandboxes,omitempty"`
+	// ready is readySandboxes/sandboxes, for display.
+	// +optional
+	Ready string `json:"ready,omitempty"`
+	// requeues counts sandbox losses: each interrupted the step in flight.
+	// +optional
+	Requeues int32 `json:"requeues,omitempty"`
+	// lastRequeueTime is when a sandbox was last lost.
+	// +optional
+	LastRequeueTime *metav1.Time `json:"lastRequeueTime,omitempty"`
+	// lastRequeueReason is why (SandboxLost).
+	// +optional
+	LastRequeueReason string `json:"lastRequeueReason,omitempty"`
+	// observedRecreations is the sum of the sandboxes' recreations already
+	// counted in requeues.
+	// +optional
+	ObservedRecreations int32 `json:"observedRecreations,omitempty"`
+	// finishedTime is when cleanup of a finished ticket completed.
+	// +optional
+	FinishedTime *metav1.Time `json:"finishedTime,omitempty"`
+	// observedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// conditions: Ready, Requeued, CleanedUp.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Ticket is a unit of work: the lifecycle owner of its sandboxes.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=tk,categories=afe
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.spec.state`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.ready`
+// +kubebuilder:printcolumn:name="Requeues",type=integer,JSONPath=`.status.requeues`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Ticket struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec declares the ticket.
+	Spec TicketSpec `json:"spec"`
+	// status is the ticket's observed state.
+	// +optional
+	Status TicketStatus `json:"status,omitempty"`
+}
+
+// TicketList is a list of Tickets.
+// +kubebuilder:object:root=true
+type TicketList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Ticket `json:"items"`
+}
+
+func init() {
+	register(&Ticket{}, &TicketList{})
+}

@@ -1,0 +1,244 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/status"
+	"afe.dev/sandbox/internal/ticketspec"
+)
+
+// TicketReconciler drives a ticket's sandboxes through its life.
+type TicketReconciler struct {
+	client.Client
+	Engine   docker.Engine
+	Recorder events.EventRecorder
+	Options  Options
+}
+
+// +kubebuilder:rbac:groups=sandbox.afe.dev,resources=tickets,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=sandbox.afe.dev,resources=tickets/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=sandbox.afe.dev,resources=tickets/finalizers,verbs=update
+// +kubebuilder:rbac:groups=sandbox.afe.dev,resources=sandboxes,verbs=create;delete
+
+// Reconcile keeps a ticket's Sandboxes as its state asks.
+func (r *TicketReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+	tk := &afev1.Ticket{}
+	if err := r.Get(ctx, req.NamespacedName, tk); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	before := tk.DeepCopy()
+	defer func() {
+		if err := r.patchStatus(ctx, before, tk); err != nil && !apierrors.IsNotFound(err) && retErr == nil {
+			retErr = err
+		}
+	}()
+
+	owned, err := r.ownedSandboxes(ctx, tk)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	r.countRequeues(tk, owned)
+
+	if !tk.DeletionTimestamp.IsZero() {
+		done, err := r.cleanup(ctx, tk, owned)
+		if err != nil || !done {
+			return ctrl.Result{RequeueAfter: time.Second}, err
+		}
+		if controllerutil.RemoveFinalizer(tk, afev1.TicketFinalizer) {
+			return ctrl.Result{}, client.IgnoreNotFound(r.Update(ctx, tk))
+		}
+		return ctrl.Result{}, nil
+	}
+	if controllerutil.AddFinalizer(tk, afev1.TicketFinalizer) {
+		if err := r.Update(ctx, tk); err != nil {
+			return ctrl.Result{}, err
+		}
+		before.Finalizers = tk.Finalizers
+		before.ResourceVersion = tk.ResourceVersion
+	}
+
+	switch {
+	case tk.Spec.State.Terminal():
+		done, err := r.cleanup(ctx, tk, owned)
+		if err != nil || !done {
+			return ctrl.Result{RequeueAfter: time.Second}, err
+		}
+	case tk.Spec.State == afev1.TicketPaused:
+		// Kept as they are: a paused ticket finds its containers again.
+		status.SummarizeTicket(&tk.Status, tk.Generation, tk.Spec.State, owned, int32(len(owned)), nil)
+	default:
+		if err := r.reconcileActive(ctx, tk, owned); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	tk.Status.ObservedGeneration = tk.Generation
+	return ctrl.Result{}, nil
+}
+
+// reconcileActive creates the Sandboxes the ticket lacks, brings the others
+// to the template, and deletes those it no longer needs.
+func (r *TicketReconciler) reconcileActive(ctx context.Context, tk *afev1.Ticket, owned []afev1.Sandbox) error {
+	log := logf.FromContext(ctx)
+	desired := ticketspec.Sandboxes(tk)
+	wanted := map[string]bool{}
+	var current []afev1.Sandbox
+	var conflict *metav1.Condition
+	for i := range desired {
+		want := &desired[i]
+		wanted[want.Name] = true
+		have := &afev1.Sandbox{}
+		err := r.Get(ctx, client.ObjectKeyFromObject(want), have)
+		switch {
+		case apierrors.IsNotFound(err):
+			log.Info("Creating sandbox", "sandbox", want.Name)
+			if err := r.Create(ctx, want); err != nil {
+				return fmt.Errorf("create sandbox %s: %w", want.Name, err)
+			}
+			r.Recorder.Eventf(tk, want, "Normal", "SandboxCreated", "Create", "Created sandbox %s for scope %s", want.Name, want.Spec.Scope)
+			current = append(current, *want)
+		case err != nil:
+			return err
+		case !ticketspec.OwnedBy(have, tk):
+			conflict = &metav1.Condition{Type: afev1.TicketReadyCondition, Status: metav1.ConditionFalse, Reason: afev1.SandboxConflictReason,
+				Message: fmt.Sprintf("Sandbox %s exists and does not belong to this ticket; rename or delete it", want.Name)}
+		case !have.DeletionTimestamp.IsZero():
+			current = append(current, *have) // replaced once gone
+		default:
+			if !equality.Semantic.DeepEqual(have.Spec, want.Spec) {
+				log.Info("Updating sandbox to the ticket's template", "sandbox", have.Name)
+				have.Spec = want.Spec
+				if err := r.Update(ctx, have); err != nil {
+					return fmt.Errorf("update sandbox %s: %w", have.Name, err)
+				}
+			}
+			current = append(current, *have)
+		}
+	}
+	for i := range owned {
+		if !wanted[owned[i].Name] && owned[i].DeletionTimestamp.IsZero() {
+			log.Info("Deleting sandbox the ticket no longer needs", "sandbox", owned[i].Name)
+			if err := r.Delete(ctx, &owned[i]); client.IgnoreNotFound(err) != nil {
+				return err
+			}
+		}
+	}
+	status.SummarizeTicket(&tk.Status, tk.Generation, tk.Spec.State, current, int32(len(desired)), conflict)
+	return nil
+}
+
+// cleanup deletes the ticket's Sandboxes (their finalizers remove the
+// containers, proxies, networks and volumes) and then whatever labelled
+// Docker object of the ticket no Sandbox owns. It is done when nothing is
+// left.
+func (r *TicketReconciler) cleanup(ctx context.Context, tk *afev1.Ticket, owned []afev1.Sandbox) (bool, error) {
+	for i := range owned {
+		if owned[i].DeletionTimestamp.IsZero() {
+			if err := r.Delete(ctx, &owned[i]); client.IgnoreNotFound(err) != nil {
+				return false, err
+			}
+		}
+	}
+	if len(owned) > 0 {
+		status.SummarizeTicketCleanup(&tk.Status, tk.Generation, len(owned), metav1.Now())
+		return false, nil
+	}
+	if err := sweep(ctx, r.Client, r.Engine, map[string]string{
+		afev1.LabelController: r.Options.Instance,
+		afev1.LabelNamespace:  tk.Namespace,
+		afev1.LabelTicket:     tk.Name,
+	}); err != nil {
+		return false, err
+	}
+	if !meta.IsStatusConditionTrue(tk.Status.Conditions, afev1.TicketCleanedUpCondition) {
+		r.Recorder.Eventf(tk, nil, "Normal", afev1.CleanedUpReason, "Cleanup", "Every sandbox and Docker object of the ticket was removed")
+	}
+	status.SummarizeTicketCleanup(&tk.Status, tk.Generation, 0, metav1.Now())
+	return true, nil
+}
+
+// countRequeues turns the sandboxes' recreations into the ticket's requeues.
+func (r *TicketReconciler) countRequeues(tk *afev1.Ticket, owned []afev1.Sandbox) {
+	var sum int32
+	var last *metav1.Time
+	var lost string
+	for i := range owned {
+		st := owned[i].Status
+		sum += st.Recreations
+		if st.LastLostTime != nil && (last == nil || last.Before(st.LastLostTime)) {
+			last, lost = st.LastLostTime, owned[i].Name
+		}
+	}
+	if delta := sum - tk.Status.ObservedRecreations; delta > 0 {
+		tk.Status.Requeues += delta
+		tk.Status.LastRequeueTime = last
+		tk.Status.LastRequeueReason = afev1.SandboxContainerLostReason
+		setStatusCondition(&tk.Status.Conditions, metav1.Condition{
+			Type: afev1.TicketRequeuedCondition, Status: metav1.ConditionTrue, Reason: afev1.SandboxContainerLostReason,
+			Message:            fmt.Sprintf("Sandbox %s was lost and recreated with a fresh workspace; the step in flight was interrupted", lost),
+			ObservedGeneration: tk.Generation,
+		})
+		r.Recorder.Eventf(tk, nil, "Warning", afev1.SandboxContainerLostReason, "Requeue",
+			"Sandbox %s was lost and recreated with a fresh workspace; requeue the interrupted step", lost)
+	}
+	tk.Status.ObservedRecreations = sum
+	if meta.FindStatusCondition(tk.Status.Conditions, afev1.TicketRequeuedCondition) == nil {
+		setStatusCondition(&tk.Status.Conditions, metav1.Condition{
+			Type: afev1.TicketRequeuedCondition, Status: metav1.ConditionFalse, Reason: afev1.NotRequeuedReason,
+			Message: "No sandbox of the ticket was lost", ObservedGeneration: tk.Generation,
+		})
+	}
+}
+
+func (r *TicketReconciler) ownedSandboxes(ctx context.Context, tk *afev1.Ticket) ([]afev1.Sandbox, error) {
+	list := &afev1.SandboxList{}
+	if err := r.List(ctx, list, client.InNamespace(tk.Namespace), client.MatchingLabels{afev1.TicketLabel: tk.Name}); err != nil {
+		return nil, err
+	}
+	var out []afev1.Sandbox
+	for i := range list.Items {
+		if ticketspec.OwnedBy(&list.Items[i], tk) {
+			out = append(out, list.Items[i])
+		}
+	}
+	return out, nil
+}
+
+func (r *TicketReconciler) patchStatus(ctx context.Context, before, tk *afev1.Ticket) error {
+	if !tk.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(tk, afev1.TicketFinalizer) {
+		return nil
+	}
+	if equality.Semantic.DeepEqual(before.Status, tk.Status) {
+		return nil
+	}
+	if err := r.Status().Patch(ctx, tk, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("patch ticket status: %w", err)
+	}
+	return nil
+}
+
+// SetupWithManager registers the reconciler: Tickets and the Sandboxes they
+// own (their status feeds the ticket's).
+func (r *TicketReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&afev1.Ticket{}, builder.WithPredicates(specOrDeletionChanged())).
+		Owns(&afev1.Sandbox{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Options.MaxConcurrentReconciles)}).
+		Named("ticket").
+		Complete(r)
+}
