@@ -33,9 +33,13 @@ manifests: controller-gen ## Generate CRDs and RBAC from the markers.
 generate: controller-gen ## Generate the deepcopy code.
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./..."
 
+.PHONY: docs
+docs: manifests build ## Write docs/reference.md from the CRDs and the manager's flags.
+	go run ./hack/gendocs --crds config/crd/bases --manager $(LOCALBIN)/manager --out docs/reference.md
+
 .PHONY: verify-generated
-verify-generated: manifests generate ## Fail when committed generated files are stale.
-	@git diff --exit-code -- config/crd config/rbac api || { echo "generated files are stale: run 'make manifests generate' and commit"; exit 1; }
+verify-generated: manifests generate docs ## Fail when committed generated files are stale.
+	@git diff --exit-code -- config/crd config/rbac api docs/reference.md || { echo "generated files are stale: run 'make manifests generate docs' and commit"; exit 1; }
 
 .PHONY: fmt
 fmt: ## go fmt.
@@ -60,9 +64,9 @@ images: ## Build the egress proxy image and the test images, offline.
 	hack/build-images.sh
 
 .PHONY: test
-test: manifests generate fmt vet lint envtest images build ## The whole suite: unit, docker, envtest + Docker, e2e.
-	@if [ -n "$$CI" ]; then git diff --exit-code -- config/crd config/rbac api || { echo "generated files are stale: run 'make manifests generate' and commit"; exit 1; }; fi
-	KUBEBUILDER_ASSETS=$(ENVTEST_DIR) AFE_MANAGER_BIN=$(LOCALBIN)/manager \
+test: manifests generate docs fmt vet lint envtest images build docker-build kubectl-afe ## The whole suite: unit, docker, envtest + Docker, e2e.
+	@if [ -n "$$CI" ]; then git diff --exit-code -- config/crd config/rbac api docs/reference.md || { echo "generated files are stale: run 'make manifests generate docs' and commit"; exit 1; }; fi
+	KUBEBUILDER_ASSETS=$(ENVTEST_DIR) AFE_MANAGER_BIN=$(LOCALBIN)/manager AFE_KUBECTL_AFE_BIN=$(LOCALBIN)/kubectl-afe AFE_CONTROLLER_IMAGE=$(IMG) \
 		go test ./... -count=1 -timeout 25m
 
 .PHONY: test-unit
@@ -83,6 +87,40 @@ ifeq ($(KUBECONFIG),)
 else
 	exec $(LOCALBIN)/manager $(RUN_ARGS)
 endif
+
+.PHONY: docker-build
+docker-build: ## Build the controller image $(IMG) offline: a static binary in an image from scratch.
+	mkdir -p $(LOCALBIN)/image
+	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o $(LOCALBIN)/image/manager ./cmd/manager
+	DOCKER_BUILDKIT=0 docker build -q -f hack/Dockerfile.scratch -t $(IMG) $(LOCALBIN)/image >/dev/null
+	@echo "built $(IMG)"
+
+.PHONY: kubectl-afe
+kubectl-afe: ## Build the kubectl plugin (put bin/kubectl-afe on your PATH).
+	go build -o $(LOCALBIN)/kubectl-afe ./cmd/kubectl-afe
+
+##@ Deployment
+
+.PHONY: install
+install: manifests ## Install the CRDs into the cluster of KUBECONFIG.
+	kubectl apply -k config/crd
+
+.PHONY: uninstall
+uninstall: manifests ## Remove the CRDs (and every Ticket, Sandbox and Run) from the cluster.
+	kubectl delete -k config/crd --ignore-not-found
+
+.PHONY: deploy
+deploy: manifests ## Deploy the controller (image $(IMG)) to the cluster of KUBECONFIG.
+	kubectl kustomize config/default | sed 's|afe/controller:dev|$(IMG)|' | kubectl apply -f -
+
+.PHONY: undeploy
+undeploy: ## Remove the controller from the cluster.
+	kubectl kustomize config/default | kubectl delete --ignore-not-found -f -
+
+.PHONY: build-installer
+build-installer: manifests ## Write dist/install.yaml: CRDs, RBAC and the Deployment of $(IMG) in one file.
+	mkdir -p dist
+	kubectl kustomize config/default | sed 's|afe/controller:dev|$(IMG)|' > dist/install.yaml
 
 ##@ Tools
 

@@ -102,6 +102,16 @@ func kubectl(args ...string) (string, error) {
 	return strings.TrimSpace(string(out)), err
 }
 
+// pluginBin is the kubectl plugin: AFE_KUBECTL_AFE_BIN, or built here.
+func pluginBin() string {
+	if p := os.Getenv("AFE_KUBECTL_AFE_BIN"); p != "" {
+		return p
+	}
+	p, err := gexec.Build("afe.dev/sandbox/cmd/kubectl-afe")
+	Expect(err).NotTo(HaveOccurred())
+	return p
+}
+
 func mustKubectlStdin(stdin string, args ...string) string {
 	cmd := exec.Command("kubectl", append([]string{"--kubeconfig", cp.Kubeconfig}, args...)...)
 	cmd.Stdin = strings.NewReader(stdin)

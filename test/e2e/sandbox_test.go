@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -61,6 +63,71 @@ var _ = Describe("The manager binary with kubectl", Ordered, func() {
 		Expect(*c.HostConfig.PidsLimit).To(Equal(int64(256)))
 		Expect(c.Config.Env).To(ContainElement("GREETING=hello from the sandbox"))
 		Expect(c.Config.Labels).To(HaveKeyWithValue(afev1.LabelController, instance))
+	})
+
+	It("serves the kubectl plugin: run, logs, shell", func() {
+		plugin := pluginBin()
+		afe := func(stdin string, args ...string) (string, string, int) {
+			cmd := exec.Command(plugin, append([]string{"--kubeconfig", cp.Kubeconfig, "-n", ns}, args...)...)
+			cmd.Stdin = strings.NewReader(stdin)
+			var out, errb strings.Builder
+			cmd.Stdout, cmd.Stderr = &out, &errb
+			err := cmd.Run()
+			code := 0
+			var exit *exec.ExitError
+			if errors.As(err, &exit) {
+				code = exit.ExitCode()
+			} else {
+				Expect(err).NotTo(HaveOccurred())
+			}
+			return out.String(), errb.String(), code
+		}
+		out, _, code := afe("", "run", "sample", "--", "sh", "-c", "echo from-plugin; echo oops >&2; exit 7")
+		Expect(code).To(Equal(7))
+		Expect(out).To(ContainSubstring("from-plugin\n"))
+		Expect(out).To(ContainSubstring("oops\n"))
+
+		out, errs, code := afe("", "run", "sample", "--script", "echo $GREETING")
+		Expect(code).To(BeZero(), errs)
+		Expect(out).To(Equal("hello from the sandbox\n"))
+		name := strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(errs), "run/"), " created")
+		out, _, code = afe("", "logs", name)
+		Expect(code).To(BeZero())
+		Expect(out).To(Equal("hello from the sandbox\n"))
+
+		_, errs, code = afe("", "run", "sample", "--timeout", "1", "--", "sleep", "30")
+		Expect(code).To(Equal(124), errs)
+		Expect(errs).To(ContainSubstring("timed out"))
+
+		_, _, code = afe("", "run", "sample", "--", "/no/such/binary")
+		Expect(code).To(Equal(125))
+
+		out, errs, code = afe("id -u; pwd\n", "shell", "sample")
+		Expect(code).To(BeZero(), errs)
+		Expect(out).To(Equal("1000\n/workspace\n"))
+
+		By("refusing a shell when the engine is not reachable")
+		cmd := exec.Command(plugin, "--kubeconfig", cp.Kubeconfig, "-n", ns, "shell", "sample")
+		cmd.Env = append(os.Environ(), "DOCKER_HOST=unix:///nonexistent/docker.sock")
+		refused, err := cmd.CombinedOutput()
+		Expect(err).To(HaveOccurred())
+		Expect(string(refused)).To(ContainSubstring("refused"))
+	})
+
+	It("shows columns, short names and descriptions", func() {
+		header := strings.Fields(strings.SplitN(mustKubectl("get", "runs", "-n", ns), "\n", 2)[0])
+		Expect(header).To(Equal([]string{"NAME", "SANDBOX", "PHASE", "EXIT", "DURATION", "AGE"}))
+		Expect(mustKubectl("explain", "ticket.spec")).To(ContainSubstring("lanes of work"))
+		Expect(mustKubectl("explain", "run.spec")).To(ContainSubstring("executed as is"))
+		Expect(mustKubectl("explain", "tk.status")).To(ContainSubstring("requeues"))
+		Expect(mustKubectl("get", "afe", "-n", ns)).To(ContainSubstring("sandbox.sandbox.afe.dev/sample"))
+	})
+
+	It("accepts config/default with a server-side dry run", func() {
+		_, _ = kubectl("create", "namespace", "afe-system")
+		out := mustKubectl("apply", "-k", filepath.Join(root, "config", "default"), "--dry-run=server")
+		Expect(out).To(ContainSubstring("deployment.apps/afe-controller-manager created (server dry run)"))
+		Expect(out).To(ContainSubstring("clusterrole.rbac.authorization.k8s.io/afe-manager-role created (server dry run)"))
 	})
 
 	It("finds its container again after a crash, without a duplicate", func() {

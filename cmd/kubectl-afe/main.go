@@ -1,0 +1,158 @@
+// Command kubectl-afe is the kubectl plugin of the afe sandbox controller:
+//
+//	kubectl afe run SANDBOX [--timeout S] [--workdir DIR] -- CMD [ARG...]
+//	kubectl afe run SANDBOX --script 'make test'
+//	kubectl afe logs RUN
+//	kubectl afe shell SANDBOX [-- CMD [ARG...]]
+//
+// run creates a Run, waits for it, prints its output and exits with its exit
+// code (124 when it timed out, 125 when it could not be executed). It
+// honours --kubeconfig, --context and -n/--namespace like kubectl.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+)
+
+const usage = `Usage:
+  kubectl afe run SANDBOX [--timeout SECONDS] [--workdir DIR] -- COMMAND [ARG...]
+  kubectl afe run SANDBOX --script 'SHELL SCRIPT'
+  kubectl afe logs RUN
+  kubectl afe shell SANDBOX [-- COMMAND [ARG...]]
+
+Global flags: --kubeconfig FILE, --context NAME, -n/--namespace NAME
+`
+
+// exitError carries the exit code the plugin ends with.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+// globals are kubectl's connection flags.
+type globals struct {
+	kubeconfig, context, namespace string
+}
+
+func main() {
+	err := run(os.Args[1:], os.Stdout, os.Stderr)
+	var exit exitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit):
+		os.Exit(exit.code)
+	default:
+		_, _ = fmt.Fprintln(os.Stderr, "kubectl-afe:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	g, rest, err := parseGlobals(args)
+	if err != nil {
+		return err
+	}
+	if len(rest) == 0 {
+		_, _ = fmt.Fprint(stderr, usage)
+		return exitError{2}
+	}
+	c, ns, err := g.client()
+	if err != nil {
+		return err
+	}
+	switch rest[0] {
+	case "run":
+		return runCommand(c, ns, rest[1:], stdout, stderr)
+	case "logs":
+		return logsCommand(c, ns, rest[1:], stdout, stderr)
+	case "shell":
+		return shellCommand(c, ns, rest[1:])
+	case "help", "-h", "--help":
+		_, _ = fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		_, _ = fmt.Fprint(stderr, usage)
+		return exitError{2}
+	}
+}
+
+// parseGlobals takes kubectl's connection flags out of args, wherever they
+// are before a "--".
+func parseGlobals(args []string) (globals, []string, error) {
+	var g globals
+	var rest []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			rest = append(rest, args[i:]...)
+			break
+		}
+		name, value, hasValue := strings.Cut(a, "=")
+		var target *string
+		switch name {
+		case "--kubeconfig":
+			target = &g.kubeconfig
+		case "--context":
+			target = &g.context
+		case "-n", "--namespace":
+			target = &g.namespace
+		default:
+			rest = append(rest, a)
+			continue
+		}
+		if !hasValue {
+			if i+1 >= len(args) {
+				return g, nil, fmt.Errorf("%s needs a value", name)
+			}
+			i++
+			value = args[i]
+		}
+		*target = value
+	}
+	return g, rest, nil
+}
+
+// client connects like kubectl: --kubeconfig, then KUBECONFIG, then
+// ~/.kube/config; the namespace from -n or the context.
+func (g globals) client() (client.Client, string, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = g.kubeconfig
+	overrides := &clientcmd.ConfigOverrides{CurrentContext: g.context}
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return nil, "", err
+	}
+	ns := g.namespace
+	if ns == "" {
+		if ns, _, err = cc.Namespace(); err != nil {
+			return nil, "", err
+		}
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, "", err
+	}
+	if err := afev1.AddToScheme(scheme); err != nil {
+		return nil, "", err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	return c, ns, err
+}
+
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}

@@ -1,0 +1,82 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/internal/localcp"
+	"afe.dev/sandbox/test/dockertest"
+)
+
+// The controller image runs as a container against a control plane of its
+// own (so that it is the only controller there) and the local engine.
+var _ = Describe("The controller image", func() {
+	It("reconciles the sample sandbox from a container", func() {
+		image := os.Getenv("AFE_CONTROLLER_IMAGE")
+		if image == "" {
+			image = "afe/controller:dev"
+		}
+		if err := exec.Command("docker", "image", "inspect", image).Run(); err != nil {
+			if os.Getenv("CI") != "" {
+				Fail(image + " is missing: run make docker-build")
+			}
+			Skip(image + " is missing: run make docker-build")
+		}
+		assets := os.Getenv("KUBEBUILDER_ASSETS")
+		if assets == "" {
+			assets = filepath.Join(root, "bin", "envtest", "1.37.2")
+		}
+		own, err := localcp.Start(GinkgoT().TempDir(), assets, filepath.Join(root, "config", "crd", "bases"))
+		Expect(err).NotTo(HaveOccurred())
+		defer func() { Expect(own.Stop()).To(Succeed()) }()
+		Expect(os.Chmod(own.Kubeconfig, 0o644)).To(Succeed())
+
+		inst := fmt.Sprintf("e2e-image-%d", os.Getpid())
+		name := inst + "-manager"
+		socketGID := strings.TrimSpace(string(must(exec.Command("stat", "-c", "%g", "/var/run/docker.sock").Output())))
+		out, err := exec.Command("docker", "run", "-d", "--name", name,
+			"--label", afev1.LabelController+"="+inst,
+			"--network", "host", // the local API server listens on loopback
+			"--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+			"--group-add", socketGID,
+			"-v", "/var/run/docker.sock:/var/run/docker.sock",
+			"-v", own.Kubeconfig+":/etc/afe/kubeconfig:ro",
+			"-e", "KUBECONFIG=/etc/afe/kubeconfig",
+			image, "--instance", inst, "--metrics-bind-address", "0", "--health-probe-bind-address", "0",
+		).CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(out))
+		defer dockertest.RemoveAll(afev1.LabelController + "=" + inst)
+		defer func() {
+			logs, _ := exec.Command("docker", "logs", name).CombinedOutput()
+			GinkgoWriter.Printf("controller container logs:\n%s\n", logs)
+		}()
+
+		k := func(args ...string) {
+			out, err := exec.Command("kubectl", append([]string{"--kubeconfig", own.Kubeconfig, "-n", "default"}, args...)...).CombinedOutput()
+			ExpectWithOffset(1, err).NotTo(HaveOccurred(), string(out))
+		}
+		k("apply", "-f", filepath.Join(root, "config", "samples", "sandbox_v1alpha1_sandbox.yaml"))
+		t0 := time.Now()
+		k("wait", "--for=condition=Ready", "sandbox/sample", "--timeout=90s")
+		GinkgoWriter.Printf("controller image: sample Ready after %s\n", time.Since(t0))
+		c, err := dockertest.Inspect("afe-default.sample")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(c.Config.Labels).To(HaveKeyWithValue(afev1.LabelController, inst))
+		Expect(c.HostConfig.CapDrop).To(Equal([]string{"ALL"}))
+		k("delete", "sandbox/sample", "--timeout=60s")
+		Expect(dockertest.Objects(afev1.LabelSandbox + "=sample," + afev1.LabelController + "=" + inst)).To(BeEmpty())
+	})
+})
+
+func must[T any](v T, err error) T {
+	Expect(err).NotTo(HaveOccurred())
+	return v
+}
