@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
@@ -37,7 +38,7 @@ func newSandbox(ns, name string) *afev1.Sandbox {
 		Spec: afev1.SandboxSpec{SandboxTemplateSpec: afev1.SandboxTemplateSpec{
 			Image: dockertest.TestImage,
 			Resources: afev1.SandboxResources{
-				CPU: resource.MustParse("500m"), Memory: resource.MustParse("128Mi"), Pids: 64,
+				CPU: ptr.To(resource.MustParse("500m")), Memory: ptr.To(resource.MustParse("128Mi")), Pids: 64,
 			},
 		}},
 	}
@@ -156,7 +157,7 @@ var _ = Describe("Sandbox", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(func(g Gomega) {
 			cur := getSandbox(ctx, sbx)(g)
-			cur.Spec.Resources.Memory = resource.MustParse("96Mi")
+			cur.Spec.Resources.Memory = ptr.To(resource.MustParse("96Mi"))
 			g.Expect(k8sClient.Update(ctx, cur)).To(Succeed())
 		}).Should(Succeed())
 		Eventually(func(g Gomega) {
@@ -335,7 +336,7 @@ var _ = Describe("Sandbox", func() {
 			s.Spec.Env = []afev1.EnvVar{{Name: "A", Value: "1", ValueFrom: &afev1.EnvVarSource{SecretKeyRef: afev1.SecretKeySelector{Name: "s", Key: "k"}}}}
 		}, "not both"),
 		Entry("a bad env name", func(s *afev1.Sandbox) { s.Spec.Env = []afev1.EnvVar{{Name: "A=B", Value: "1"}} }, "spec.env"),
-		Entry("zero memory", func(s *afev1.Sandbox) { s.Spec.Resources.Memory = resource.MustParse("0") }, "memory"),
+		Entry("zero memory", func(s *afev1.Sandbox) { s.Spec.Resources.Memory = ptr.To(resource.MustParse("0")) }, "memory"),
 		Entry("a timeout over a day", func(s *afev1.Sandbox) { s.Spec.TimeoutSeconds = 86401 }, "timeoutSeconds"),
 		Entry("an image with spaces", func(s *afev1.Sandbox) { s.Spec.Image = "busybox latest" }, "spec.image"),
 	)

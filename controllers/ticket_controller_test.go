@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
@@ -24,7 +25,7 @@ func newTicket(ns, name string, scopes ...string) *afev1.Ticket {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: afev1.TicketSpec{Scopes: scopes, Sandbox: afev1.SandboxTemplateSpec{
 			Image:     dockertest.TestImage,
-			Resources: afev1.SandboxResources{CPU: resource.MustParse("250m"), Memory: resource.MustParse("64Mi"), Pids: 64},
+			Resources: afev1.SandboxResources{CPU: ptr.To(resource.MustParse("250m")), Memory: ptr.To(resource.MustParse("64Mi")), Pids: 64},
 		}},
 	}
 }

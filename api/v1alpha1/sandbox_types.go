@@ -106,20 +106,21 @@ type TicketReference struct {
 	Name string `json:"name"`
 }
 
-// SandboxResources are the limits of the sandbox container.
+// SandboxResources are the limits of the sandbox container. The quantities
+// are pointers so that clients leaving them out get the defaults.
 type SandboxResources struct {
 	// cpu is the CPU limit, as a Kubernetes quantity ("1", "500m").
 	// +kubebuilder:default="1"
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('9m')) && quantity(string(self)).isLessThan(quantity('65'))",message="cpu must be between 10m and 64"
 	// +optional
-	CPU resource.Quantity `json:"cpu,omitempty"`
+	CPU *resource.Quantity `json:"cpu,omitempty"`
 
 	// memory is the memory limit; swap is off, so it is also the memory+swap
 	// limit. A quantity ("512Mi", "2Gi"), at least 16Mi.
 	// +kubebuilder:default="1Gi"
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('16Mi')) >= 0 && quantity(string(self)).compareTo(quantity('256Gi')) <= 0",message="memory must be between 16Mi and 256Gi"
 	// +optional
-	Memory resource.Quantity `json:"memory,omitempty"`
+	Memory *resource.Quantity `json:"memory,omitempty"`
 
 	// pids is the maximum number of processes and threads in the sandbox.
 	// +kubebuilder:default=512
@@ -127,6 +128,22 @@ type SandboxResources struct {
 	// +kubebuilder:validation:Maximum=65536
 	// +optional
 	Pids int64 `json:"pids,omitempty"`
+
+	// fileSize is the largest file a sandbox process may write (RLIMIT_FSIZE);
+	// a larger write fails with EFBIG ("File too large"), or kills a process
+	// that does not ignore SIGXFSZ.
+	// +kubebuilder:default="1Gi"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('1Mi')) >= 0 && quantity(string(self)).compareTo(quantity('1Ti')) <= 0",message="fileSize must be between 1Mi and 1Ti"
+	// +optional
+	FileSize *resource.Quantity `json:"fileSize,omitempty"`
+
+	// openFiles is how many files a sandbox process may hold open
+	// (RLIMIT_NOFILE).
+	// +kubebuilder:default=4096
+	// +kubebuilder:validation:Minimum=64
+	// +kubebuilder:validation:Maximum=1048576
+	// +optional
+	OpenFiles int64 `json:"openFiles,omitempty"`
 }
 
 // SecretKeySelector selects a key of a Secret in the Sandbox's namespace.
@@ -340,4 +357,42 @@ type SandboxList struct {
 
 func init() {
 	register(&Sandbox{}, &SandboxList{})
+}
+
+// Resource defaults, as the CRD applies them.
+var (
+	DefaultCPU      = resource.MustParse("1")
+	DefaultMemory   = resource.MustParse("1Gi")
+	DefaultFileSize = resource.MustParse("1Gi")
+)
+
+// CPUOrDefault is the CPU limit.
+func (r SandboxResources) CPUOrDefault() resource.Quantity { return orDefault(r.CPU, DefaultCPU) }
+
+// MemoryOrDefault is the memory limit.
+func (r SandboxResources) MemoryOrDefault() resource.Quantity {
+	return orDefault(r.Memory, DefaultMemory)
+}
+
+// FileSizeOrDefault is the file size limit.
+func (r SandboxResources) FileSizeOrDefault() resource.Quantity {
+	return orDefault(r.FileSize, DefaultFileSize)
+}
+
+// DefaultOpenFiles is the default of openFiles.
+const DefaultOpenFiles = 4096
+
+// OpenFilesOrDefault is the open files limit.
+func (r SandboxResources) OpenFilesOrDefault() int64 {
+	if r.OpenFiles == 0 {
+		return DefaultOpenFiles
+	}
+	return r.OpenFiles
+}
+
+func orDefault(q *resource.Quantity, def resource.Quantity) resource.Quantity {
+	if q == nil {
+		return def
+	}
+	return *q
 }

@@ -115,9 +115,10 @@ func Container(sbx *afev1.Sandbox, id Identity, r Resolved) docker.ContainerSpec
 		Mounts:          []docker.Mount{mount},
 		Network:         network,
 		DNS:             dnsFor(network),
-		NanoCPUs:        spec.Resources.CPU.MilliValue() * 1_000_000,
-		MemoryBytes:     spec.Resources.Memory.Value(),
+		NanoCPUs:        cpuOf(spec.Resources) * 1_000_000,
+		MemoryBytes:     memoryOf(spec.Resources),
 		PidsLimit:       spec.Resources.Pids,
+		Ulimits:         ulimits(spec.Resources),
 		CapDrop:         []string{"ALL"},
 		NoNewPrivileges: true,
 		Init:            true,
@@ -139,6 +140,29 @@ func Hash(c docker.ContainerSpec) string {
 // Volume is the workspace volume of a Volume workspace.
 func Volume(id Identity) docker.VolumeSpec {
 	return docker.VolumeSpec{Name: naming.Volume(id.Key), Labels: id.Labels(afev1.RoleWorkspace)}
+}
+
+// ulimits are the file size and open file limits (defaults for objects
+// written before the fields existed).
+func ulimits(r afev1.SandboxResources) []docker.Ulimit {
+	var out []docker.Ulimit
+	fs := r.FileSizeOrDefault()
+	if v := fs.Value(); v > 0 {
+		out = append(out, docker.Ulimit{Name: "fsize", Soft: v, Hard: v})
+	}
+	n := r.OpenFilesOrDefault()
+	out = append(out, docker.Ulimit{Name: "nofile", Soft: n, Hard: n})
+	return out
+}
+
+func cpuOf(r afev1.SandboxResources) int64 {
+	q := r.CPUOrDefault()
+	return q.MilliValue()
+}
+
+func memoryOf(r afev1.SandboxResources) int64 {
+	q := r.MemoryOrDefault()
+	return q.Value()
 }
 
 // dnsFor: a sandbox on its internal network gets NoDNS.

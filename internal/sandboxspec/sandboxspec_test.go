@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/docker"
@@ -20,8 +21,8 @@ func validSpec() afev1.SandboxTemplateSpec {
 		TimeoutSeconds: 600,
 		User:           "1000:1000",
 		Resources: afev1.SandboxResources{
-			CPU:    resource.MustParse("1"),
-			Memory: resource.MustParse("1Gi"),
+			CPU:    ptr.To(resource.MustParse("1")),
+			Memory: ptr.To(resource.MustParse("1Gi")),
 			Pids:   512,
 		},
 		Workspace: afev1.WorkspaceSpec{Type: afev1.WorkspaceVolume},
@@ -60,7 +61,7 @@ func TestValidate(t *testing.T) {
 		"egress wildcard":        {mutate: func(s *afev1.SandboxTemplateSpec) { s.Egress = []afev1.EgressHost{"*.example.com"} }, wantReason: afev1.InvalidSpecReason},
 		"egress tld only":        {mutate: func(s *afev1.SandboxTemplateSpec) { s.Egress = []afev1.EgressHost{".com"} }, wantReason: afev1.InvalidSpecReason},
 		"egress newline":         {mutate: func(s *afev1.SandboxTemplateSpec) { s.Egress = []afev1.EgressHost{"a.com\nb.com"} }, wantReason: afev1.InvalidSpecReason},
-		"too little memory":      {mutate: func(s *afev1.SandboxTemplateSpec) { s.Resources.Memory = resource.MustParse("1Mi") }, wantReason: afev1.InvalidSpecReason},
+		"too little memory":      {mutate: func(s *afev1.SandboxTemplateSpec) { s.Resources.Memory = ptr.To(resource.MustParse("1Mi")) }, wantReason: afev1.InvalidSpecReason},
 		"folder without root": {
 			mutate: func(s *afev1.SandboxTemplateSpec) {
 				s.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: inside}
@@ -183,8 +184,8 @@ func testSandbox() *afev1.Sandbox {
 
 func TestContainerIsHardened(t *testing.T) {
 	sbx := testSandbox()
-	sbx.Spec.Resources.CPU = resource.MustParse("500m")
-	sbx.Spec.Resources.Memory = resource.MustParse("256Mi")
+	sbx.Spec.Resources.CPU = ptr.To(resource.MustParse("500m"))
+	sbx.Spec.Resources.Memory = ptr.To(resource.MustParse("256Mi"))
 	id := IdentityOf(sbx, "default")
 	got := Container(sbx, id, Resolved{Env: []string{"A=1"}, Workspace: "afe-team.tk-1-ws"})
 	hash := got.Labels[afev1.LabelSpecHash]
@@ -201,6 +202,7 @@ func TestContainerIsHardened(t *testing.T) {
 		NanoCPUs:        500_000_000,
 		MemoryBytes:     256 << 20,
 		PidsLimit:       512,
+		Ulimits:         []docker.Ulimit{{Name: "fsize", Soft: 1 << 30, Hard: 1 << 30}, {Name: "nofile", Soft: 4096, Hard: 4096}},
 		CapDrop:         []string{"ALL"},
 		NoNewPrivileges: true,
 		Init:            true,
@@ -225,7 +227,7 @@ func TestHashTracksTheSpec(t *testing.T) {
 	changes := map[string]func(*afev1.Sandbox, *Resolved){
 		"image":    func(s *afev1.Sandbox, _ *Resolved) { s.Spec.Image = "other:1" },
 		"command":  func(s *afev1.Sandbox, _ *Resolved) { s.Spec.Command = []string{"sleep", "1"} },
-		"memory":   func(s *afev1.Sandbox, _ *Resolved) { s.Spec.Resources.Memory = resource.MustParse("2Gi") },
+		"memory":   func(s *afev1.Sandbox, _ *Resolved) { s.Spec.Resources.Memory = ptr.To(resource.MustParse("2Gi")) },
 		"user":     func(s *afev1.Sandbox, _ *Resolved) { s.Spec.User = "1001" },
 		"env":      func(_ *afev1.Sandbox, r *Resolved) { r.Env = []string{"A=2"} },
 		"network":  func(_ *afev1.Sandbox, r *Resolved) { r.Network = "afe-x-net" },
@@ -355,5 +357,16 @@ func TestCRDEgressPatternMatchesTheController(t *testing.T) {
 	}
 	if !strings.Contains(string(script), "HOST_RE='"+EgressHostPattern+"'") {
 		t.Fatal("the proxy entrypoint does not use EgressHostPattern")
+	}
+}
+
+func TestFileSizeAndOpenFilesBecomeUlimits(t *testing.T) {
+	sbx := testSandbox()
+	sbx.Spec.Resources.FileSize = ptr.To(resource.MustParse("1Gi"))
+	sbx.Spec.Resources.OpenFiles = 4096
+	got := Container(sbx, IdentityOf(sbx, "default"), Resolved{Workspace: "v"}).Ulimits
+	want := []docker.Ulimit{{Name: "fsize", Soft: 1 << 30, Hard: 1 << 30}, {Name: "nofile", Soft: 4096, Hard: 4096}}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatal(d)
 	}
 }

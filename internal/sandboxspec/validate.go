@@ -85,14 +85,20 @@ func Validate(spec *afev1.SandboxTemplateSpec, opts Options) error {
 	if err := validateEnv(spec.Env, opts.DenyEnv); err != nil {
 		return err
 	}
-	if spec.Resources.CPU.MilliValue() < 10 {
+	if cpu := spec.Resources.CPUOrDefault(); cpu.MilliValue() < 10 {
 		return invalid(afev1.InvalidSpecReason, "Resources.cpu must be at least 10m")
 	}
-	if spec.Resources.Memory.Value() < 16<<20 {
+	if mem := spec.Resources.MemoryOrDefault(); mem.Value() < 16<<20 {
 		return invalid(afev1.InvalidSpecReason, "Resources.memory must be at least 16Mi")
 	}
 	if spec.Resources.Pids < 16 {
 		return invalid(afev1.InvalidSpecReason, "Resources.pids must be at least 16")
+	}
+	if fs := spec.Resources.FileSizeOrDefault(); fs.Value() < 1<<20 {
+		return invalid(afev1.InvalidSpecReason, "Resources.fileSize must be at least 1Mi")
+	}
+	if n := spec.Resources.OpenFiles; n != 0 && (n < 64 || n > 1<<20) {
+		return invalid(afev1.InvalidSpecReason, "Resources.openFiles must be between 64 and 1048576")
 	}
 	switch spec.Workspace.Type {
 	case afev1.WorkspaceVolume, "":
