@@ -68,6 +68,20 @@ test: manifests generate docs fmt vet lint envtest images build docker-build kub
 	@if [ -n "$$CI" ]; then git diff --exit-code -- config/crd config/rbac api docs/reference.md || { echo "generated files are stale: run 'make manifests generate docs' and commit"; exit 1; }; fi
 	KUBEBUILDER_ASSETS=$(ENVTEST_DIR) AFE_MANAGER_BIN=$(LOCALBIN)/manager AFE_KUBECTL_AFE_BIN=$(LOCALBIN)/kubectl-afe AFE_CONTROLLER_IMAGE=$(IMG) \
 		go test ./... -count=1 -timeout 25m
+	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME)
+
+FUZZTIME ?= 5s
+FUZZ_TARGETS = internal/sandboxspec:FuzzValidateEgressHost internal/sandboxspec:FuzzParseUser \
+	internal/naming:FuzzKey internal/runexec:FuzzResults internal/runexec:FuzzTail \
+	docker/egress-proxy:FuzzEntrypointAgreesWithController
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for FUZZTIME (5s in make test; the corpus is in testdata/fuzz).
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		go test ./$$pkg -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) >/tmp/afe-fuzz.log 2>&1 || { cat /tmp/afe-fuzz.log; exit 1; }; \
+		echo "fuzz $$name: ok ($(FUZZTIME))"; \
+	done
 
 .PHONY: test-unit
 test-unit: ## Only the tests that need neither Docker nor an API server.

@@ -2,13 +2,16 @@ package controllers
 
 import (
 	"context"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
@@ -108,4 +111,123 @@ var _ = Describe("Hostile workloads", func() {
 		Expect(got.Status.OK).To(BeFalse(), got.Status.Output)
 		Expect(got.Status.Output).To(ContainSubstring("fd-63-ok\nfd-64-refused"))
 	})
+})
+
+// hostileInputs counts the hostile specs tried, for the suite's report.
+var hostileInputs int
+
+var _ = Describe("Hostile specs", func() {
+	var ctx context.Context
+	var ns string
+	BeforeEach(func() {
+		ctx = context.Background()
+		ns = newNamespace(ctx)
+	})
+
+	manyEgress := func(n int) []afev1.EgressHost {
+		out := make([]afev1.EgressHost, n)
+		for i := range out {
+			out[i] = afev1.EgressHost("h" + strconv.Itoa(i) + ".example.com")
+		}
+		return out
+	}
+	manyEnv := func(n int) []afev1.EnvVar {
+		out := make([]afev1.EnvVar, n)
+		for i := range out {
+			out[i] = afev1.EnvVar{Name: "V" + strconv.Itoa(i), Value: "x"}
+		}
+		return out
+	}
+
+	DescribeTable("are refused at admission",
+		func(mutate func(*afev1.Sandbox)) {
+			hostileInputs++
+			sbx := newSandbox(ns, "hostile")
+			mutate(sbx)
+			err := k8sClient.Create(ctx, sbx)
+			Expect(err).To(HaveOccurred())
+			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+		},
+		Entry("thousands of egress entries", func(s *afev1.Sandbox) { s.Spec.Egress = manyEgress(3000) }),
+		Entry("65 egress entries", func(s *afev1.Sandbox) { s.Spec.Egress = manyEgress(65) }),
+		Entry("a newline in egress", func(s *afev1.Sandbox) { s.Spec.Egress = []afev1.EgressHost{"a.com\nhttp_access allow all"} }),
+		Entry("a space in egress", func(s *afev1.Sandbox) { s.Spec.Egress = []afev1.EgressHost{"a.com allow"} }),
+		Entry("a unicode look-alike in egress", func(s *afev1.Sandbox) { s.Spec.Egress = []afev1.EgressHost{"exаmple.com"} }),
+		Entry("a punycode-free IDN in egress", func(s *afev1.Sandbox) { s.Spec.Egress = []afev1.EgressHost{"bücher.de"} }),
+		Entry("a duplicate egress entry", func(s *afev1.Sandbox) { s.Spec.Egress = []afev1.EgressHost{"a.com", "a.com"} }),
+		Entry("a unicode look-alike env name", func(s *afev1.Sandbox) { s.Spec.Env = []afev1.EnvVar{{Name: "DОCKER_HOST", Value: "x"}} }),
+		Entry("a newline in an env name", func(s *afev1.Sandbox) { s.Spec.Env = []afev1.EnvVar{{Name: "A\nB", Value: "x"}} }),
+		Entry("a huge env list", func(s *afev1.Sandbox) { s.Spec.Env = manyEnv(300) }),
+		Entry("a duplicate env name", func(s *afev1.Sandbox) { s.Spec.Env = []afev1.EnvVar{{Name: "A"}, {Name: "A"}} }),
+		Entry("an env value over 32 KiB", func(s *afev1.Sandbox) {
+			s.Spec.Env = []afev1.EnvVar{{Name: "A", Value: strings.Repeat("x", 40000)}}
+		}),
+		Entry("uid 0", func(s *afev1.Sandbox) { s.Spec.User = "0" }),
+		Entry("uid 00", func(s *afev1.Sandbox) { s.Spec.User = "00" }),
+		Entry("0:0", func(s *afev1.Sandbox) { s.Spec.User = "0:0" }),
+		Entry("root", func(s *afev1.Sandbox) { s.Spec.User = "root" }),
+		Entry("root's group", func(s *afev1.Sandbox) { s.Spec.User = "1000:0" }),
+		Entry("a negative uid", func(s *afev1.Sandbox) { s.Spec.User = "-1" }),
+		Entry("an upper-case image", func(s *afev1.Sandbox) { s.Spec.Image = "Busybox" }),
+		Entry("an image with a space", func(s *afev1.Sandbox) { s.Spec.Image = "busybox latest" }),
+		Entry("an image with a newline", func(s *afev1.Sandbox) { s.Spec.Image = "busybox\n--privileged" }),
+		Entry("an image starting with a dash", func(s *afev1.Sandbox) { s.Spec.Image = "-v/:/host" }),
+		Entry("a relative hostPath", func(s *afev1.Sandbox) {
+			s.Spec.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: "relative/dir"}
+		}),
+		Entry("a hostPath with a newline", func(s *afev1.Sandbox) {
+			s.Spec.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: "/srv\n/etc"}
+		}),
+		Entry("a scope with upper case", func(s *afev1.Sandbox) { s.Spec.Scope = "Main" }),
+		Entry("pids over the maximum", func(s *afev1.Sandbox) { s.Spec.Resources.Pids = 1 << 20 }),
+		Entry("a tiny file size", func(s *afev1.Sandbox) { s.Spec.Resources.FileSize = ptr.To(resource.MustParse("1Ki")) }),
+	)
+
+	DescribeTable("end in a clear condition and create nothing",
+		func(mutate func(ns string, s *afev1.Sandbox), reason string) {
+			hostileInputs++
+			sbx := newSandbox(ns, "hostile")
+			mutate(ns, sbx)
+			Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
+			c := waitCondition(ctx, sbx, afev1.SandboxReadyCondition, metav1.ConditionFalse, reason)
+			Expect(c.Message).NotTo(BeEmpty())
+			Expect(getSandbox(ctx, sbx)(Default).Status.Phase).To(Equal(afev1.SandboxFailed))
+			label := uidLabel(sbx)
+			Consistently(func() []string { return dockertest.Objects(label) }, "1s").Should(BeEmpty())
+			deleteAndWaitGone(ctx, sbx)
+		},
+		Entry("a hostPath climbing out with ..", func(_ string, s *afev1.Sandbox) {
+			s.Spec.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: workspaceRoot + "/../../etc"}
+		}, afev1.WorkspaceOutsideRootReason),
+		Entry("a hostPath that is the root itself", func(_ string, s *afev1.Sandbox) {
+			s.Spec.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: workspaceRoot}
+		}, afev1.WorkspaceOutsideRootReason),
+		Entry("the Docker socket through a symlink inside the root", func(ns string, s *afev1.Sandbox) {
+			link := workspaceRoot + "/" + ns + "-sock"
+			Expect(os.Symlink("/var/run/docker.sock", link)).To(Succeed())
+			s.Spec.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: link}
+		}, afev1.WorkspaceOutsideRootReason),
+		Entry("a denied env name in lower case", func(_ string, s *afev1.Sandbox) {
+			s.Spec.Env = []afev1.EnvVar{{Name: "kubeconfig", Value: "/root/.kube/config"}}
+		}, afev1.DeniedEnvReason),
+		Entry("a proxy variable", func(_ string, s *afev1.Sandbox) {
+			s.Spec.Env = []afev1.EnvVar{{Name: "HTTPS_PROXY", Value: "http://evil:3128"}}
+		}, afev1.InvalidSpecReason),
+	)
+
+	It("accepts names at the maximum length and derives valid Docker names", func() {
+		hostileInputs++
+		name := strings.Repeat("a", 253)
+		sbx := newSandbox(ns, name)
+		Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
+		got := waitReady(ctx, sbx)
+		Expect(len(got.Status.ContainerName)).To(BeNumerically("<=", 104))
+		label := uidLabel(sbx)
+		deleteAndWaitGone(ctx, sbx)
+		Expect(dockertest.Objects(label)).To(BeEmpty())
+	})
+})
+
+var _ = ReportAfterSuite("hostile inputs", func(Report) {
+	GinkgoWriter.Printf("hostile specs tried through the API server: %d\n", hostileInputs)
 })

@@ -1,0 +1,46 @@
+package egressproxy
+
+import (
+	"strings"
+	"testing"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/internal/sandboxspec"
+)
+
+// The proxy's entrypoint and the controller agree on every allowlist, and
+// what the entrypoint renders never carries anything but the fixed rules
+// and the validated names.
+func FuzzEntrypointAgreesWithController(f *testing.F) {
+	for _, s := range []string{"example.com", "a.com,.b.org", "a.com\nhttp_access allow all", "10.0.0.1", "a.com,,b.com", "exаmple.com", "", "A.com", "a.com b.com"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, hosts string) {
+		if strings.ContainsRune(hosts, 0) {
+			return // not representable in an environment variable
+		}
+		out, _, code := render(map[string]string{"AFE_EGRESS_HOSTS": hosts})
+		var list []afev1.EgressHost
+		for _, h := range strings.Split(hosts, ",") {
+			list = append(list, afev1.EgressHost(h))
+		}
+		goOK := hosts != "" && sandboxspec.ValidateEgress(list) == nil
+		if goOK != (code == 0) {
+			t.Fatalf("%q: controller accepts=%v, entrypoint exit=%d", hosts, goOK, code)
+		}
+		if code != 0 {
+			if out != "" {
+				t.Fatalf("%q: refused but rendered %q", hosts, out)
+			}
+			return
+		}
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			if strings.HasPrefix(line, "http_access allow") && line != "http_access allow afe_allowed" {
+				t.Fatalf("%q: unexpected rule %q", hosts, line)
+			}
+			if strings.HasPrefix(line, "acl afe_allowed ") && line != "acl afe_allowed dstdomain -n "+strings.ReplaceAll(hosts, ",", " ") {
+				t.Fatalf("%q: allowlist rendered as %q", hosts, line)
+			}
+		}
+	})
+}

@@ -1,0 +1,36 @@
+package naming
+
+import (
+	"regexp"
+	"testing"
+)
+
+var k8sName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`)
+var k8sNamespace = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+// Keys are valid Docker names of bounded length, and two different
+// namespace/name pairs never share one.
+func FuzzKey(f *testing.F) {
+	f.Add("default", "tk-1", "default", "tk-2")
+	f.Add("a-b", "c", "a", "b-c")
+	f.Add("ns", "x.y", "ns.x", "y")
+	f.Fuzz(func(t *testing.T, ns1, n1, ns2, n2 string) {
+		if !k8sNamespace.MatchString(ns1) || !k8sName.MatchString(n1) || !k8sNamespace.MatchString(ns2) || !k8sName.MatchString(n2) {
+			return
+		}
+		k1, k2 := Key(ns1, n1), Key(ns2, n2)
+		for _, k := range []string{k1, k2} {
+			if len(k) > maxKey {
+				t.Fatalf("key %q is longer than %d", k, maxKey)
+			}
+			for _, n := range []string{Container(k), Volume(k), Network(k), Proxy(k)} {
+				if !dockerName.MatchString(n) {
+					t.Fatalf("%q is not a valid Docker name", n)
+				}
+			}
+		}
+		if (ns1 != ns2 || n1 != n2) && k1 == k2 {
+			t.Fatalf("%s/%s and %s/%s share the key %q", ns1, n1, ns2, n2, k1)
+		}
+	})
+}
