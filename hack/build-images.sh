@@ -52,6 +52,11 @@ build_busybox() {
 	done
 	# Test tools, static Go binaries.
 	(cd "${ROOT}" && CGO_ENABLED=0 go build -trimpath -o "${rootfs}/bin/afe-udpsink" ./test/tools/udpsink)
+	# A setuid-root program: the escape tests check that it grants nothing
+	# under no-new-privileges.
+	mkdir -p "${rootfs}/opt/suid"
+	(cd "${ROOT}" && CGO_ENABLED=0 go build -trimpath -o "${rootfs}/opt/suid/euid" ./test/tools/euid)
+	chmod 4755 "${rootfs}/opt/suid/euid"
 	chmod 1777 "${rootfs}/tmp"
 	printf 'root:x:0:0:root:/root:/bin/sh\nsandbox:x:1000:1000:sandbox:/home/sandbox:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"${rootfs}/etc/passwd"
 	printf 'root:x:0:\nsandbox:x:1000:\nnogroup:x:65534:\n' >"${rootfs}/etc/group"
