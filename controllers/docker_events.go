@@ -54,7 +54,7 @@ func (d *DockerEventSource) Start(ctx context.Context) error {
 			return nil
 		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 30*time.Second)
+		backoff = min(2*backoff, 5*time.Second)
 	}
 	return nil
 }

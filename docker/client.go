@@ -74,5 +74,6 @@ func wrap(err error, what string) error {
 // isNetError is true for a refused or broken connection to the engine.
 func isNetError(err error) bool {
 	var opErr *net.OpError
-	return errors.As(err, &opErr) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
+	return errors.As(err, &opErr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }

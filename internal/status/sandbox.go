@@ -44,8 +44,9 @@ func SummarizeSandbox(st *afev1.SandboxStatus, generation int64, deleting bool, 
 		Message:            "The sandbox is ready",
 		ObservedGeneration: generation,
 	}
-	// The first part that is not ready explains Ready, unless a later part
-	// needs the user to fix something: that is said first.
+	// The first part that is not ready explains Ready, unless a part needs
+	// the user to fix something (said first) or the engine is away (said
+	// next): those say more than "waiting".
 	var blocking *metav1.Condition
 	for _, t := range sandboxParts {
 		c := meta.FindStatusCondition(st.Conditions, t)
@@ -54,13 +55,8 @@ func SummarizeSandbox(st *afev1.SandboxStatus, generation int64, deleting bool, 
 			if blocking == nil {
 				blocking = &metav1.Condition{Reason: afev1.ProvisioningReason, Message: "Waiting for " + t}
 			}
-		case c.Status != metav1.ConditionTrue && terminalReasons[c.Reason]:
+		case c.Status != metav1.ConditionTrue && (blocking == nil || priority(c.Reason) > priority(blocking.Reason)):
 			blocking = c
-		case c.Status != metav1.ConditionTrue && blocking == nil:
-			blocking = c
-		}
-		if blocking != nil && terminalReasons[blocking.Reason] {
-			break
 		}
 	}
 	if blocking != nil {
@@ -77,6 +73,17 @@ func SummarizeSandbox(st *afev1.SandboxStatus, generation int64, deleting bool, 
 	st.Phase = sandboxPhase(st, ready, deleting)
 }
 
+// priority orders the reasons that explain a sandbox that is not Ready.
+func priority(reason string) int {
+	switch {
+	case terminalReasons[reason]:
+		return 2
+	case reason == afev1.EngineUnavailableReason:
+		return 1
+	}
+	return 0
+}
+
 func sandboxPhase(st *afev1.SandboxStatus, ready metav1.Condition, deleting bool) afev1.SandboxPhase {
 	switch {
 	case deleting:
@@ -87,12 +94,9 @@ func sandboxPhase(st *afev1.SandboxStatus, ready metav1.Condition, deleting bool
 		return afev1.SandboxFailed
 	case ready.Reason == afev1.SandboxContainerLostReason || ready.Reason == afev1.SpecDriftReason:
 		return afev1.SandboxRecreating
-	case st.ContainerID == "" && (waitingReasons[ready.Reason] || len(st.Conditions) <= 1):
+	case waitingReasons[ready.Reason] || st.ContainerID == "" && len(st.Conditions) <= 1:
+		// Waiting for something outside: the engine, an image, the proxy.
 		return afev1.SandboxPending
-	case st.ContainerID != "" && waitingReasons[ready.Reason]:
-		// A sandbox that existed keeps saying what it waits for through Ready;
-		// its container may well still run.
-		return afev1.SandboxRecreating
 	default:
 		return afev1.SandboxProvisioning
 	}

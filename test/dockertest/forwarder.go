@@ -1,0 +1,95 @@
+package dockertest
+
+import (
+	"io"
+	"net"
+	"os"
+	"sync"
+)
+
+// Forwarder relays a unix socket to the Docker engine's, and can cut and
+// restore that path: tests give it to the controller as --docker-host to
+// play an engine that goes away and comes back.
+type Forwarder struct {
+	Path   string
+	target string
+	mu     sync.Mutex
+	ln     net.Listener
+	conns  map[net.Conn]bool
+}
+
+// NewForwarder listens on path and relays to the engine's socket.
+func NewForwarder(path string) (*Forwarder, error) {
+	f := &Forwarder{Path: path, target: "/var/run/docker.sock", conns: map[net.Conn]bool{}}
+	return f, f.Restore()
+}
+
+// Host is the value for --docker-host.
+func (f *Forwarder) Host() string { return "unix://" + f.Path }
+
+// Cut closes the socket and every relayed connection: the engine is gone.
+func (f *Forwarder) Cut() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.ln != nil {
+		_ = f.ln.Close()
+		f.ln = nil
+	}
+	for c := range f.conns {
+		_ = c.Close()
+	}
+	f.conns = map[net.Conn]bool{}
+	_ = os.Remove(f.Path)
+}
+
+// Restore listens again: the engine is back.
+func (f *Forwarder) Restore() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.ln != nil {
+		return nil
+	}
+	_ = os.Remove(f.Path)
+	ln, err := net.Listen("unix", f.Path)
+	if err != nil {
+		return err
+	}
+	f.ln = ln
+	go f.accept(ln)
+	return nil
+}
+
+func (f *Forwarder) accept(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		up, err := net.Dial("unix", f.target)
+		if err != nil {
+			_ = c.Close()
+			continue
+		}
+		f.mu.Lock()
+		if f.ln != ln { // cut meanwhile
+			f.mu.Unlock()
+			_ = c.Close()
+			_ = up.Close()
+			return
+		}
+		f.conns[c], f.conns[up] = true, true
+		f.mu.Unlock()
+		go f.pipe(c, up)
+		go f.pipe(up, c)
+	}
+}
+
+func (f *Forwarder) pipe(dst, src net.Conn) {
+	_, _ = io.Copy(dst, src)
+	_ = dst.Close()
+	_ = src.Close()
+	f.mu.Lock()
+	delete(f.conns, dst)
+	delete(f.conns, src)
+	f.mu.Unlock()
+}

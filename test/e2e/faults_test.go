@@ -1,0 +1,126 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/gexec"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/internal/localcp"
+	"afe.dev/sandbox/test/dockertest"
+)
+
+// The controller reaches the engine through a forwarder the test cuts: it
+// starts while the engine is down, says so in conditions, deletes nothing,
+// and repairs what happened meanwhile once the engine is back.
+var _ = Describe("Engine faults", func() {
+	It("survives the engine going away and coming back", func() {
+		assets := os.Getenv("KUBEBUILDER_ASSETS")
+		if assets == "" {
+			assets = filepath.Join(root, "bin", "envtest", "1.37.2")
+		}
+		own, err := localcp.Start(GinkgoT().TempDir(), assets, filepath.Join(root, "config", "crd", "bases"))
+		Expect(err).NotTo(HaveOccurred())
+		defer func() { Expect(own.Stop()).To(Succeed()) }()
+		fwd, err := dockertest.NewForwarder(filepath.Join(GinkgoT().TempDir(), "docker.sock"))
+		Expect(err).NotTo(HaveOccurred())
+		defer fwd.Cut()
+		inst := fmt.Sprintf("e2e-faults-%d", os.Getpid())
+		defer dockertest.RemoveAll(afev1.LabelController + "=" + inst)
+
+		k := func(args ...string) string {
+			out, err := exec.Command("kubectl", append([]string{"--kubeconfig", own.Kubeconfig, "-n", "default"}, args...)...).CombinedOutput()
+			ExpectWithOffset(1, err).NotTo(HaveOccurred(), string(out))
+			return strings.TrimSpace(string(out))
+		}
+		jsonpath := func(obj, path string) func() string {
+			return func() string {
+				out, _ := exec.Command("kubectl", "--kubeconfig", own.Kubeconfig, "-n", "default", "get", obj, "-o", "jsonpath="+path).CombinedOutput()
+				return strings.TrimSpace(string(out))
+			}
+		}
+		sandbox := func(name string) string {
+			return fmt.Sprintf("apiVersion: sandbox.afe.dev/v1alpha1\nkind: Sandbox\nmetadata: {name: %s}\nspec: {image: afe/busybox:dev}\n", name)
+		}
+		apply := func(yaml string) {
+			cmd := exec.Command("kubectl", "--kubeconfig", own.Kubeconfig, "-n", "default", "apply", "-f", "-")
+			cmd.Stdin = strings.NewReader(yaml)
+			out, err := cmd.CombinedOutput()
+			ExpectWithOffset(1, err).NotTo(HaveOccurred(), string(out))
+		}
+
+		By("starting while the engine is down")
+		fwd.Cut()
+		probe := freeAddr()
+		cmd := exec.Command(managerBin, "--instance", inst, "--docker-host", fwd.Host(),
+			"--metrics-bind-address", "0", "--health-probe-bind-address", probe, "--resync-period", "1h")
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+own.Kubeconfig)
+		mgr, err := gexec.Start(cmd, GinkgoWriter, GinkgoWriter)
+		Expect(err).NotTo(HaveOccurred())
+		defer func() {
+			mgr.Signal(syscall.SIGTERM)
+			Eventually(mgr, 20*time.Second).Should(gexec.Exit())
+		}()
+		readyz := func() int {
+			resp, err := http.Get("http://" + probe + "/readyz")
+			if err != nil {
+				return 0
+			}
+			_ = resp.Body.Close()
+			return resp.StatusCode
+		}
+		Eventually(readyz).Should(Equal(http.StatusInternalServerError), "not ready without an engine")
+		Consistently(mgr, "1s").ShouldNot(gexec.Exit())
+		apply(sandbox("early"))
+		Eventually(jsonpath("sandbox/early", `{.status.conditions[?(@.type=="Ready")].reason}`)).Should(Equal(afev1.EngineUnavailableReason))
+
+		By("catching up when the engine comes back")
+		Expect(fwd.Restore()).To(Succeed())
+		Eventually(readyz).Should(Equal(http.StatusOK))
+		k("wait", "--for=condition=Ready", "sandbox/early", "--timeout=60s")
+		before, err := dockertest.Inspect("afe-default.early")
+		Expect(err).NotTo(HaveOccurred())
+
+		By("cutting the engine: conditions say so, nothing is deleted")
+		fwd.Cut()
+		k("patch", "sandbox/early", "--type=merge", "-p", `{"spec":{"env":[{"name":"CHANGED","value":"yes"}]}}`)
+		Eventually(jsonpath("sandbox/early", `{.status.conditions[?(@.type=="Ready")].reason}`)).Should(Equal(afev1.EngineUnavailableReason))
+		Expect(dockertest.Objects(afev1.LabelController+"="+inst)).To(ConsistOf("container/afe-default.early", "volume/afe-default.early-ws"))
+		// A loss while the controller cannot see the engine.
+		Expect(dockertest.RemoveContainer("afe-default.early")).To(Succeed())
+		Consistently(func() []string {
+			return dockertest.Objects(afev1.LabelController + "=" + inst)
+		}, "2s").Should(ConsistOf("volume/afe-default.early-ws"), "nothing is deleted while the engine is away")
+
+		By("restoring: the stream reconnects, a resync runs, the loss is repaired")
+		restored := time.Now()
+		Expect(fwd.Restore()).To(Succeed())
+		k("wait", "--for=condition=Ready", "sandbox/early", "--timeout=60s")
+		GinkgoWriter.Printf("engine restored: sandbox Ready again after %s\n", time.Since(restored))
+		after, err := dockertest.Inspect("afe-default.early")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(after.ID).NotTo(Equal(before.ID))
+		Expect(after.Config.Env).To(ContainElement("CHANGED=yes"))
+		Expect(jsonpath("sandbox/early", "{.status.recreations}")()).To(Equal("1"))
+
+		By("seeing losses from the reconnected event stream")
+		lost := time.Now()
+		Expect(dockertest.RemoveContainer("afe-default.early")).To(Succeed())
+		Eventually(func() bool {
+			c, err := dockertest.Inspect("afe-default.early")
+			return err == nil && c.State.Running && c.ID != after.ID
+		}, "10s", "20ms").Should(BeTrue())
+		GinkgoWriter.Printf("loss after reconnect: replaced after %s\n", time.Since(lost))
+		k("delete", "sandbox/early", "--timeout=60s")
+		Expect(dockertest.Objects(afev1.LabelController + "=" + inst)).To(BeEmpty())
+	})
+})
