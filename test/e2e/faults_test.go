@@ -37,10 +37,9 @@ var _ = Describe("Engine faults", func() {
 		inst := fmt.Sprintf("e2e-faults-%d", os.Getpid())
 		defer dockertest.RemoveAll(afev1.LabelController + "=" + inst)
 
-		k := func(args ...string) string {
+		k := func(args ...string) {
 			out, err := exec.Command("kubectl", append([]string{"--kubeconfig", own.Kubeconfig, "-n", "default"}, args...)...).CombinedOutput()
 			ExpectWithOffset(1, err).NotTo(HaveOccurred(), string(out))
-			return strings.TrimSpace(string(out))
 		}
 		jsonpath := func(obj, path string) func() string {
 			return func() string {
@@ -94,7 +93,7 @@ var _ = Describe("Engine faults", func() {
 		fwd.Cut()
 		k("patch", "sandbox/early", "--type=merge", "-p", `{"spec":{"env":[{"name":"CHANGED","value":"yes"}]}}`)
 		Eventually(jsonpath("sandbox/early", `{.status.conditions[?(@.type=="Ready")].reason}`)).Should(Equal(afev1.EngineUnavailableReason))
-		Expect(dockertest.Objects(afev1.LabelController+"="+inst)).To(ConsistOf("container/afe-default.early", "volume/afe-default.early-ws"))
+		Expect(dockertest.Objects(afev1.LabelController + "=" + inst)).To(ConsistOf("container/afe-default.early", "volume/afe-default.early-ws"))
 		// A loss while the controller cannot see the engine.
 		Expect(dockertest.RemoveContainer("afe-default.early")).To(Succeed())
 		Consistently(func() []string {
