@@ -83,6 +83,12 @@ fuzz: ## Run every fuzz target for FUZZTIME (5s in make test; the corpus is in t
 		echo "fuzz $$name: ok ($(FUZZTIME))"; \
 	done
 
+.PHONY: test-chaos
+test-chaos: envtest images build ## A longer crash-convergence churn (CHURN_SEED, CHURN_TICKETS, CHURN_STEPS, CHURN_KILLS).
+	KUBEBUILDER_ASSETS=$(ENVTEST_DIR) AFE_MANAGER_BIN=$(LOCALBIN)/manager \
+	CHURN_TICKETS=$${CHURN_TICKETS:-60} CHURN_STEPS=$${CHURN_STEPS:-400} CHURN_KILLS=$${CHURN_KILLS:-15} \
+		go test ./test/e2e/ -count=1 -timeout 30m -v -ginkgo.focus="Crash convergence" -ginkgo.v 2>&1 | grep -E "churn:|SUCCESS|FAIL|Passed"
+
 .PHONY: test-unit
 test-unit: ## Only the tests that need neither Docker nor an API server.
 	go test -count=1 ./api/... ./internal/...

@@ -97,13 +97,18 @@ func Inspect(name string) (*Inspected, error) {
 }
 
 // Objects lists the names of containers, volumes and networks carrying the
-// label (key=value), as "container/NAME", "volume/NAME", "network/NAME".
-func Objects(label string) []string {
+// labels ("key=value", several separated by commas), as "container/NAME",
+// "volume/NAME", "network/NAME".
+func Objects(labels string) []string {
+	var filters []string
+	for _, l := range strings.Split(labels, ",") {
+		filters = append(filters, "--filter", "label="+l)
+	}
 	var out []string
 	for _, kind := range []struct{ cmd, format string }{
 		{"container ls -a", "{{.Names}}"}, {"volume ls", "{{.Name}}"}, {"network ls", "{{.Name}}"},
 	} {
-		args := append(strings.Fields(kind.cmd), "--filter", "label="+label, "--format", kind.format)
+		args := append(append(strings.Fields(kind.cmd), filters...), "--format", kind.format)
 		b, _ := exec.Command("docker", args...).Output()
 		for _, n := range strings.Fields(string(b)) {
 			out = append(out, strings.Fields(kind.cmd)[0]+"/"+n)

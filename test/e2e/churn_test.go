@@ -1,0 +1,214 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/gexec"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/internal/localcp"
+	"afe.dev/sandbox/test/dockertest"
+)
+
+// envInt reads a positive integer setting of the churn.
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// Crash convergence: tickets are created, paused, resumed, finished and
+// deleted, with Runs, while the manager is killed with SIGKILL at random
+// points and restarted. Seeded (CHURN_SEED) and sized by CHURN_TICKETS,
+// CHURN_STEPS and CHURN_KILLS; `make test-chaos` runs a longer churn.
+var _ = Describe("Crash convergence", func() {
+	It("converges after a churn with SIGKILLs", func() {
+		seed := int64(envInt("CHURN_SEED", 20261130))
+		tickets, steps, kills := envInt("CHURN_TICKETS", 30), envInt("CHURN_STEPS", 90), envInt("CHURN_KILLS", 4)
+		rng := rand.New(rand.NewSource(seed))
+		GinkgoWriter.Printf("churn: seed %d, %d tickets, %d steps, %d kills\n", seed, tickets, steps, kills)
+
+		assets := os.Getenv("KUBEBUILDER_ASSETS")
+		if assets == "" {
+			assets = filepath.Join(root, "bin", "envtest", "1.37.2")
+		}
+		own, err := localcp.Start(GinkgoT().TempDir(), assets, filepath.Join(root, "config", "crd", "bases"))
+		Expect(err).NotTo(HaveOccurred())
+		defer func() { Expect(own.Stop()).To(Succeed()) }()
+		scheme := runtime.NewScheme()
+		Expect(afev1.AddToScheme(scheme)).To(Succeed())
+		c, err := client.New(own.Config, client.Options{Scheme: scheme})
+		Expect(err).NotTo(HaveOccurred())
+		ctx := context.Background()
+		const ns = "default"
+		inst := fmt.Sprintf("e2e-churn-%d", os.Getpid())
+		defer dockertest.RemoveAll(afev1.LabelController + "=" + inst)
+
+		var mgr *gexec.Session
+		start := func() {
+			cmd := exec.Command(managerBin, "--instance", inst, "--metrics-bind-address", "0",
+				"--health-probe-bind-address", "0", "--resync-period", "20s", "--max-concurrent-reconciles", "8")
+			cmd.Env = append(os.Environ(), "KUBECONFIG="+own.Kubeconfig)
+			mgr, err = gexec.Start(cmd, GinkgoWriter, GinkgoWriter)
+			Expect(err).NotTo(HaveOccurred())
+		}
+		start()
+		defer func() { mgr.Kill(); Eventually(mgr).Should(gexec.Exit()) }()
+
+		killAt := map[int]bool{}
+		for len(killAt) < kills {
+			killAt[rng.Intn(steps)] = true
+		}
+		state := map[string]afev1.TicketState{} // "" once deleted
+		var runs []string
+		for i := 0; i < tickets; i++ {
+			name := fmt.Sprintf("churn-%02d", i)
+			tk := &afev1.Ticket{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+				Spec: afev1.TicketSpec{Sandbox: afev1.SandboxTemplateSpec{
+					Image: dockertest.TestImage,
+					Resources: afev1.SandboxResources{
+						CPU: ptr.To(resource.MustParse("100m")), Memory: ptr.To(resource.MustParse("32Mi")), Pids: 32,
+					},
+				}},
+			}
+			Expect(c.Create(ctx, tk)).To(Succeed())
+			state[name] = afev1.TicketActive
+		}
+		setState := func(name string, s afev1.TicketState) {
+			Eventually(func() error {
+				tk := &afev1.Ticket{}
+				if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, tk); err != nil {
+					return err
+				}
+				tk.Spec.State = s
+				return c.Update(ctx, tk)
+			}).Should(Succeed())
+			state[name] = s
+		}
+		crashes := 0
+		for step := 0; step < steps; step++ {
+			if killAt[step] {
+				mgr.Kill() // SIGKILL
+				Eventually(mgr).Should(gexec.Exit())
+				crashes++
+				start()
+			}
+			name := fmt.Sprintf("churn-%02d", rng.Intn(tickets))
+			s := state[name]
+			if s == "" || s.Terminal() {
+				continue
+			}
+			switch op := rng.Intn(10); {
+			case op < 4: // a Run
+				run := &afev1.Run{
+					ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s-run-%d", name, step)},
+					Spec: afev1.RunSpec{
+						SandboxRef: afev1.SandboxReference{Name: name},
+						Script:     fmt.Sprintf(`echo %d >> /workspace/log; sleep 0.%d; echo '{"step": %d}'`, step, rng.Intn(10), step),
+					},
+				}
+				Expect(c.Create(ctx, run)).To(Succeed())
+				runs = append(runs, run.Name)
+			case op < 6:
+				if s == afev1.TicketActive {
+					setState(name, afev1.TicketPaused)
+				} else {
+					setState(name, afev1.TicketActive)
+				}
+			case op < 8:
+				setState(name, []afev1.TicketState{afev1.TicketDone, afev1.TicketFailed, afev1.TicketCancelled}[rng.Intn(3)])
+			default:
+				Expect(c.Delete(ctx, &afev1.Ticket{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})).To(Succeed())
+				state[name] = ""
+			}
+			time.Sleep(time.Duration(rng.Intn(150)) * time.Millisecond)
+		}
+		GinkgoWriter.Printf("churn: %d crashes injected, %d runs created\n", crashes, len(runs))
+
+		By("converging: tickets as declared, Docker in agreement")
+		checked := 0
+		Eventually(func(g Gomega) {
+			checked = 0
+			for name, s := range state {
+				objects := dockertest.Objects(afev1.LabelTicket + "=" + name + "," + afev1.LabelController + "=" + inst)
+				checked += len(objects) + 1
+				tk := &afev1.Ticket{}
+				err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, tk)
+				switch {
+				case s == "":
+					g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%s was deleted", name)
+					g.Expect(objects).To(BeEmpty(), name)
+				case s.Terminal():
+					g.Expect(err).NotTo(HaveOccurred())
+					g.Expect(tk.Status.Phase).To(Equal(afev1.TicketFinished), name)
+					g.Expect(objects).To(BeEmpty(), name)
+				case s == afev1.TicketPaused && tk.Status.Sandboxes == 0:
+					// Paused before its sandbox was made: kept as it is, empty.
+					g.Expect(err).NotTo(HaveOccurred())
+					g.Expect(tk.Status.Phase).To(Equal(afev1.TicketPausedPhase), name)
+					g.Expect(objects).To(BeEmpty(), name)
+				default:
+					g.Expect(err).NotTo(HaveOccurred())
+					if s == afev1.TicketActive {
+						g.Expect(tk.Status.Phase).To(Equal(afev1.TicketReady), name)
+					} else {
+						g.Expect(tk.Status.Phase).To(Equal(afev1.TicketPausedPhase), name)
+					}
+					g.Expect(objects).To(ConsistOf("container/afe-"+ns+"."+name, "volume/afe-"+ns+"."+name+"-ws"), "%s is %s: %+v", name, s, tk.Status)
+				}
+			}
+			sandboxes := &afev1.SandboxList{}
+			g.Expect(c.List(ctx, sandboxes)).To(Succeed())
+			live := map[string]bool{}
+			for _, s := range sandboxes.Items {
+				live[string(s.UID)] = true
+				g.Expect(state[s.Name]).NotTo(BeEmpty(), "sandbox %s of a deleted ticket", s.Name)
+				g.Expect(state[s.Name].Terminal()).To(BeFalse(), "sandbox %s of a finished ticket", s.Name)
+			}
+			out, _ := exec.Command("docker", "ps", "-a", "--filter", "label="+afev1.LabelController+"="+inst,
+				"--format", `{{.Label "afe.sandbox-uid"}}`).Output()
+			for _, uid := range strings.Fields(string(out)) {
+				g.Expect(live[uid]).To(BeTrue(), "orphan container of sandbox UID %s", uid)
+			}
+			for _, name := range runs {
+				run := &afev1.Run{}
+				g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, run)).To(Succeed(), "run %s is lost", name)
+				g.Expect(run.Status.Phase.Terminal()).To(BeTrue(), "run %s is %s", name, run.Status.Phase)
+			}
+		}, "180s", "1s").Should(Succeed())
+
+		By("executing no Run after its ticket finished")
+		for _, name := range runs {
+			run := &afev1.Run{}
+			Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, run)).To(Succeed())
+			tk := &afev1.Ticket{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: run.Spec.SandboxRef.Name}, tk); err != nil || tk.Status.FinishedTime == nil || run.Status.StartTime == nil {
+				continue
+			}
+			Expect(run.Status.StartTime.Time).NotTo(BeTemporally(">", tk.Status.FinishedTime.Time), "run %s started after its ticket finished", name)
+			if run.Status.Phase == afev1.RunFailed {
+				Expect(meta.FindStatusCondition(run.Status.Conditions, afev1.RunCompletedCondition).Reason).To(Equal(afev1.SandboxDeletedReason))
+			}
+		}
+		GinkgoWriter.Printf("churn: converged; %d tickets and Docker objects checked, nothing lost or leaked\n", checked)
+	})
+})
