@@ -27,6 +27,7 @@ import (
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/runexec"
 	"afe.dev/sandbox/internal/sandboxspec"
+	"afe.dev/sandbox/internal/ticketspec"
 )
 
 // runSandboxIndex indexes Runs by the Sandbox they name.
@@ -85,6 +86,14 @@ func (r *RunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 
 	sbx := &afev1.Sandbox{}
 	err := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.SandboxRef.Name}, sbx)
+	if apierrors.IsNotFound(err) || err == nil && !sbx.DeletionTimestamp.IsZero() {
+		if tk, terr := r.finishedTicketOf(ctx, run); terr != nil {
+			return ctrl.Result{}, terr
+		} else if tk != nil {
+			return ctrl.Result{}, r.fail(ctx, before, run, afev1.TicketFinishedReason,
+				fmt.Sprintf("Ticket %s finished before the Run could end", tk.Name))
+		}
+	}
 	switch {
 	case apierrors.IsNotFound(err) && run.Status.Attempts == 0:
 		return ctrl.Result{}, r.wait(ctx, before, run, fmt.Sprintf("Sandbox %s does not exist yet", run.Spec.SandboxRef.Name))
@@ -279,10 +288,41 @@ func (r *RunReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) 
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&afev1.Run{}, builder.WithPredicates(specOrDeletionChanged())).
 		Watches(&afev1.Sandbox{}, handler.EnqueueRequestsFromMapFunc(r.runsOfSandbox)).
+		Watches(&afev1.Ticket{}, handler.EnqueueRequestsFromMapFunc(r.runsOfTicket)).
 		WatchesRawSource(source.Channel(r.done, &handler.TypedEnqueueRequestForObject[*afev1.Run]{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Options.MaxConcurrentReconciles)}).
 		Named("run").
 		Complete(r)
+}
+
+// finishedTicketOf is the ticket whose sandbox the Run names, when that
+// ticket is finished or being deleted.
+func (r *RunReconciler) finishedTicketOf(ctx context.Context, run *afev1.Run) (*afev1.Ticket, error) {
+	list := &afev1.TicketList{}
+	if err := r.List(ctx, list, client.InNamespace(run.Namespace)); err != nil {
+		return nil, err
+	}
+	for i := range list.Items {
+		tk := &list.Items[i]
+		if !tk.Spec.State.Terminal() && tk.DeletionTimestamp.IsZero() {
+			continue
+		}
+		for _, s := range ticketspec.Sandboxes(tk) {
+			if s.Name == run.Spec.SandboxRef.Name {
+				return tk, nil
+			}
+		}
+	}
+	return nil, nil
+}
+
+// runsOfTicket maps a Ticket to the unfinished Runs of its sandboxes.
+func (r *RunReconciler) runsOfTicket(ctx context.Context, o client.Object) []reconcile.Request {
+	var reqs []reconcile.Request
+	for _, s := range ticketspec.Sandboxes(o.(*afev1.Ticket)) {
+		reqs = append(reqs, r.runsOfSandbox(ctx, &s)...)
+	}
+	return reqs
 }
 
 // runsOfSandbox maps a Sandbox to the unfinished Runs that name it.

@@ -35,6 +35,7 @@ type TicketReconciler struct {
 // +kubebuilder:rbac:groups=sandbox.afe.dev,resources=tickets/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=sandbox.afe.dev,resources=tickets/finalizers,verbs=update
 // +kubebuilder:rbac:groups=sandbox.afe.dev,resources=sandboxes,verbs=create;delete
+// +kubebuilder:rbac:groups=sandbox.afe.dev,resources=runs,verbs=list;watch
 
 // Reconcile keeps a ticket's Sandboxes as its state asks.
 func (r *TicketReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
@@ -158,6 +159,11 @@ func (r *TicketReconciler) cleanup(ctx context.Context, tk *afev1.Ticket, owned 
 		status.SummarizeTicketCleanup(&tk.Status, tk.Generation, len(owned), metav1.Now())
 		return false, nil
 	}
+	// Runs of the ticket's sandboxes end (Failed) before the ticket does, so
+	// that none can execute after it finished.
+	if pending, err := r.unfinishedRuns(ctx, tk); err != nil || pending > 0 {
+		return false, err
+	}
 	if err := sweep(ctx, r.Client, r.Engine, map[string]string{
 		afev1.LabelController: r.Options.Instance,
 		afev1.LabelNamespace:  tk.Namespace,
@@ -203,6 +209,23 @@ func (r *TicketReconciler) countRequeues(tk *afev1.Ticket, owned []afev1.Sandbox
 			Message: "No sandbox of the ticket was lost", ObservedGeneration: tk.Generation,
 		})
 	}
+}
+
+// unfinishedRuns counts the Runs of the ticket's sandboxes not yet ended.
+func (r *TicketReconciler) unfinishedRuns(ctx context.Context, tk *afev1.Ticket) (int, error) {
+	n := 0
+	for _, s := range ticketspec.Sandboxes(tk) {
+		list := &afev1.RunList{}
+		if err := r.List(ctx, list, client.InNamespace(tk.Namespace), client.MatchingFields{runSandboxIndex: s.Name}); err != nil {
+			return 0, err
+		}
+		for i := range list.Items {
+			if !list.Items[i].Status.Phase.Terminal() {
+				n++
+			}
+		}
+	}
+	return n, nil
 }
 
 func (r *TicketReconciler) ownedSandboxes(ctx context.Context, tk *afev1.Ticket) ([]afev1.Sandbox, error) {

@@ -178,6 +178,22 @@ var _ = Describe("Ticket", func() {
 		Expect(filepath.Join(dir, "shared")).To(BeAnExistingFile())
 	})
 
+	It("ends the Runs of a ticket that finishes before they could execute", func() {
+		tk := newTicket(ns, "never", "main")
+		tk.Spec.State = afev1.TicketPaused // paused from the start: no sandbox is made
+		Expect(k8sClient.Create(ctx, tk)).To(Succeed())
+		waitTicketPhase(ctx, tk, afev1.TicketPausedPhase)
+		run := newRun(ns, "waiting", "never")
+		run.Spec.Command = []string{"true"}
+		Expect(k8sClient.Create(ctx, run)).To(Succeed())
+		waitRunPhase(ctx, run, afev1.RunPending)
+		setState(ctx, tk, afev1.TicketCancelled)
+		got := waitRunPhase(ctx, run, afev1.RunFailed)
+		Expect(findCondition(got.Status.Conditions, afev1.RunCompletedCondition).Reason).To(Equal(afev1.TicketFinishedReason))
+		Expect(got.Status.Attempts).To(BeZero())
+		waitTicketPhase(ctx, tk, afev1.TicketFinished)
+	})
+
 	It("sweeps planted orphans", func() {
 		labels := []string{
 			"--label", afev1.LabelController + "=" + instance,

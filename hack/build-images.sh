@@ -71,7 +71,7 @@ build_busybox() {
 
 build_proxy() {
 	local hash
-	hash="$(inputs_hash "${BASH_SOURCE[0]}" "${ROOT}"/docker/egress-proxy/*)"
+	hash="$(inputs_hash "${BASH_SOURCE[0]}" "${ROOT}"/docker/egress-proxy/{Dockerfile,entrypoint.sh,probe.sh})"
 	if current "${PROXY_IMG}" "${hash}"; then
 		return
 	fi

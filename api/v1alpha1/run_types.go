@@ -49,6 +49,9 @@ const (
 	SandboxNotReadyReason = "SandboxNotReady"
 	// SandboxDeletedReason: the sandbox was deleted before the Run could end.
 	SandboxDeletedReason = "SandboxDeleted"
+	// TicketFinishedReason: the ticket of the Run's sandbox finished (or was
+	// deleted) before the Run could execute.
+	TicketFinishedReason = "TicketFinished"
 	// ExecFailedReason: the command could not be started (no such binary,
 	// no such working directory).
 	ExecFailedReason = "ExecFailed"
