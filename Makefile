@@ -51,7 +51,7 @@ vet: ## go vet.
 
 .PHONY: lint
 lint: golangci-lint ## golangci-lint.
-	$(GOLANGCI_LINT) run ./...
+	$(GOLANGCI_LINT) run --allow-parallel-runners ./...
 
 ##@ Test
 

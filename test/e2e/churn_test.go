@@ -6,7 +6,6 @@ import (
 	"math/rand"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -23,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/internal/localcp"
 	"afe.dev/sandbox/test/dockertest"
 )
 
@@ -46,12 +44,7 @@ var _ = Describe("Crash convergence", func() {
 		rng := rand.New(rand.NewSource(seed))
 		GinkgoWriter.Printf("churn: seed %d, %d tickets, %d steps, %d kills\n", seed, tickets, steps, kills)
 
-		assets := os.Getenv("KUBEBUILDER_ASSETS")
-		if assets == "" {
-			assets = filepath.Join(root, "bin", "envtest", "1.37.2")
-		}
-		own, err := localcp.Start(GinkgoT().TempDir(), assets, filepath.Join(root, "config", "crd", "bases"))
-		Expect(err).NotTo(HaveOccurred())
+		own := ownControlPlane()
 		defer func() { Expect(own.Stop()).To(Succeed()) }()
 		scheme := runtime.NewScheme()
 		Expect(afev1.AddToScheme(scheme)).To(Succeed())

@@ -52,12 +52,7 @@ var _ = BeforeSuite(func() {
 		managerBin, err = gexec.Build("afe.dev/sandbox/cmd/manager")
 		Expect(err).NotTo(HaveOccurred())
 	}
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		assets = filepath.Join(root, "bin", "envtest", "1.37.2")
-	}
-	cp, err = localcp.Start(GinkgoT().TempDir(), assets, filepath.Join(root, "config", "crd", "bases"))
-	Expect(err).NotTo(HaveOccurred())
+	cp = ownControlPlane()
 	startManager()
 })
 
@@ -72,6 +67,18 @@ var _ = AfterSuite(func() {
 	gexec.CleanupBuildArtifacts()
 	dockertest.RemoveAll(afev1.LabelController + "=" + instance)
 })
+
+// ownControlPlane starts a local control plane with the CRDs, so that a
+// manager started against it is the only controller there.
+func ownControlPlane() *localcp.ControlPlane {
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		assets = filepath.Join(root, "bin", "envtest", "1.37.2")
+	}
+	c, err := localcp.Start(GinkgoT().TempDir(), assets, filepath.Join(root, "config", "crd", "bases"))
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	return c
+}
 
 func freeAddr() string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")

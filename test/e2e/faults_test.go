@@ -15,7 +15,6 @@ import (
 	"github.com/onsi/gomega/gexec"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/internal/localcp"
 	"afe.dev/sandbox/test/dockertest"
 )
 
@@ -24,12 +23,7 @@ import (
 // and repairs what happened meanwhile once the engine is back.
 var _ = Describe("Engine faults", func() {
 	It("survives the engine going away and coming back", func() {
-		assets := os.Getenv("KUBEBUILDER_ASSETS")
-		if assets == "" {
-			assets = filepath.Join(root, "bin", "envtest", "1.37.2")
-		}
-		own, err := localcp.Start(GinkgoT().TempDir(), assets, filepath.Join(root, "config", "crd", "bases"))
-		Expect(err).NotTo(HaveOccurred())
+		own := ownControlPlane()
 		defer func() { Expect(own.Stop()).To(Succeed()) }()
 		fwd, err := dockertest.NewForwarder(filepath.Join(GinkgoT().TempDir(), "docker.sock"))
 		Expect(err).NotTo(HaveOccurred())

@@ -12,7 +12,6 @@ import (
 	. "github.com/onsi/gomega"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/internal/localcp"
 	"afe.dev/sandbox/test/dockertest"
 )
 
@@ -30,12 +29,7 @@ var _ = Describe("The controller image", func() {
 			}
 			Skip(image + " is missing: run make docker-build")
 		}
-		assets := os.Getenv("KUBEBUILDER_ASSETS")
-		if assets == "" {
-			assets = filepath.Join(root, "bin", "envtest", "1.37.2")
-		}
-		own, err := localcp.Start(GinkgoT().TempDir(), assets, filepath.Join(root, "config", "crd", "bases"))
-		Expect(err).NotTo(HaveOccurred())
+		own := ownControlPlane()
 		defer func() { Expect(own.Stop()).To(Succeed()) }()
 		Expect(os.Chmod(own.Kubeconfig, 0o644)).To(Succeed())
 
