@@ -84,8 +84,6 @@ const (
 	SpecDriftReason = "SpecChanged"
 	// DeletingReason: the sandbox is being deleted.
 	DeletingReason = "Deleting"
-	// WaitingReason: a dependency is not ready yet.
-	WaitingReason = "Waiting"
 	// EgressNetworkMissingReason: the controller's --egress-network does not
 	// exist on the engine.
 	EgressNetworkMissingReason = "EgressNetworkMissing"
