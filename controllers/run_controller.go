@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -25,6 +26,7 @@ import (
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/metrics"
 	"afe.dev/sandbox/internal/runexec"
 	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/internal/ticketspec"
@@ -206,6 +208,8 @@ func (r *RunReconciler) finish(ctx context.Context, before, run *afev1.Run, a *a
 	if err := r.patchStatus(ctx, before, run); err != nil {
 		return err
 	}
+	metrics.RunDuration.WithLabelValues(string(run.Status.Phase)).Observe(o.finished.Sub(o.started).Seconds())
+	metrics.Runs.WithLabelValues(string(run.Status.Phase), strconv.FormatBool(run.Status.OK)).Inc()
 	return r.removeFinalizer(ctx, run)
 }
 
@@ -228,6 +232,7 @@ func (r *RunReconciler) fail(ctx context.Context, before, run *afev1.Run, reason
 	if err := r.patchStatus(ctx, before, run); err != nil {
 		return err
 	}
+	metrics.Runs.WithLabelValues(string(afev1.RunFailed), "false").Inc()
 	return r.removeFinalizer(ctx, run)
 }
 

@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -25,6 +27,7 @@ import (
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/metrics"
 	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/internal/status"
 )
@@ -195,7 +198,9 @@ func (r *SandboxReconciler) patchStatus(ctx context.Context, before, sbx *afev1.
 	if deleting && !controllerutil.ContainsFinalizer(sbx, afev1.SandboxFinalizer) {
 		return nil // gone, or about to be
 	}
-	status.SummarizeSandbox(&sbx.Status, sbx.Generation, deleting, metav1.Now())
+	now := metav1.Now()
+	status.SummarizeSandbox(&sbx.Status, sbx.Generation, deleting, now)
+	observeReady(before, sbx, now)
 	if equality.Semantic.DeepEqual(before.Status, sbx.Status) {
 		return nil
 	}
@@ -203,6 +208,22 @@ func (r *SandboxReconciler) patchStatus(ctx context.Context, before, sbx *afev1.
 		return fmt.Errorf("patch status: %w", err)
 	}
 	return nil
+}
+
+// observeReady records the time to Ready of a new sandbox, and from a loss
+// to its replacement.
+func observeReady(before, sbx *afev1.Sandbox, now metav1.Time) {
+	if meta.IsStatusConditionTrue(before.Status.Conditions, afev1.SandboxReadyCondition) ||
+		!meta.IsStatusConditionTrue(sbx.Status.Conditions, afev1.SandboxReadyCondition) {
+		return
+	}
+	switch {
+	case before.Status.ReadyTime == nil:
+		metrics.SandboxReady.WithLabelValues(strconv.FormatBool(len(sbx.Spec.Egress) > 0)).
+			Observe(now.Sub(sbx.CreationTimestamp.Time).Seconds())
+	case sbx.Status.LastLostTime != nil && sbx.Status.LastLostTime.After(before.Status.ReadyTime.Time):
+		metrics.SandboxRecovered.Observe(now.Sub(sbx.Status.LastLostTime.Time).Seconds())
+	}
 }
 
 // SetupWithManager registers the reconciler: Sandboxes (spec changes and

@@ -16,6 +16,7 @@ import (
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/metrics"
 	"afe.dev/sandbox/internal/naming"
 	"afe.dev/sandbox/internal/sandboxspec"
 )
@@ -134,6 +135,7 @@ func (r *SandboxReconciler) reconcileContainer(ctx context.Context, s *sandboxSc
 		if err := r.Engine.RemoveContainer(ctx, have.ID); err != nil {
 			return ctrl.Result{}, err
 		}
+		metrics.Recreations.WithLabelValues("drift").Inc()
 		r.Recorder.Eventf(sbx, nil, "Normal", afev1.SpecDriftReason, "Recreate",
 			"Container %s no longer matched the spec and is recreated; the workspace is kept", want.Name)
 	default:
@@ -183,6 +185,7 @@ func (r *SandboxReconciler) recordLoss(sbx *afev1.Sandbox, have *docker.Containe
 	name := sbx.Status.ContainerName
 	logf.Log.Info("Sandbox container lost", "sandbox", sbx.Namespace+"/"+sbx.Name, "container", name, "what", what)
 	now := metav1.Now()
+	metrics.Recreations.WithLabelValues("lost").Inc()
 	sbx.Status.Recreations++
 	sbx.Status.LastLostTime = &now
 	sbx.Status.ContainerID = ""

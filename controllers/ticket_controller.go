@@ -19,6 +19,7 @@ import (
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/metrics"
 	"afe.dev/sandbox/internal/status"
 	"afe.dev/sandbox/internal/ticketspec"
 )
@@ -172,6 +173,11 @@ func (r *TicketReconciler) cleanup(ctx context.Context, tk *afev1.Ticket, owned 
 		return false, err
 	}
 	if !meta.IsStatusConditionTrue(tk.Status.Conditions, afev1.TicketCleanedUpCondition) {
+		started := time.Now()
+		if c := meta.FindStatusCondition(tk.Status.Conditions, afev1.TicketCleanedUpCondition); c != nil {
+			started = c.LastTransitionTime.Time
+		}
+		metrics.TicketCleanup.Observe(time.Since(started).Seconds())
 		r.Recorder.Eventf(tk, nil, "Normal", afev1.CleanedUpReason, "Cleanup", "Every sandbox and Docker object of the ticket was removed")
 	}
 	status.SummarizeTicketCleanup(&tk.Status, tk.Generation, 0, metav1.Now())

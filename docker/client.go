@@ -49,6 +49,7 @@ func (c *Client) Close() error { return c.api.Close() }
 
 // Ping checks that the engine answers.
 func (c *Client) Ping(ctx context.Context) error {
+	c.count("ping")
 	if _, err := c.api.Ping(ctx); err != nil {
 		return wrap(err, "ping")
 	}

@@ -19,6 +19,7 @@ import (
 // RunContainer creates and starts the container.
 func (c *Client) RunContainer(ctx context.Context, spec ContainerSpec) (*Container, error) {
 	cfg, hc, nc := containerConfig(spec)
+	c.count("container_create")
 	resp, err := c.api.ContainerCreate(ctx, cfg, hc, nc, nil, spec.Name)
 	if cerrdefs.IsConflict(err) {
 		return c.adopt(ctx, spec)
@@ -48,6 +49,7 @@ func (c *Client) adopt(ctx context.Context, spec ContainerSpec) (*Container, err
 		return nil, fmt.Errorf("container %s: %w", spec.Name, ErrConflict)
 	}
 	if !existing.Running {
+		c.count("container_start")
 		if err := c.api.ContainerStart(ctx, existing.ID, container.StartOptions{}); err != nil {
 			return nil, wrap(err, "start container "+spec.Name)
 		}
@@ -66,10 +68,12 @@ func (c *Client) prepareAndStart(ctx context.Context, id string, spec ContainerS
 		}
 	}
 	for _, n := range spec.ExtraNetworks {
+		c.count("network_connect")
 		if err := c.api.NetworkConnect(ctx, n, id, &network.EndpointSettings{}); err != nil {
 			return wrap(err, fmt.Sprintf("connect container %s to network %s", spec.Name, n))
 		}
 	}
+	c.count("container_start")
 	if err := c.api.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
 		return wrap(err, "start container "+spec.Name)
 	}
@@ -97,6 +101,7 @@ func (c *Client) chownMountPoint(ctx context.Context, id string, m Mount) error 
 	if err := tw.Close(); err != nil {
 		return err
 	}
+	c.count("copy_to_container")
 	if err := c.api.CopyToContainer(ctx, id, "/", &buf, container.CopyToContainerOptions{}); err != nil {
 		return wrap(err, "set owner of "+m.Target)
 	}
@@ -160,6 +165,7 @@ func containerConfig(spec ContainerSpec) (*container.Config, *container.HostConf
 
 // InspectContainer returns ErrNotFound when the container does not exist.
 func (c *Client) InspectContainer(ctx context.Context, name string) (*Container, error) {
+	c.count("container_inspect")
 	info, err := c.api.ContainerInspect(ctx, name)
 	if err != nil {
 		return nil, wrap(err, "inspect container "+name)
@@ -194,6 +200,7 @@ func (c *Client) InspectContainer(ctx context.Context, name string) (*Container,
 
 // ListContainers returns the containers carrying all the labels.
 func (c *Client) ListContainers(ctx context.Context, labels map[string]string) ([]Container, error) {
+	c.count("container_list")
 	list, err := c.api.ContainerList(ctx, container.ListOptions{All: true, Filters: labelFilter(labels)})
 	if err != nil {
 		return nil, wrap(err, "list containers")
@@ -227,6 +234,7 @@ func (c *Client) ListContainers(ctx context.Context, labels map[string]string) (
 // RemoveContainer kills and removes the container; it succeeds when it is
 // already gone.
 func (c *Client) RemoveContainer(ctx context.Context, name string) error {
+	c.count("container_remove")
 	err := c.api.ContainerRemove(ctx, name, container.RemoveOptions{Force: true})
 	if err == nil || isNotFound(err) {
 		return nil
@@ -240,6 +248,7 @@ func (c *Client) RemoveContainer(ctx context.Context, name string) error {
 
 func (c *Client) waitGone(ctx context.Context, name string) error {
 	for i := 0; i < 100; i++ {
+		c.count("container_inspect")
 		if _, err := c.api.ContainerInspect(ctx, name); isNotFound(err) {
 			return nil
 		}

@@ -18,6 +18,7 @@ func (c *Client) Events(ctx context.Context, labels map[string]string) (<-chan E
 	for _, a := range []EventAction{ActionCreate, ActionStart, ActionDie, ActionDestroy, ActionOOM} {
 		f.Add("event", string(a))
 	}
+	c.count("events")
 	msgs, errs := c.api.Events(ctx, events.ListOptions{Filters: f})
 	out := make(chan Event, 64)
 	outErr := make(chan error, 1)

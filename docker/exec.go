@@ -28,6 +28,7 @@ type ExecSpec struct {
 // engine has no way to kill an exec, so callers that need a deadline must
 // arrange the kill themselves.
 func (c *Client) Exec(ctx context.Context, containerName string, spec ExecSpec) (int, error) {
+	c.count("container_exec_create")
 	created, err := c.api.ContainerExecCreate(ctx, containerName, container.ExecOptions{
 		Cmd:          spec.Cmd,
 		User:         spec.User,
@@ -39,6 +40,7 @@ func (c *Client) Exec(ctx context.Context, containerName string, spec ExecSpec) 
 	if err != nil {
 		return -1, wrap(err, "exec in "+containerName)
 	}
+	c.count("container_exec_attach")
 	attach, err := c.api.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
 	if err != nil {
 		return -1, wrap(err, "attach to exec in "+containerName)
@@ -66,6 +68,7 @@ func (c *Client) Exec(ctx context.Context, containerName string, spec ExecSpec) 
 	}
 	// The stream ends a little before the engine records the exit code.
 	for i := 0; ; i++ {
+		c.count("container_exec_inspect")
 		info, err := c.api.ContainerExecInspect(ctx, created.ID)
 		if err != nil {
 			return -1, wrap(err, "inspect exec in "+containerName)

@@ -33,6 +33,7 @@ func (c *Client) EnsureImage(ctx context.Context, ref string) error {
 	if err := ValidateImageRef(ref); err != nil {
 		return &PullError{Ref: ref, Reason: err.Error()}
 	}
+	c.count("image_inspect")
 	_, err := c.api.ImageInspect(ctx, ref)
 	if err == nil {
 		return nil
@@ -40,6 +41,7 @@ func (c *Client) EnsureImage(ctx context.Context, ref string) error {
 	if !cerrdefs.IsNotFound(err) {
 		return wrap(err, "inspect image "+ref)
 	}
+	c.count("image_pull")
 	rc, err := c.api.ImagePull(ctx, ref, image.PullOptions{})
 	if err != nil {
 		if e := wrap(err, "pull"); errors.Is(e, ErrUnavailable) {
@@ -64,6 +66,7 @@ func (c *Client) EnsureImage(ctx context.Context, ref string) error {
 			return &PullError{Ref: ref, Reason: msg.Error}
 		}
 	}
+	c.count("image_inspect")
 	if _, err := c.api.ImageInspect(ctx, ref); err != nil {
 		return &PullError{Ref: ref, Reason: "image missing after pull: " + err.Error()}
 	}

@@ -41,6 +41,7 @@ func (c *Client) EnsureNetwork(ctx context.Context, spec NetworkSpec) (*Network,
 	if spec.NoHostAddress {
 		opts.Options = map[string]string{bridgeInhibitIPv4: "true"}
 	}
+	c.count("network_create")
 	if _, err := c.api.NetworkCreate(ctx, spec.Name, opts); err != nil {
 		return nil, wrap(err, "create network "+spec.Name)
 	}
@@ -49,6 +50,7 @@ func (c *Client) EnsureNetwork(ctx context.Context, spec NetworkSpec) (*Network,
 
 // InspectNetwork returns ErrNotFound when the network does not exist.
 func (c *Client) InspectNetwork(ctx context.Context, name string) (*Network, error) {
+	c.count("network_inspect")
 	n, err := c.api.NetworkInspect(ctx, name, network.InspectOptions{})
 	if err != nil {
 		return nil, wrap(err, "inspect network "+name)
@@ -68,6 +70,7 @@ func (c *Client) InspectNetwork(ctx context.Context, name string) (*Network, err
 
 // ListNetworks returns the networks carrying all the labels.
 func (c *Client) ListNetworks(ctx context.Context, labels map[string]string) ([]Network, error) {
+	c.count("network_list")
 	list, err := c.api.NetworkList(ctx, network.ListOptions{Filters: labelFilter(labels)})
 	if err != nil {
 		return nil, wrap(err, "list networks")
@@ -81,6 +84,7 @@ func (c *Client) ListNetworks(ctx context.Context, labels map[string]string) ([]
 
 // RemoveNetwork removes the network; it succeeds when it is already gone.
 func (c *Client) RemoveNetwork(ctx context.Context, name string) error {
+	c.count("network_remove")
 	if err := c.api.NetworkRemove(ctx, name); err != nil && !isNotFound(err) {
 		return wrap(err, "remove network "+name)
 	}

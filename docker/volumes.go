@@ -12,6 +12,7 @@ func (c *Client) EnsureVolume(ctx context.Context, spec VolumeSpec) (*Volume, er
 	if v, err := c.InspectVolume(ctx, spec.Name); err == nil {
 		return v, nil
 	}
+	c.count("volume_create")
 	v, err := c.api.VolumeCreate(ctx, volume.CreateOptions{Name: spec.Name, Labels: spec.Labels})
 	if err != nil {
 		return nil, wrap(err, "create volume "+spec.Name)
@@ -21,6 +22,7 @@ func (c *Client) EnsureVolume(ctx context.Context, spec VolumeSpec) (*Volume, er
 
 // InspectVolume returns ErrNotFound when the volume does not exist.
 func (c *Client) InspectVolume(ctx context.Context, name string) (*Volume, error) {
+	c.count("volume_inspect")
 	v, err := c.api.VolumeInspect(ctx, name)
 	if err != nil {
 		return nil, wrap(err, "inspect volume "+name)
@@ -30,6 +32,7 @@ func (c *Client) InspectVolume(ctx context.Context, name string) (*Volume, error
 
 // ListVolumes returns the volumes carrying all the labels.
 func (c *Client) ListVolumes(ctx context.Context, labels map[string]string) ([]Volume, error) {
+	c.count("volume_list")
 	resp, err := c.api.VolumeList(ctx, volume.ListOptions{Filters: labelFilter(labels)})
 	if err != nil {
 		return nil, wrap(err, "list volumes")
@@ -43,6 +46,7 @@ func (c *Client) ListVolumes(ctx context.Context, labels map[string]string) ([]V
 
 // RemoveVolume removes the volume; it succeeds when it is already gone.
 func (c *Client) RemoveVolume(ctx context.Context, name string) error {
+	c.count("volume_remove")
 	err := c.api.VolumeRemove(ctx, name, true)
 	if err != nil && !isNotFound(err) {
 		return wrap(err, "remove volume "+name)

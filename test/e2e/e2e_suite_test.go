@@ -23,12 +23,13 @@ import (
 )
 
 var (
-	root       = filepath.Join("..", "..")
-	cp         *localcp.ControlPlane
-	managerBin string
-	manager    *gexec.Session
-	instance   = fmt.Sprintf("e2e-%d", os.Getpid())
-	probeAddr  string
+	root        = filepath.Join("..", "..")
+	cp          *localcp.ControlPlane
+	managerBin  string
+	manager     *gexec.Session
+	instance    = fmt.Sprintf("e2e-%d", os.Getpid())
+	probeAddr   string
+	metricsAddr string
 )
 
 func TestE2E(t *testing.T) {
@@ -89,10 +90,10 @@ func freeAddr() string {
 
 // startManager starts the manager binary as `make run` would.
 func startManager() {
-	probeAddr = freeAddr()
+	probeAddr, metricsAddr = freeAddr(), freeAddr()
 	cmd := exec.Command(managerBin,
 		"--instance", instance,
-		"--metrics-bind-address", freeAddr(),
+		"--metrics-bind-address", metricsAddr,
 		"--health-probe-bind-address", probeAddr,
 		"--resync-period", "30s",
 	)

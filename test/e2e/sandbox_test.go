@@ -3,6 +3,7 @@ package e2e
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -112,6 +113,28 @@ var _ = Describe("The manager binary with kubectl", Ordered, func() {
 		refused, err := cmd.CombinedOutput()
 		Expect(err).To(HaveOccurred())
 		Expect(string(refused)).To(ContainSubstring("refused"))
+	})
+
+	It("serves its metrics", func() {
+		resp, err := http.Get("http://" + metricsAddr + "/metrics")
+		Expect(err).NotTo(HaveOccurred())
+		defer func() { _ = resp.Body.Close() }()
+		body, err := io.ReadAll(resp.Body)
+		Expect(err).NotTo(HaveOccurred())
+		text := string(body)
+		for _, series := range []string{
+			`afe_sandbox_ready_seconds_count{egress="false"} 1`,
+			`afe_runs_total{ok="false",phase="Completed"}`,
+			`afe_runs_total{ok="true",phase="Completed"}`,
+			`afe_runs_total{ok="false",phase="TimedOut"} 1`,
+			`afe_runs_total{ok="false",phase="Failed"} 1`,
+			`afe_run_duration_seconds_bucket{phase="Completed",le=`,
+			`afe_docker_requests_total{operation="container_create"}`,
+			`afe_docker_requests_total{operation="container_exec_create"}`,
+			`controller_runtime_reconcile_total{controller="sandbox"`,
+		} {
+			Expect(text).To(ContainSubstring(series))
+		}
 	})
 
 	It("shows columns, short names and descriptions", func() {

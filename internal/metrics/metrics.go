@@ -1,0 +1,45 @@
+// Package metrics holds the controller's Prometheus metrics, served with
+// controller-runtime's on the manager's metrics endpoint.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"afe.dev/sandbox/docker"
+)
+
+var buckets = []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300}
+
+var (
+	// SandboxReady is the time from a Sandbox's creation to its first Ready.
+	SandboxReady = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "afe_sandbox_ready_seconds", Help: "Time from Sandbox creation to Ready.", Buckets: buckets,
+	}, []string{"egress"})
+	// SandboxRecovered is the time from a loss to the sandbox being Ready
+	// again.
+	SandboxRecovered = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "afe_sandbox_loss_to_recreated_seconds", Help: "Time from a sandbox loss to its replacement being Ready.", Buckets: buckets,
+	})
+	// Recreations counts recreated sandbox containers, by reason.
+	Recreations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "afe_sandbox_recreations_total", Help: "Sandbox containers recreated, by reason (lost, drift).",
+	}, []string{"reason"})
+	// TicketCleanup is the time from a ticket's finish to nothing being
+	// left of it.
+	TicketCleanup = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "afe_ticket_done_to_cleaned_seconds", Help: "Time from a ticket's terminal state to its cleanup.", Buckets: buckets,
+	})
+	// RunDuration is how long Runs executed, by phase.
+	RunDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "afe_run_duration_seconds", Help: "Duration of Run executions, by outcome phase.", Buckets: buckets,
+	}, []string{"phase"})
+	// Runs counts ended Runs, by phase and ok.
+	Runs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "afe_runs_total", Help: "Ended Runs, by phase and ok.",
+	}, []string{"phase", "ok"})
+)
+
+func init() {
+	crmetrics.Registry.MustRegister(SandboxReady, SandboxRecovered, Recreations, TicketCleanup, RunDuration, Runs, docker.Requests)
+}
