@@ -75,15 +75,25 @@ var _ = Describe("Escape checks", func() {
 		Expect(strings.Fields(out)).To(Equal([]string{"lo"}))
 
 		By("not reaching another sandbox or its proxy")
+		// probe asks for an HTTP answer: it succeeds only when the target
+		// is reachable and answers (squid does, on its own network).
+		probe := func(ip, port string) (string, error) {
+			return in(a, `printf 'GET / HTTP/1.0\r\n\r\n' | timeout 3 nc `+ip+" "+port)
+		}
+		aProxyIP := dockertest.ContainerIP(a.Status.ProxyName, a.Status.NetworkName)
+		out, err = probe(aProxyIP, "3128")
+		Expect(err).NotTo(HaveOccurred(), "the probe works against a's own proxy: %s", out)
+		Expect(out).To(HavePrefix("HTTP/"))
 		bIP := dockertest.ContainerIP(b.Status.ContainerName, b.Status.NetworkName)
 		bProxyIP := dockertest.ContainerIP(b.Status.ProxyName, b.Status.NetworkName)
 		Expect(bIP).NotTo(BeEmpty())
-		for _, target := range []string{bIP + ":3128", bProxyIP + ":3128", bIP + ":80"} {
-			_, err := in(a, "timeout 3 nc "+strings.Replace(target, ":", " ", 1)+" </dev/null")
-			Expect(err).To(HaveOccurred(), "sandbox a reached %s", target)
+		Expect(bProxyIP).NotTo(BeEmpty())
+		for _, target := range [][2]string{{bProxyIP, "3128"}, {bIP, "3128"}, {bIP, "80"}} {
+			out, err := probe(target[0], target[1])
+			Expect(err).To(HaveOccurred(), "sandbox a reached %s:%s: %s", target[0], target[1], out)
+			Expect(out).NotTo(ContainSubstring("HTTP/"))
 		}
 		// b's proxy alias is not b's: a resolves afe-proxy to its own proxy.
-		aProxyIP := dockertest.ContainerIP(a.Status.ProxyName, a.Status.NetworkName)
 		out, err = in(a, "nslookup afe-proxy 2>/dev/null | grep -A1 'Name:' | tail -1")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(out).To(ContainSubstring(aProxyIP))

@@ -15,7 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/docker"
@@ -58,9 +60,11 @@ func (r *TicketReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ c
 	r.countRequeues(tk, owned)
 
 	if !tk.DeletionTimestamp.IsZero() {
+		// Not done yet: the deletion of its Sandboxes and the end of its Runs
+		// (both watched) bring the ticket back.
 		done, err := r.cleanup(ctx, tk, owned)
 		if err != nil || !done {
-			return ctrl.Result{RequeueAfter: time.Second}, err
+			return ctrl.Result{}, err
 		}
 		if controllerutil.RemoveFinalizer(tk, afev1.TicketFinalizer) {
 			return ctrl.Result{}, client.IgnoreNotFound(r.Update(ctx, tk))
@@ -77,9 +81,8 @@ func (r *TicketReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ c
 
 	switch {
 	case tk.Spec.State.Terminal():
-		done, err := r.cleanup(ctx, tk, owned)
-		if err != nil || !done {
-			return ctrl.Result{RequeueAfter: time.Second}, err
+		if _, err := r.cleanup(ctx, tk, owned); err != nil {
+			return ctrl.Result{}, err
 		}
 	case tk.Spec.State == afev1.TicketPaused:
 		// Kept as they are: a paused ticket finds its containers again.
@@ -234,6 +237,30 @@ func (r *TicketReconciler) unfinishedRuns(ctx context.Context, tk *afev1.Ticket)
 	return n, nil
 }
 
+// finishingTicketOfRun maps a Run to the finished or deleted ticket whose
+// sandbox it names: that ticket's cleanup waits for the Run to end.
+func (r *TicketReconciler) finishingTicketOfRun(ctx context.Context, o client.Object) []reconcile.Request {
+	run := o.(*afev1.Run)
+	list := &afev1.TicketList{}
+	if err := r.List(ctx, list, client.InNamespace(run.Namespace)); err != nil {
+		logf.FromContext(ctx).Error(err, "List the tickets of a Run")
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		tk := &list.Items[i]
+		if !tk.Spec.State.Terminal() && tk.DeletionTimestamp.IsZero() {
+			continue
+		}
+		for _, s := range ticketspec.Sandboxes(tk) {
+			if s.Name == run.Spec.SandboxRef.Name {
+				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tk)})
+			}
+		}
+	}
+	return reqs
+}
+
 func (r *TicketReconciler) ownedSandboxes(ctx context.Context, tk *afev1.Ticket) ([]afev1.Sandbox, error) {
 	list := &afev1.SandboxList{}
 	if err := r.List(ctx, list, client.InNamespace(tk.Namespace), client.MatchingLabels{afev1.TicketLabel: tk.Name}); err != nil {
@@ -267,6 +294,7 @@ func (r *TicketReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&afev1.Ticket{}, builder.WithPredicates(specOrDeletionChanged())).
 		Owns(&afev1.Sandbox{}).
+		Watches(&afev1.Run{}, handler.EnqueueRequestsFromMapFunc(r.finishingTicketOfRun)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Options.MaxConcurrentReconciles)}).
 		Named("ticket").
 		Complete(r)

@@ -20,8 +20,34 @@ import (
 	"afe.dev/sandbox/docker"
 )
 
+// waitRun watches the Run until it ends.
+func waitRun(ctx context.Context, c client.WithWatch, run *afev1.Run) error {
+	for !run.Status.Phase.Terminal() {
+		w, err := c.Watch(ctx, &afev1.RunList{}, client.InNamespace(run.Namespace),
+			client.MatchingFields{"metadata.name": run.Name},
+			&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: run.ResourceVersion}})
+		if err != nil {
+			return err
+		}
+		for ev := range w.ResultChan() {
+			if r, ok := ev.Object.(*afev1.Run); ok {
+				*run = *r
+				if run.Status.Phase.Terminal() {
+					break
+				}
+			}
+		}
+		w.Stop()
+		// The watch ended or the Run did: read it as it is now.
+		if err := c.Get(ctx, client.ObjectKeyFromObject(run), run); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // runCommand creates a Run, waits for its end and mirrors its outcome.
-func runCommand(c client.Client, ns string, args []string, stdout, stderr io.Writer) error {
+func runCommand(c client.WithWatch, ns string, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("run", stderr)
 	timeout := fs.Int("timeout", 0, "Timeout in seconds (default: the sandbox's).")
 	workdir := fs.String("workdir", "", "Working directory (default /workspace).")
@@ -58,11 +84,8 @@ func runCommand(c client.Client, ns string, args []string, stdout, stderr io.Wri
 		return err
 	}
 	_, _ = fmt.Fprintf(stderr, "run/%s created\n", run.Name)
-	for !run.Status.Phase.Terminal() {
-		time.Sleep(100 * time.Millisecond)
-		if err := c.Get(ctx, client.ObjectKeyFromObject(run), run); err != nil {
-			return err
-		}
+	if err := waitRun(ctx, c, run); err != nil {
+		return err
 	}
 	printOutput(run, stdout, stderr)
 	switch run.Status.Phase {

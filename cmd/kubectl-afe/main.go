@@ -125,7 +125,7 @@ func parseGlobals(args []string) (globals, []string, error) {
 
 // client connects like kubectl: --kubeconfig, then KUBECONFIG, then
 // ~/.kube/config; the namespace from -n or the context.
-func (g globals) client() (client.Client, string, error) {
+func (g globals) client() (client.WithWatch, string, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = g.kubeconfig
 	overrides := &clientcmd.ConfigOverrides{CurrentContext: g.context}
@@ -147,7 +147,7 @@ func (g globals) client() (client.Client, string, error) {
 	if err := afev1.AddToScheme(scheme); err != nil {
 		return nil, "", err
 	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
 	return c, ns, err
 }
 
