@@ -4,6 +4,8 @@
 #   afe/busybox:dev        a small test sandbox image (busybox-static in a
 #                          `docker import`ed rootfs, plus the static test
 #                          tools of test/tools).
+#   afe/git:dev            the same busybox base with Debian's git (and the
+#                          libraries it links), for the builtin Run tests.
 #   afe/squid-base:bookworm  Debian with squid, from debootstrap (once).
 #   afe/egress-proxy:dev   the egress proxy, docker/egress-proxy on that base;
 #                          where a registry is reachable, build it with
@@ -14,6 +16,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BUSYBOX_IMG="${BUSYBOX_IMG:-afe/busybox:dev}"
+GIT_IMG="${GIT_IMG:-afe/git:dev}"
 PROXY_IMG="${PROXY_IMG:-afe/egress-proxy:dev}"
 PROXY_BASE="${PROXY_BASE:-afe/squid-base:bookworm}"
 
@@ -33,6 +36,34 @@ fetch_deb() {
 	}
 }
 
+# busybox_rootfs WORK: a busybox-static root filesystem in WORK/rootfs, with
+# a sandbox user 1000 and a world-writable /tmp.
+busybox_rootfs() {
+	local work="$1"
+	fetch_deb busybox-static "${work}"
+	dpkg-deb -x "${work}"/busybox-static_*.deb "${work}/pkg"
+	local rootfs="${work}/rootfs"
+	mkdir -p "${rootfs}"/{bin,etc,tmp,home/sandbox}
+	cp "${work}/pkg/bin/busybox" "${rootfs}/bin/busybox"
+	for applet in $("${rootfs}/bin/busybox" --list); do
+		[[ -e "${rootfs}/bin/${applet}" ]] || ln -s busybox "${rootfs}/bin/${applet}"
+	done
+	chmod 1777 "${rootfs}/tmp"
+	printf 'root:x:0:0:root:/root:/bin/sh\nsandbox:x:1000:1000:sandbox:/home/sandbox:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"${rootfs}/etc/passwd"
+	printf 'root:x:0:\nsandbox:x:1000:\nnogroup:x:65534:\n' >"${rootfs}/etc/group"
+	chown 1000:1000 "${rootfs}/home/sandbox"
+}
+
+# import_rootfs ROOTFS IMAGE HASH PATH: docker import of the tree.
+import_rootfs() {
+	tar -C "$1" --numeric-owner -c . | docker import \
+		--change "ENV PATH=$4" \
+		--change 'CMD ["/bin/sh"]' \
+		--change "LABEL afe.build=$3" \
+		- "$2" >/dev/null
+	echo "built $2"
+}
+
 build_busybox() {
 	local hash
 	hash="$(inputs_hash "${BASH_SOURCE[0]}" "${ROOT}"/test/tools/*/*.go)"
@@ -42,14 +73,8 @@ build_busybox() {
 	local work
 	work="$(mktemp -d)"
 	trap 'rm -rf "${work}"' RETURN
-	fetch_deb busybox-static "${work}"
-	dpkg-deb -x "${work}"/busybox-static_*.deb "${work}/pkg"
+	busybox_rootfs "${work}"
 	local rootfs="${work}/rootfs"
-	mkdir -p "${rootfs}"/{bin,etc,tmp,home/sandbox}
-	cp "${work}/pkg/bin/busybox" "${rootfs}/bin/busybox"
-	for applet in $("${rootfs}/bin/busybox" --list); do
-		[[ -e "${rootfs}/bin/${applet}" ]] || ln -s busybox "${rootfs}/bin/${applet}"
-	done
 	# Test tools, static Go binaries.
 	(cd "${ROOT}" && CGO_ENABLED=0 go build -trimpath -o "${rootfs}/bin/afe-udpsink" ./test/tools/udpsink)
 	# A setuid-root program: the escape tests check that it grants nothing
@@ -57,16 +82,44 @@ build_busybox() {
 	mkdir -p "${rootfs}/opt/suid"
 	(cd "${ROOT}" && CGO_ENABLED=0 go build -trimpath -o "${rootfs}/opt/suid/euid" ./test/tools/euid)
 	chmod 4755 "${rootfs}/opt/suid/euid"
-	chmod 1777 "${rootfs}/tmp"
-	printf 'root:x:0:0:root:/root:/bin/sh\nsandbox:x:1000:1000:sandbox:/home/sandbox:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"${rootfs}/etc/passwd"
-	printf 'root:x:0:\nsandbox:x:1000:\nnogroup:x:65534:\n' >"${rootfs}/etc/group"
-	chown 1000:1000 "${rootfs}/home/sandbox"
-	tar -C "${rootfs}" --numeric-owner -c . | docker import \
-		--change 'ENV PATH=/bin' \
-		--change 'CMD ["/bin/sh"]' \
-		--change "LABEL afe.build=${hash}" \
-		- "${BUSYBOX_IMG}" >/dev/null
-	echo "built ${BUSYBOX_IMG}"
+	import_rootfs "${rootfs}" "${BUSYBOX_IMG}" "${hash}" /bin
+}
+
+# GIT_DEBS are git and the libraries /usr/bin/git links (ldd: libc, pcre2,
+# zlib). git's other dependencies serve programs this image leaves out: the
+# HTTP transports (curl), send-email and svn (perl), the manual.
+GIT_DEBS=(git libc6 libpcre2-8-0 zlib1g)
+
+build_git() {
+	local hash
+	hash="$(inputs_hash "${BASH_SOURCE[0]}")"
+	if current "${GIT_IMG}" "${hash}"; then
+		return
+	fi
+	local work
+	work="$(mktemp -d)"
+	trap 'rm -rf "${work}"' RETURN
+	busybox_rootfs "${work}"
+	local rootfs="${work}/rootfs" deb
+	mkdir -p "${work}/debs"
+	for deb in "${GIT_DEBS[@]}"; do
+		fetch_deb "${deb}" "${work}/debs"
+	done
+	for deb in "${work}"/debs/*.deb; do
+		dpkg-deb -x "${deb}" "${rootfs}"
+	done
+	# Programs that need libraries left out, and documentation.
+	(cd "${rootfs}/usr/lib/git-core" && rm -f git-remote-http git-remote-https git-remote-ftp git-remote-ftps \
+		git-http-fetch git-http-push git-imap-send)
+	rm -rf "${rootfs}"/usr/share/{doc,man,locale,lintian,bash-completion,gitweb,git-gui,gitk}
+	import_rootfs "${rootfs}" "${GIT_IMG}" "${hash}" /bin:/usr/bin
+	# Smoke test: a commit and a merge, as the sandbox user, without network.
+	docker run --rm --network none --user 1000:1000 -e HOME=/tmp -w /tmp "${GIT_IMG}" sh -ec '
+		git init -q -b main r && cd r
+		git -c user.name=t -c user.email=t@t commit -q --allow-empty -m base
+		git switch -q -c lane && echo x > f && git add f && git -c user.name=t -c user.email=t@t commit -q -m lane
+		git switch -q main && git -c user.name=t -c user.email=t@t merge -q --no-ff --no-edit lane
+		test -f f' || { docker rmi "${GIT_IMG}" >/dev/null; echo "${GIT_IMG}: git does not work" >&2; exit 1; }
 }
 
 build_proxy() {
@@ -88,4 +141,5 @@ build_proxy() {
 }
 
 build_busybox
+build_git
 build_proxy

@@ -1,0 +1,29 @@
+package dockertest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"afe.dev/sandbox/docker"
+)
+
+// GitImage is the test image with git that `make images` builds.
+const GitImage = "afe/git:dev"
+
+// RequireImage returns an error when the image is missing under CI, a
+// reason to skip otherwise.
+func RequireImage(engine *docker.Client, image string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := engine.EnsureImage(ctx, image)
+	if err == nil {
+		return "", nil
+	}
+	err = fmt.Errorf("image %s: %w (run `make images`)", image, err)
+	if os.Getenv("CI") != "" {
+		return "", fmt.Errorf("CI is set: %w", err)
+	}
+	return err.Error(), nil
+}
