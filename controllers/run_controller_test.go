@@ -240,8 +240,8 @@ while [ "$(ls /tmp/parallel-* | wc -l)" -lt 3 ]; do sleep 0.1; t=$((t+1)); [ $t 
 	It("refuses a Run with both or neither of command and script", func() {
 		both := newRun(ns, "both", sbx.Name)
 		both.Spec.Command, both.Spec.Script = []string{"true"}, "true"
-		Expect(k8sClient.Create(ctx, both)).To(MatchError(ContainSubstring("exactly one of command and script")))
-		Expect(k8sClient.Create(ctx, newRun(ns, "neither", sbx.Name))).To(MatchError(ContainSubstring("exactly one of command and script")))
+		Expect(k8sClient.Create(ctx, both)).To(MatchError(ContainSubstring("exactly one of command, script and builtin")))
+		Expect(k8sClient.Create(ctx, newRun(ns, "neither", sbx.Name))).To(MatchError(ContainSubstring("exactly one of command, script and builtin")))
 	})
 })
 

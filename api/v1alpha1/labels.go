@@ -14,12 +14,23 @@ const (
 	LabelSandboxUID = "afe.sandbox-uid"
 	// LabelScope is the Sandbox's scope.
 	LabelScope = "afe.scope"
-	// LabelRole is what the object is for: sandbox, proxy, network, workspace.
+	// LabelRole is what the object is for: sandbox, proxy, network, workspace,
+	// snapshot, snapshot-copy.
 	LabelRole = "afe.role"
 	// LabelSpecHash is the hash of the spec a container was created from.
 	LabelSpecHash = "afe.spec-hash"
 	// LabelController is the --instance of the controller that owns it.
 	LabelController = "afe.controller"
+	// LabelRun is the name of the Run that made a snapshot volume (and its
+	// copy helpers).
+	LabelRun = "afe.run"
+	// LabelRunUID is the UID of that Run: an attempt executed again after a
+	// crash finds its own snapshot by it.
+	LabelRunUID = "afe.run-uid"
+	// LabelTicketUID is the UID of the Ticket of a snapshot's sandbox, when
+	// it has one: that ticket's retainSnapshots decides whether the snapshot
+	// outlives the sandbox.
+	LabelTicketUID = "afe.ticket-uid"
 )
 
 // Values of LabelRole.
@@ -28,4 +39,9 @@ const (
 	RoleProxy     = "proxy"
 	RoleNetwork   = "network"
 	RoleWorkspace = "workspace"
+	// RoleSnapshot marks a snapshot volume, afe-<key>-snap-<n>.
+	RoleSnapshot = "snapshot"
+	// RoleSnapshotCopy marks the short-lived, never started containers that
+	// copy a workspace into or out of a snapshot volume.
+	RoleSnapshotCopy = "snapshot-copy"
 )

@@ -55,7 +55,54 @@ const (
 	// ExecFailedReason: the command could not be started (no such binary,
 	// no such working directory).
 	ExecFailedReason = "ExecFailed"
+	// GitNotFoundReason: a MergeAndCI Run found no git in the sandbox image.
+	GitNotFoundReason = "GitNotFound"
+	// RepositoryNotFoundReason: a MergeAndCI Run found no git repository at
+	// /workspace/repo.
+	RepositoryNotFoundReason = "RepositoryNotFound"
+	// RefNotFoundReason: the baseRef of a MergeAndCI Run, or the branch of
+	// one of its lanes, does not exist in the repository.
+	RefNotFoundReason = "RefNotFound"
+	// GitFailedReason: a git step of a MergeAndCI Run failed for another
+	// reason than a merge conflict; the message quotes git.
+	GitFailedReason = "GitFailed"
+	// SnapshotFailedReason: a Snapshot Run could not copy the workspace.
+	SnapshotFailedReason = "SnapshotFailed"
 )
+
+// RunBuiltin is an operation the controller performs for a Run instead of a
+// command of the user's.
+// +kubebuilder:validation:Enum=MergeAndCI;Snapshot
+type RunBuiltin string
+
+// The builtins.
+const (
+	// BuiltinMergeAndCI commits each lane's worktree, merges the lanes into
+	// the integration branch in order, and runs ciScript there.
+	BuiltinMergeAndCI RunBuiltin = "MergeAndCI"
+	// BuiltinSnapshot copies the workspace into a new snapshot volume.
+	BuiltinSnapshot RunBuiltin = "Snapshot"
+)
+
+// The layout of a MergeAndCI workspace: the repository, and one worktree per
+// branch (lane or integration) under LanesDir.
+const (
+	// RepoDir is the git repository a MergeAndCI Run works on.
+	RepoDir = "/workspace/repo"
+	// LanesDir holds the worktree of branch B at LanesDir/B.
+	LanesDir = "/workspace/lanes"
+	// DefaultIntegrationBranch is integrationBranch when unset.
+	DefaultIntegrationBranch = "integration"
+)
+
+// GitRefName is a git branch name or commit: letters, digits, "_", "-", "."
+// and "/" separated components, none starting with "." or "-", none ending
+// with "." or ".lock", and no "..". Checked again by the controller.
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=200
+// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_-])?(/[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_-])?)*$`
+// +kubebuilder:validation:XValidation:rule="!self.contains('..') && !self.endsWith('.lock') && !self.contains('.lock/')",message="a git ref name contains no '..' and no component ends with '.lock'"
+type GitRefName string
 
 // RunOutputLimit is how much of the output status.output keeps: the last
 // 32 KiB.
@@ -69,9 +116,12 @@ type SandboxReference struct {
 	Name string `json:"name"`
 }
 
-// RunSpec is one command to execute in a sandbox. It cannot be changed once
-// created.
-// +kubebuilder:validation:XValidation:rule="has(self.command) != has(self.script)",message="set exactly one of command and script"
+// RunSpec is one command, or one builtin operation, to execute in a
+// sandbox. It cannot be changed once created.
+// +kubebuilder:validation:XValidation:rule="[has(self.command), has(self.script), has(self.builtin)].filter(x, x).size() == 1",message="set exactly one of command, script and builtin"
+// +kubebuilder:validation:XValidation:rule="!has(self.builtin) || self.builtin != 'MergeAndCI' || (has(self.lanes) && has(self.baseRef) && has(self.ciScript))",message="builtin MergeAndCI needs lanes, baseRef and ciScript"
+// +kubebuilder:validation:XValidation:rule="(has(self.builtin) && self.builtin == 'MergeAndCI') || !(has(self.lanes) || has(self.baseRef) || has(self.ciScript) || has(self.integrationBranch))",message="lanes, integrationBranch, baseRef and ciScript are only for builtin MergeAndCI"
+// +kubebuilder:validation:XValidation:rule="!has(self.lanes) || !self.lanes.exists(l, l == (has(self.integrationBranch) ? self.integrationBranch : 'integration'))",message="integrationBranch must not be one of the lanes"
 type RunSpec struct {
 	// sandboxRef names the Sandbox to run in. The Run waits (Pending) while
 	// the sandbox does not exist or is not Ready.
@@ -89,6 +139,53 @@ type RunSpec struct {
 	// +optional
 	Script string `json:"script,omitempty"`
 
+	// builtin is an operation the controller performs instead of a command:
+	//
+	// MergeAndCI works on the git repository /workspace/repo, whose branch B
+	// is checked out as a worktree at /workspace/lanes/B. As the sandbox's
+	// user, in the sandbox: it commits each lane's worktree when it has
+	// changes, creates or resets integrationBranch (worktree
+	// /workspace/lanes/<integrationBranch>) at baseRef, and merges the lanes
+	// in order with --no-ff; on a conflict it records the files, aborts that
+	// merge and stops. When all merged it runs ciScript in the integration
+	// worktree. status.result then holds merged, conflicts, ci_passed and
+	// ci_output; a conflict or a failing ciScript is an outcome (Completed,
+	// ok false). Executed again after a crash, it gives the same result.
+	//
+	// Snapshot copies the workspace into a new volume afe-<key>-snap-<n>,
+	// named in status.result.snapshot and the Sandbox's status.snapshots;
+	// a Sandbox can start from it with workspace.fromSnapshot.
+	// +optional
+	Builtin RunBuiltin `json:"builtin,omitempty"`
+
+	// lanes (MergeAndCI) are the branches to merge, in order. Each lane's
+	// worktree, /workspace/lanes/<lane>, is committed first when it has
+	// changes; a lane without a worktree is merged as its branch stands.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=set
+	// +optional
+	Lanes []GitRefName `json:"lanes,omitempty"`
+
+	// integrationBranch (MergeAndCI) is the branch the lanes are merged
+	// into, reset to baseRef first; its worktree is
+	// /workspace/lanes/<integrationBranch>. Default: integration.
+	// +optional
+	IntegrationBranch GitRefName `json:"integrationBranch,omitempty"`
+
+	// baseRef (MergeAndCI) is the branch or commit the integration branch
+	// starts from.
+	// +optional
+	BaseRef GitRefName `json:"baseRef,omitempty"`
+
+	// ciScript (MergeAndCI) is run with /bin/sh -c in the integration
+	// worktree once every lane merged, within what is left of the Run's
+	// timeout; exit 0 is ci_passed.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=262144
+	// +optional
+	CIScript string `json:"ciScript,omitempty"`
+
 	// timeoutSeconds is the deadline of the command; at the deadline it and
 	// every process it started are killed. Default: the sandbox's
 	// timeoutSeconds.
@@ -97,7 +194,7 @@ type RunSpec struct {
 	// +optional
 	TimeoutSeconds *int32 `json:"timeoutSeconds,omitempty"`
 
-	// workingDir is where the command starts.
+	// workingDir is where the command starts (builtins ignore it).
 	// +kubebuilder:default="/workspace"
 	// +kubebuilder:validation:MaxLength=4096
 	// +kubebuilder:validation:Pattern=`^/[^\x00\n]*$`
@@ -114,7 +211,8 @@ type RunStatus struct {
 	// ok is true when the command exited with 0.
 	// +optional
 	OK bool `json:"ok,omitempty"`
-	// exitCode of the command (137 when killed).
+	// exitCode of the command (137 when killed). MergeAndCI: ciScript's
+	// exit code, 1 on a conflict. Snapshot: 0.
 	// +optional
 	ExitCode *int32 `json:"exitCode,omitempty"`
 	// timedOut is true when the deadline killed the command.
@@ -127,7 +225,11 @@ type RunStatus struct {
 	// +optional
 	OutputTruncated bool `json:"outputTruncated,omitempty"`
 	// result holds the keys of the last stdout line that parses as a JSON
-	// object.
+	// object. For builtin MergeAndCI: merged (bool), conflicts (a list of
+	// {lane, files}), ci_passed (bool), ci_output (its last 4 KiB),
+	// ci_exit_code, base_commit, integration_branch, integration_commit, and
+	// lanes (a list of {lane, commit} merged). For builtin Snapshot:
+	// snapshot (the volume's name).
 	// +optional
 	Result map[string]apiextensionsv1.JSON `json:"result,omitempty"`
 	// attempts counts executions: a Run in flight when the controller died,

@@ -93,7 +93,14 @@ const (
 	// ProxyRecreatedReason: the egress proxy was lost or reconfigured and
 	// was recreated; the sandbox container was kept.
 	ProxyRecreatedReason = "ProxyRecreated"
+	// SnapshotNotFoundReason: workspace.fromSnapshot names no snapshot volume
+	// of this namespace and controller instance. Nothing was created.
+	SnapshotNotFoundReason = "SnapshotNotFound"
 )
+
+// MaxSandboxSnapshots is how many snapshots status.snapshots lists: the
+// most recent ones.
+const MaxSandboxSnapshots = 64
 
 // TicketReference names the Ticket that owns a Sandbox.
 type TicketReference struct {
@@ -183,6 +190,7 @@ type EnvVar struct {
 
 // WorkspaceSpec says what is mounted at /workspace.
 // +kubebuilder:validation:XValidation:rule="(has(self.type) && self.type == 'Folder') ? has(self.hostPath) : !has(self.hostPath)",message="hostPath is required for a Folder workspace and not allowed for a Volume workspace"
+// +kubebuilder:validation:XValidation:rule="!has(self.fromSnapshot) || !has(self.type) || self.type == 'Volume'",message="fromSnapshot is only for a Volume workspace"
 type WorkspaceSpec struct {
 	// type is Volume (a named Docker volume, one per ticket, shared by all its
 	// scopes) or Folder (a host folder).
@@ -196,6 +204,17 @@ type WorkspaceSpec struct {
 	// +kubebuilder:validation:Pattern=`^/[^\x00\n]*$`
 	// +optional
 	HostPath string `json:"hostPath,omitempty"`
+
+	// fromSnapshot names a snapshot volume, afe-<key>-snap-<n>, made by a
+	// Snapshot Run in this namespace: the workspace volume starts as a copy
+	// of it, when it is created and when it is recreated after a loss.
+	// Changing it later leaves the current workspace as it is. A missing
+	// snapshot stops the sandbox with reason SnapshotNotFound before
+	// anything is created. Volume workspaces only.
+	// +kubebuilder:validation:MaxLength=200
+	// +kubebuilder:validation:Pattern=`^afe-[A-Za-z0-9][A-Za-z0-9_.-]*-snap-[0-9]{1,9}$`
+	// +optional
+	FromSnapshot string `json:"fromSnapshot,omitempty"`
 }
 
 // SandboxTemplateSpec holds the fields of a sandbox shared by a Sandbox and a
@@ -315,11 +334,28 @@ type SandboxStatus struct {
 	// observedGeneration is the generation the status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// snapshots are the snapshot volumes Snapshot Runs made of this
+	// workspace, oldest first (the last 64).
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Snapshots []SandboxSnapshot `json:"snapshots,omitempty"`
 	// conditions: Ready, WorkspaceReady, EgressReady, ContainerReady.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// SandboxSnapshot is one snapshot volume of a sandbox's workspace.
+type SandboxSnapshot struct {
+	// name of the snapshot volume, afe-<key>-snap-<n>: the value for
+	// workspace.fromSnapshot.
+	Name string `json:"name"`
+	// run is the Snapshot Run that made it.
+	Run string `json:"run"`
+	// time is when the copy was complete.
+	Time metav1.Time `json:"time"`
 }
 
 // Sandbox is one hardened sandbox container with its workspace and, when it

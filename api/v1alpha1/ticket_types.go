@@ -93,6 +93,15 @@ type TicketSpec struct {
 
 	// sandbox is the template of the ticket's sandboxes.
 	Sandbox SandboxTemplateSpec `json:"sandbox"`
+
+	// retainSnapshots keeps the snapshot volumes of the ticket's sandboxes
+	// (made by Snapshot Runs) when the ticket finishes, for as long as the
+	// Ticket object exists; status.retainedSnapshots lists them. Deleting
+	// the Ticket, or setting this back to false, removes them. By default
+	// they are removed with everything else of the ticket.
+	// +kubebuilder:default=false
+	// +optional
+	RetainSnapshots bool `json:"retainSnapshots,omitempty"`
 }
 
 // TicketStatus is the observed state of a Ticket.
@@ -122,6 +131,11 @@ type TicketStatus struct {
 	// counted in requeues.
 	// +optional
 	ObservedRecreations int32 `json:"observedRecreations,omitempty"`
+	// retainedSnapshots are the snapshot volumes a finished ticket kept
+	// (retainSnapshots).
+	// +listType=set
+	// +optional
+	RetainedSnapshots []string `json:"retainedSnapshots,omitempty"`
 	// finishedTime is when cleanup of a finished ticket completed.
 	// +optional
 	FinishedTime *metav1.Time `json:"finishedTime,omitempty"`
