@@ -26,6 +26,7 @@ import (
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/builtin"
 	"afe.dev/sandbox/internal/metrics"
 	"afe.dev/sandbox/internal/runexec"
 	"afe.dev/sandbox/internal/sandboxspec"
@@ -119,6 +120,17 @@ func (r *RunReconciler) start(ctx context.Context, before, run *afev1.Run, sbx *
 	if err != nil {
 		return r.fail(ctx, before, run, afev1.InvalidSpecReason, "The sandbox's user is invalid: "+err.Error())
 	}
+	var job *snapshotJob
+	switch run.Spec.Builtin {
+	case afev1.BuiltinMergeAndCI:
+		if err := builtin.MergeOf(run).Validate(); err != nil {
+			return r.fail(ctx, before, run, afev1.InvalidSpecReason, "The Run's spec is invalid: "+err.Error())
+		}
+	case afev1.BuiltinSnapshot:
+		if job, err = r.snapshotJobOf(sbx); err != nil {
+			return r.fail(ctx, before, run, afev1.SnapshotFailedReason, "The sandbox's workspace cannot be copied: "+err.Error())
+		}
+	}
 	if run.Status.Phase == afev1.RunRunning && run.Status.Attempts > 0 {
 		// In flight when the controller stopped: whatever is left of that
 		// attempt is killed before the Run is executed again.
@@ -139,6 +151,7 @@ func (r *RunReconciler) start(ctx context.Context, before, run *afev1.Run, sbx *
 		container:   sbx.Status.ContainerName,
 		containerID: sbx.Status.ContainerID,
 		sandboxGID:  sandboxGID,
+		snapshot:    job,
 	}
 	a.gid = runexec.GID(string(run.UID), a.number)
 
@@ -169,6 +182,17 @@ func (r *RunReconciler) finish(ctx context.Context, before, run *afev1.Run, a *a
 	o := a.outcome
 	if o.execErr != "" {
 		return r.fail(ctx, before, run, afev1.ExecFailedReason, "The command could not be executed: "+o.execErr)
+	}
+	if o.failReason != "" {
+		run.Status.Output, run.Status.OutputTruncated = o.output, o.truncated
+		return r.fail(ctx, before, run, o.failReason, o.failMessage)
+	}
+	if o.snapshot != "" {
+		// Recorded on the Sandbox before the Run ends: a crash in between
+		// executes the Run again, which makes the same snapshot again.
+		if err := r.recordSnapshot(ctx, run, o.snapshot, metav1.NewTime(o.finished)); err != nil {
+			return fmt.Errorf("record snapshot %s on sandbox %s: %w", o.snapshot, run.Spec.SandboxRef.Name, err)
+		}
 	}
 	code := int32(o.exitCode)
 	completed := metav1.NewTime(o.finished)

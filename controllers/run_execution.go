@@ -33,6 +33,8 @@ type attempt struct {
 	cancel      context.CancelFunc
 	done        atomic.Bool
 	outcome     outcome
+	// snapshot is what a Snapshot Run copies.
+	snapshot *snapshotJob
 }
 
 // outcome is how an attempt ended.
@@ -49,6 +51,11 @@ type outcome struct {
 	lost bool
 	// execErr: the command could not be executed at all.
 	execErr string
+	// failReason and failMessage: a builtin could not do its work (no git,
+	// no repository, a copy that failed).
+	failReason, failMessage string
+	// snapshot is the volume a Snapshot Run made.
+	snapshot string
 	// abandoned: the controller is stopping; the Run stays Running and is
 	// executed again after the restart.
 	abandoned bool
@@ -84,53 +91,91 @@ func (e *executions) forget(uid types.UID) {
 // execute runs one attempt to its end and reports it on r.done.
 func (r *RunReconciler) execute(ctx context.Context, run *afev1.Run, a *attempt, uid int, timeout time.Duration) {
 	log := logf.FromContext(ctx).WithValues("run", run.Namespace+"/"+run.Name, "attempt", a.number)
-	tail := &runexec.Tail{Limit: afev1.RunOutputLimit}
-	results := &runexec.Results{}
-	var timedOut atomic.Bool
+	ctx = logf.IntoContext(ctx, log)
 	o := outcome{started: time.Now()}
-
-	deadline := time.AfterFunc(timeout, func() {
-		timedOut.Store(true)
-		log.Info("Run deadline reached; killing its processes", "timeout", timeout)
-		r.kill(context.WithoutCancel(ctx), a, uid)
-	})
-	code, err := r.Engine.Exec(ctx, a.container, docker.ExecSpec{
-		Cmd:        runexec.Command(run.Spec.Command, run.Spec.Script),
-		User:       fmt.Sprintf("%d:%d", uid, a.gid),
-		WorkingDir: run.Spec.WorkingDir,
-		Stdout:     io.MultiWriter(tail, results),
-		Stderr:     tail,
-	})
-	deadline.Stop()
-	o.finished = time.Now()
-
-	switch {
-	case ctx.Err() != nil:
-		o.abandoned = true
-	case err != nil:
-		// The container went away, or the engine did: either way this
-		// attempt's outcome is unknown and the Run is executed again.
-		log.Info("Run attempt interrupted", "error", err.Error())
-		o.lost = true
-	default:
-		// Nothing the command started outlives it: processes that left
-		// the output stream are killed too.
-		r.kill(context.WithoutCancel(ctx), a, uid)
-		o.exitCode = code
-		o.timedOut = timedOut.Load()
-		o.output = tail.String()
-		o.truncated = tail.Truncated()
-		o.result = results.Last()
-		if !o.timedOut && len(run.Spec.Command) > 0 && (code == 126 || code == 127) && strings.Contains(o.output, "OCI runtime exec failed") {
-			o.execErr = strings.TrimSpace(o.output)
+	if run.Spec.Builtin == afev1.BuiltinSnapshot {
+		r.executeSnapshot(ctx, run, a, timeout, &o)
+	} else {
+		var timedOut atomic.Bool
+		deadline := time.AfterFunc(timeout, func() {
+			timedOut.Store(true)
+			log.Info("Run deadline reached; killing its processes", "timeout", timeout)
+			r.kill(context.WithoutCancel(ctx), a, uid)
+		})
+		if run.Spec.Builtin == afev1.BuiltinMergeAndCI {
+			r.executeMerge(ctx, run, a, uid, &timedOut, &o)
+		} else {
+			r.executeCommand(ctx, run, a, uid, &timedOut, &o)
 		}
-		o.lost = !o.timedOut && code >= 128 && r.containerGone(ctx, a)
+		deadline.Stop()
 	}
+	o.finished = time.Now()
 	a.outcome = o
 	a.done.Store(true)
 	if !o.abandoned {
 		r.done <- event.TypedGenericEvent[*afev1.Run]{Object: run}
 	}
+}
+
+// executeCommand runs the Run's command or script.
+func (r *RunReconciler) executeCommand(ctx context.Context, run *afev1.Run, a *attempt, uid int, timedOut *atomic.Bool, o *outcome) {
+	tail := &runexec.Tail{Limit: afev1.RunOutputLimit}
+	results := &runexec.Results{}
+	code, ok := r.step(ctx, a, uid, timedOut, o, docker.ExecSpec{
+		Cmd:        runexec.Command(run.Spec.Command, run.Spec.Script),
+		WorkingDir: run.Spec.WorkingDir,
+		Stdout:     io.MultiWriter(tail, results),
+		Stderr:     tail,
+	})
+	if !ok {
+		return
+	}
+	o.exitCode = code
+	o.timedOut = timedOut.Load()
+	o.output = tail.String()
+	o.truncated = tail.Truncated()
+	o.result = results.Last()
+	if !o.timedOut && len(run.Spec.Command) > 0 {
+		o.execErr = execFailure(code, o.output)
+	}
+}
+
+// step runs one exec of an attempt as the sandbox's uid with the attempt's
+// group, then kills whatever it left running. It returns false when the
+// attempt ended without an outcome, which it records in o: the controller
+// is stopping (abandoned), or the container went away (lost; the Run is
+// executed again).
+func (r *RunReconciler) step(ctx context.Context, a *attempt, uid int, timedOut *atomic.Bool, o *outcome, spec docker.ExecSpec) (int, bool) {
+	spec.User = fmt.Sprintf("%d:%d", uid, a.gid)
+	code, err := r.Engine.Exec(ctx, a.container, spec)
+	switch {
+	case ctx.Err() != nil:
+		o.abandoned = true
+		return code, false
+	case err != nil:
+		// The container went away, or the engine did: either way this
+		// attempt's outcome is unknown and the Run is executed again.
+		logf.FromContext(ctx).Info("Run attempt interrupted", "error", err.Error())
+		o.lost = true
+		return code, false
+	}
+	// Nothing the command started outlives it: processes that left the
+	// output stream are killed too.
+	r.kill(context.WithoutCancel(ctx), a, uid)
+	if !timedOut.Load() && code >= 128 && r.containerGone(ctx, a) {
+		o.lost = true
+		return code, false
+	}
+	return code, true
+}
+
+// execFailure is the engine's message when an exec could not start its
+// program at all (no such binary or directory), empty otherwise.
+func execFailure(code int, output string) string {
+	if (code == 126 || code == 127) && strings.Contains(output, "OCI runtime exec failed") {
+		return strings.TrimSpace(output)
+	}
+	return ""
 }
 
 // containerGone tells whether the attempt's container died under it. A

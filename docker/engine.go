@@ -45,6 +45,11 @@ type Engine interface {
 	// RemoveNetwork removes the network; it succeeds when it is already gone.
 	RemoveNetwork(ctx context.Context, name string) error
 
+	// CopyWorkspace copies a tree from one mount into another through
+	// helper containers that never start, and removes them; it returns the
+	// bytes copied.
+	CopyWorkspace(ctx context.Context, spec CopySpec) (int64, error)
+
 	// Exec runs a command in a running container and returns its exit code.
 	Exec(ctx context.Context, container string, spec ExecSpec) (int, error)
 

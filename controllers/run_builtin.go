@@ -1,0 +1,78 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync/atomic"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/builtin"
+	"afe.dev/sandbox/internal/runexec"
+)
+
+// executeMerge runs MergeAndCI: the git part (internal/builtin's script) as
+// one exec, then, when every lane merged, ciScript as a second exec in the
+// integration worktree. Both run as the sandbox's user with the attempt's
+// group under the attempt's one deadline, so a timeout kills either.
+func (r *RunReconciler) executeMerge(ctx context.Context, run *afev1.Run, a *attempt, uid int, timedOut *atomic.Bool, o *outcome) {
+	m := builtin.MergeOf(run)
+	tail := &runexec.Tail{Limit: afev1.RunOutputLimit}
+	rep := &builtin.Report{}
+	code, ok := r.step(ctx, a, uid, timedOut, o, docker.ExecSpec{
+		Cmd:        builtin.MergeCommand(),
+		Env:        m.Env(),
+		WorkingDir: "/",
+		Stdout:     rep,
+		Stderr:     tail,
+	})
+	if !ok {
+		return
+	}
+	o.exitCode, o.timedOut = code, timedOut.Load()
+	o.output, o.truncated = tail.String(), tail.Truncated()
+	switch {
+	case o.timedOut:
+		return
+	case execFailure(code, o.output) != "":
+		o.execErr = execFailure(code, o.output)
+		return
+	case rep.Failure != nil:
+		o.failReason, o.failMessage = rep.Failure.Reason, rep.Failure.Message
+		return
+	case !rep.Done:
+		o.failReason = afev1.GitFailedReason
+		o.failMessage = fmt.Sprintf("The git step ended with exit code %d without a result; see status.output", code)
+		return
+	case rep.Conflict != nil:
+		out, code := rep.Outcome(m.Integration, nil)
+		o.exitCode, o.result = code, builtin.Fields(out)
+		return
+	}
+
+	ci := &runexec.Tail{Limit: builtin.CIOutputLimit}
+	_, _ = fmt.Fprintf(tail, "afe: every lane merged into %s at %s; running ciScript in %s\n", m.Integration, rep.Integration, m.IntegrationDir())
+	both := io.MultiWriter(tail, ci)
+	code, ok = r.step(ctx, a, uid, timedOut, o, docker.ExecSpec{
+		Cmd:        builtin.CICommand(run.Spec.CIScript),
+		Env:        m.CIEnv(rep),
+		WorkingDir: m.IntegrationDir(),
+		Stdout:     both,
+		Stderr:     both,
+	})
+	if !ok {
+		return
+	}
+	o.exitCode, o.timedOut = code, timedOut.Load()
+	o.output, o.truncated = tail.String(), tail.Truncated()
+	if o.timedOut {
+		return
+	}
+	if msg := execFailure(code, ci.String()); msg != "" {
+		o.failReason, o.failMessage = afev1.GitFailedReason, "ciScript could not be started in "+m.IntegrationDir()+": "+msg
+		return
+	}
+	out, code := rep.Outcome(m.Integration, &builtin.CI{ExitCode: code, Output: ci.String()})
+	o.exitCode, o.result = code, builtin.Fields(out)
+}

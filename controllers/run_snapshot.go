@@ -1,0 +1,195 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/builtin"
+	"afe.dev/sandbox/internal/naming"
+	"afe.dev/sandbox/internal/sandboxspec"
+)
+
+// snapshotJob is what a Snapshot Run copies, read from its sandbox when the
+// attempt starts.
+type snapshotJob struct {
+	id    sandboxspec.Identity
+	image string
+	// source is the sandbox's workspace: its volume or its host folder.
+	source docker.Mount
+	// ticketUID is the UID of the sandbox's Ticket, if any.
+	ticketUID string
+}
+
+// snapshotJobOf reads the workspace of the sandbox.
+func (r *RunReconciler) snapshotJobOf(sbx *afev1.Sandbox) (*snapshotJob, error) {
+	j := &snapshotJob{id: sandboxspec.IdentityOf(sbx, r.Options.Instance), image: sbx.Spec.Image}
+	if ref := metav1.GetControllerOf(sbx); ref != nil && ref.Kind == "Ticket" {
+		j.ticketUID = string(ref.UID)
+	}
+	if sbx.Spec.Workspace.Type == afev1.WorkspaceFolder {
+		dir, err := sandboxspec.ResolveFolder(sbx.Spec.Workspace.HostPath, r.Options.WorkspaceRoot)
+		if err != nil {
+			return nil, err
+		}
+		j.source = docker.Mount{Type: docker.MountBind, Source: dir}
+		return j, nil
+	}
+	j.source = docker.Mount{Type: docker.MountVolume, Source: naming.Volume(j.id.Key)}
+	return j, nil
+}
+
+// snapshotLabels are the labels of a Run's snapshot volume: the sandbox's,
+// with the Run and the ticket.
+func snapshotLabels(j *snapshotJob, run *afev1.Run, role string) map[string]string {
+	l := j.id.Labels(role)
+	l[afev1.LabelRun] = run.Name
+	l[afev1.LabelRunUID] = string(run.UID)
+	if j.ticketUID != "" {
+		l[afev1.LabelTicketUID] = j.ticketUID
+	}
+	return l
+}
+
+// executeSnapshot copies the workspace into a new snapshot volume within the
+// Run's timeout. An attempt executed again after a crash finds the volume
+// of the attempt before by the Run's UID and makes it again, under the same
+// name.
+func (r *RunReconciler) executeSnapshot(ctx context.Context, run *afev1.Run, a *attempt, timeout time.Duration, o *outcome) {
+	log := logf.FromContext(ctx)
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	j := a.snapshot
+	name, err := r.snapshotVolume(cctx, run, j)
+	var copied int64
+	if err == nil {
+		copied, err = r.Engine.CopyWorkspace(cctx, docker.CopySpec{
+			Name:   builtin.CopyHelper(name),
+			Image:  j.image,
+			Labels: snapshotLabels(j, run, afev1.RoleSnapshotCopy),
+			From:   j.source,
+			To:     docker.Mount{Type: docker.MountVolume, Source: name},
+		})
+	}
+	switch {
+	case err == nil:
+		log.Info("Snapshot taken", "volume", name, "bytes", copied, "duration", time.Since(o.started))
+		o.result = builtin.Fields(map[string]any{"snapshot": name})
+		o.snapshot = name
+		o.output = fmt.Sprintf("afe: copied %s (%d bytes of tar) into snapshot volume %s\n", sandboxspec.WorkspacePath, copied, name)
+		return
+	case ctx.Err() != nil:
+		o.abandoned = true
+		return
+	}
+	if name != "" {
+		// A partial copy is no snapshot.
+		rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killTimeout)
+		defer cancel()
+		if rerr := r.Engine.RemoveVolume(rmCtx, name); rerr != nil {
+			log.Error(rerr, "Remove a partial snapshot", "volume", name)
+		}
+	}
+	if errors.Is(cctx.Err(), context.DeadlineExceeded) {
+		o.timedOut, o.exitCode = true, 137
+		o.output = fmt.Sprintf("afe: the copy into %s did not finish within %s\n", name, timeout)
+		return
+	}
+	o.failReason, o.failMessage = afev1.SnapshotFailedReason, "The workspace could not be copied: "+err.Error()
+}
+
+// snapshotVolume creates the Run's snapshot volume, empty, and returns its
+// name: the one of an earlier attempt of the Run, or the next number of the
+// sandbox. Numbers are counted over every snapshot of the sandbox's name
+// (also of an earlier Sandbox of that name), and a name another Run took
+// meanwhile is skipped.
+func (r *RunReconciler) snapshotVolume(ctx context.Context, run *afev1.Run, j *snapshotJob) (string, error) {
+	existing, err := r.Engine.ListVolumes(ctx, map[string]string{
+		afev1.LabelController: j.id.Instance,
+		afev1.LabelNamespace:  j.id.Namespace,
+		afev1.LabelSandbox:    j.id.Name,
+		afev1.LabelRole:       afev1.RoleSnapshot,
+	})
+	if err != nil {
+		return "", err
+	}
+	var names []string
+	for _, v := range existing {
+		if v.Labels[afev1.LabelRunUID] != string(run.UID) {
+			names = append(names, v.Name)
+			continue
+		}
+		// An earlier attempt's copy, maybe partial: made again.
+		for _, h := range []string{"-from", "-to"} {
+			if err := r.Engine.RemoveContainer(ctx, builtin.CopyHelper(v.Name)+h); err != nil {
+				return "", err
+			}
+		}
+		if err := r.Engine.RemoveVolume(ctx, v.Name); err != nil {
+			return "", err
+		}
+		return r.createSnapshotVolume(ctx, run, j, v.Name)
+	}
+	n := builtin.NextSnapshot(j.id.Key, names)
+	for i := 0; i < 16; i++ {
+		name, err := r.createSnapshotVolume(ctx, run, j, builtin.SnapshotVolume(j.id.Key, n+i))
+		if !errors.Is(err, docker.ErrConflict) {
+			return name, err
+		}
+	}
+	return "", fmt.Errorf("no free snapshot name after %s: %w", builtin.SnapshotVolume(j.id.Key, n), docker.ErrConflict)
+}
+
+// createSnapshotVolume creates the volume; ErrConflict when the name is
+// another's.
+func (r *RunReconciler) createSnapshotVolume(ctx context.Context, run *afev1.Run, j *snapshotJob, name string) (string, error) {
+	v, err := r.Engine.EnsureVolume(ctx, docker.VolumeSpec{Name: name, Labels: snapshotLabels(j, run, afev1.RoleSnapshot)})
+	if err != nil {
+		return "", err
+	}
+	if v.Labels[afev1.LabelRunUID] != string(run.UID) {
+		return "", fmt.Errorf("volume %s: %w", name, docker.ErrConflict)
+	}
+	return name, nil
+}
+
+// recordSnapshot adds a snapshot to its Sandbox's status.snapshots (the
+// most recent MaxSandboxSnapshots), over the latest version of the Sandbox.
+func (r *RunReconciler) recordSnapshot(ctx context.Context, run *afev1.Run, volume string, at metav1.Time) error {
+	key := types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.SandboxRef.Name}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		sbx := &afev1.Sandbox{}
+		if err := r.Get(ctx, key, sbx); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		before := sbx.DeepCopy()
+		sbx.Status.Snapshots = upsertSnapshot(sbx.Status.Snapshots, afev1.SandboxSnapshot{Name: volume, Run: run.Name, Time: at})
+		patch := client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})
+		return client.IgnoreNotFound(r.Status().Patch(ctx, sbx, patch))
+	})
+}
+
+// upsertSnapshot puts s in the list (replacing one of its name), oldest
+// first, keeping the most recent MaxSandboxSnapshots.
+func upsertSnapshot(list []afev1.SandboxSnapshot, s afev1.SandboxSnapshot) []afev1.SandboxSnapshot {
+	out := make([]afev1.SandboxSnapshot, 0, len(list)+1)
+	for _, have := range list {
+		if have.Name != s.Name {
+			out = append(out, have)
+		}
+	}
+	out = append(out, s)
+	if over := len(out) - afev1.MaxSandboxSnapshots; over > 0 {
+		out = out[over:]
+	}
+	return out
+}

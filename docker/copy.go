@@ -1,0 +1,90 @@
+package docker
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+)
+
+// CopySpec is a copy of a workspace tree from one mount to another.
+type CopySpec struct {
+	// Name prefixes the two helper containers, Name-from and Name-to.
+	Name string
+	// Image is an image present on the engine; nothing of it is executed.
+	Image  string
+	Labels map[string]string
+	// From and To are mounted at /workspace in the helpers (their Target is
+	// ignored).
+	From Mount
+	To   Mount
+}
+
+// copyPath is where the helpers mount the trees.
+const copyPath = "/workspace"
+
+// CopyWorkspace copies the tree of From into To, owners and modes kept,
+// through two helper containers that are created and never started (so
+// nothing runs, and the sandbox container is not involved): the engine
+// streams a tar out of the first and into the second. The helpers are
+// removed afterwards, also on failure; helpers of the same names left by an
+// earlier crash are replaced. It returns the bytes of the tar stream.
+func (c *Client) CopyWorkspace(ctx context.Context, spec CopySpec) (int64, error) {
+	from, to := spec.Name+"-from", spec.Name+"-to"
+	defer func() {
+		rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_ = c.RemoveContainer(rmCtx, from)
+		_ = c.RemoveContainer(rmCtx, to)
+	}()
+	for _, h := range []struct {
+		name string
+		m    Mount
+	}{{from, spec.From}, {to, spec.To}} {
+		if err := c.RemoveContainer(ctx, h.name); err != nil {
+			return 0, err
+		}
+		m := h.m
+		m.Target, m.Owner = copyPath, nil
+		cfg, hc, _ := containerConfig(ContainerSpec{
+			Name:            h.name,
+			Image:           spec.Image,
+			Entrypoint:      []string{},
+			Command:         []string{"/afe-never-started"},
+			User:            "65534:65534",
+			Labels:          spec.Labels,
+			Mounts:          []Mount{m},
+			Network:         "none",
+			CapDrop:         []string{"ALL"},
+			NoNewPrivileges: true,
+		})
+		c.count("container_create")
+		if _, err := c.api.ContainerCreate(ctx, cfg, hc, nil, nil, h.name); err != nil {
+			return 0, wrap(err, "create copy helper "+h.name)
+		}
+	}
+	c.count("copy_from_container")
+	rc, _, err := c.api.CopyFromContainer(ctx, from, copyPath)
+	if err != nil {
+		return 0, wrap(err, "read the tree of "+from)
+	}
+	defer rc.Close()
+	counted := &countingReader{r: rc}
+	c.count("copy_to_container")
+	if err := c.api.CopyToContainer(ctx, to, "/", counted, container.CopyToContainerOptions{}); err != nil {
+		return counted.n, wrap(err, "write the tree into "+to)
+	}
+	return counted.n, nil
+}
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}

@@ -1,0 +1,221 @@
+package builtin
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// The git script against the machine's git and sh, in a temporary
+// workspace laid out as in a sandbox: repo/ and lanes/<branch>.
+
+type workspace struct {
+	t    *testing.T
+	dir  string
+	repo string
+}
+
+func newWorkspace(t *testing.T, lanes ...string) *workspace {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatalf("these tests need git: %v", err)
+	}
+	w := &workspace{t: t, dir: t.TempDir()}
+	w.repo = filepath.Join(w.dir, "repo")
+	w.git("", "init", "-q", "-b", "main", w.repo)
+	w.write("repo/shared.txt", "one\ntwo\nthree\n")
+	w.git(w.repo, "add", "-A")
+	w.git(w.repo, "commit", "-q", "-m", "base")
+	for _, l := range lanes {
+		w.git(w.repo, "worktree", "add", "-q", "-b", l, filepath.Join(w.dir, "lanes", l), "main")
+	}
+	return w
+}
+
+func (w *workspace) git(dir string, args ...string) string {
+	w.t.Helper()
+	if dir != "" {
+		args = append([]string{"-C", dir}, args...)
+	}
+	cmd := exec.Command("git", args...)
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		w.t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func (w *workspace) write(rel, content string) {
+	w.t.Helper()
+	p := filepath.Join(w.dir, rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		w.t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// merge runs the script and returns its report and stderr.
+func (w *workspace) merge(m Merge) (*Report, string) {
+	w.t.Helper()
+	if m.Integration == "" {
+		m.Integration = "integration"
+	}
+	if m.Base == "" {
+		m.Base = "main"
+	}
+	m.Run = "run-1"
+	m.Date = time.Unix(1700000000, 0)
+	if m.Attempt == 0 {
+		m.Attempt = 1
+	}
+	cmd := exec.Command(MergeCommand()[0], MergeCommand()[1:]...)
+	cmd.Env = append(os.Environ(), m.Env()...)
+	cmd.Env = append(cmd.Env, "AFE_REPO="+w.repo, "AFE_LANES_DIR="+filepath.Join(w.dir, "lanes"), "HOME="+w.dir)
+	rep := &Report{}
+	var stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = rep, &stderr
+	if err := cmd.Run(); err != nil {
+		w.t.Fatalf("script: %v\n%s", err, stderr.String())
+	}
+	return rep, stderr.String()
+}
+
+func TestScriptMergesLanesTouchingDifferentFiles(t *testing.T) {
+	w := newWorkspace(t, "a", "b")
+	w.write("lanes/a/a.txt", "from a\n")
+	w.write("lanes/b/b.txt", "from b\n")
+	rep, stderr := w.merge(Merge{Lanes: []string{"a", "b"}})
+	if rep.Failure != nil || !rep.Done || rep.Conflict != nil {
+		t.Fatalf("report %+v\n%s", rep, stderr)
+	}
+	if d := cmp.Diff([]string{"a", "b"}, rep.Committed); d != "" {
+		t.Fatalf("committed (-want +got):\n%s", d)
+	}
+	integ := filepath.Join(w.dir, "lanes", "integration")
+	for _, f := range []string{"a.txt", "b.txt", "shared.txt"} {
+		if _, err := os.Stat(filepath.Join(integ, f)); err != nil {
+			t.Fatalf("integration worktree lacks %s: %v", f, err)
+		}
+	}
+	if got := w.git(w.repo, "log", "-1", "--format=%an <%ae> %s", "a"); got != "afe <afe@sandbox.invalid> afe: lane a, Run run-1" {
+		t.Fatalf("lane commit: %s", got)
+	}
+	if got := w.git(integ, "rev-list", "--merges", "--count", "HEAD"); got != "2" {
+		t.Fatalf("merge commits: %s", got)
+	}
+	if rep.Integration != w.git(integ, "rev-parse", "HEAD") {
+		t.Fatalf("integration %s", rep.Integration)
+	}
+
+	By := "executed again, after a half-done merge and litter in the integration worktree"
+	w.write("lanes/integration/litter.txt", "x")
+	w.write("lanes/integration/shared.txt", "changed\n")
+	again, stderr := w.merge(Merge{Lanes: []string{"a", "b"}, Attempt: 2})
+	if again.Integration != rep.Integration || len(again.Committed) != 0 {
+		t.Fatalf("%s: integration %s, was %s; committed %v\n%s", By, again.Integration, rep.Integration, again.Committed, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(integ, "litter.txt")); !os.IsNotExist(err) {
+		t.Fatalf("%s: litter kept: %v", By, err)
+	}
+}
+
+func TestScriptReportsAConflictAndAborts(t *testing.T) {
+	w := newWorkspace(t, "a", "b", "c")
+	w.write("lanes/a/shared.txt", "one\nTWO from a\nthree\n")
+	w.write("lanes/b/shared.txt", "one\nTWO from b\nthree\n")
+	w.write("lanes/b/only-b.txt", "b\n")
+	w.write("lanes/c/c.txt", "c\n")
+	rep, stderr := w.merge(Merge{Lanes: []string{"a", "b", "c"}})
+	if rep.Failure != nil || !rep.Done || rep.Conflict == nil {
+		t.Fatalf("report %+v\n%s", rep, stderr)
+	}
+	if d := cmp.Diff(&Conflict{Lane: "b", Files: []string{"shared.txt"}}, rep.Conflict); d != "" {
+		t.Fatalf("conflict (-want +got):\n%s", d)
+	}
+	if len(rep.Merged) != 1 || rep.Merged[0].Lane != "a" {
+		t.Fatalf("merged %+v", rep.Merged)
+	}
+	integ := filepath.Join(w.dir, "lanes", "integration")
+	if st := w.git(integ, "status", "--porcelain"); st != "" {
+		t.Fatalf("the merge was not aborted: %q", st)
+	}
+}
+
+func TestScriptMergesLanesWithNothingToCommit(t *testing.T) {
+	w := newWorkspace(t, "a", "b")
+	w.write("lanes/a/a.txt", "a\n")
+	w.git(filepath.Join(w.dir, "lanes", "a"), "add", "-A")
+	w.git(filepath.Join(w.dir, "lanes", "a"), "commit", "-q", "-m", "already committed")
+	// b has no change at all; a third branch has no worktree.
+	w.git(w.repo, "branch", "d", "main")
+	rep, stderr := w.merge(Merge{Lanes: []string{"a", "b", "d"}})
+	if rep.Failure != nil || !rep.Done || rep.Conflict != nil || len(rep.Committed) != 0 || len(rep.Merged) != 3 {
+		t.Fatalf("report %+v\n%s", rep, stderr)
+	}
+}
+
+func TestScriptFailures(t *testing.T) {
+	tests := map[string]struct {
+		prepare func(w *workspace) Merge
+		reason  string
+	}{
+		"no repository": {func(w *workspace) Merge {
+			if err := os.RemoveAll(w.repo); err != nil {
+				t.Fatal(err)
+			}
+			return Merge{Lanes: []string{"a"}}
+		}, "RepositoryNotFound"},
+		"no lane branch": {func(*workspace) Merge { return Merge{Lanes: []string{"nope"}} }, "RefNotFound"},
+		"no base":        {func(*workspace) Merge { return Merge{Lanes: []string{"a"}, Base: "v9"} }, "RefNotFound"},
+		"a worktree on another branch": {func(w *workspace) Merge {
+			w.git(filepath.Join(w.dir, "lanes", "a"), "switch", "-q", "-c", "elsewhere")
+			return Merge{Lanes: []string{"a"}}
+		}, "GitFailed"},
+		"a stale lock, first attempt": {func(w *workspace) Merge {
+			w.write("repo/.git/worktrees/a/index.lock", "")
+			w.write("lanes/a/x", "x")
+			return Merge{Lanes: []string{"a"}}
+		}, "GitFailed"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			w := newWorkspace(t, "a")
+			rep, stderr := w.merge(tc.prepare(w))
+			if rep.Failure == nil || rep.Failure.Reason != tc.reason {
+				t.Fatalf("failure %+v, want %s\n%s", rep.Failure, tc.reason, stderr)
+			}
+		})
+	}
+}
+
+func TestScriptRemovesStaleLocksOnAnotherAttempt(t *testing.T) {
+	w := newWorkspace(t, "a")
+	w.write("repo/.git/worktrees/a/index.lock", "")
+	w.write("lanes/a/x", "x")
+	rep, stderr := w.merge(Merge{Lanes: []string{"a"}, Attempt: 2})
+	if rep.Failure != nil || !rep.Done || len(rep.Committed) != 1 {
+		t.Fatalf("report %+v\n%s", rep, stderr)
+	}
+}
+
+func TestScriptWithoutGit(t *testing.T) {
+	m := Merge{Lanes: []string{"a"}, Integration: "integration", Base: "main", Attempt: 1}
+	cmd := exec.Command(MergeCommand()[0], MergeCommand()[1:]...)
+	cmd.Env = append(m.Env(), "PATH="+t.TempDir())
+	rep := &Report{}
+	cmd.Stdout = rep
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Failure == nil || rep.Failure.Reason != "GitNotFound" {
+		t.Fatalf("failure %+v", rep.Failure)
+	}
+}
