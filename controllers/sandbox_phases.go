@@ -66,6 +66,17 @@ func (r *SandboxReconciler) reconcileWorkspace(ctx context.Context, s *sandboxSc
 		setCondition(s.sbx, afev1.WorkspaceReadyCondition, true, afev1.ReadyReason, "Host folder "+dir+" is mounted at /workspace")
 		return ctrl.Result{}, nil
 	}
+	// A workspace that starts from a snapshot: the snapshot is checked
+	// before anything is created.
+	restore, err := r.mustRestore(ctx, s)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if restore {
+		if missing, err := r.snapshotMissing(ctx, s); err != nil || missing {
+			return ctrl.Result{RequeueAfter: snapshotRetry}, err
+		}
+	}
 	spec := sandboxspec.Volume(s.id)
 	v, err := r.Engine.EnsureVolume(ctx, spec)
 	if err != nil {
@@ -76,9 +87,18 @@ func (r *SandboxReconciler) reconcileWorkspace(ctx context.Context, s *sandboxSc
 			fmt.Sprintf("Volume %s belongs to another sandbox or controller instance and is not adopted", v.Name))
 		return ctrl.Result{RequeueAfter: conflictRetry}, nil
 	}
+	if restore {
+		if err := r.restoreWorkspace(ctx, s, v.Name); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	s.resolved.Workspace = v.Name
 	s.sbx.Status.VolumeName = v.Name
-	setCondition(s.sbx, afev1.WorkspaceReadyCondition, true, afev1.ReadyReason, "Volume "+v.Name+" is mounted at /workspace")
+	msg := "Volume " + v.Name + " is mounted at /workspace"
+	if from := s.sbx.Spec.Workspace.FromSnapshot; from != "" {
+		msg = "Volume " + v.Name + ", made from snapshot " + from + ", is mounted at /workspace"
+	}
+	setCondition(s.sbx, afev1.WorkspaceReadyCondition, true, afev1.ReadyReason, msg)
 	return ctrl.Result{}, nil
 }
 
@@ -196,8 +216,9 @@ func (r *SandboxReconciler) recordLoss(sbx *afev1.Sandbox, have *docker.Containe
 }
 
 // recreateAfterLoss removes what is left of a lost container and, for a
-// Volume workspace, the volume, which is then created fresh. A Folder
-// workspace's host folder is never deleted.
+// Volume workspace, the volume, which is then created fresh (from its
+// snapshot, when it has one). A Folder workspace's host folder is never
+// deleted.
 func (r *SandboxReconciler) recreateAfterLoss(ctx context.Context, s *sandboxScope, have *docker.Container) error {
 	if have != nil {
 		if err := r.Engine.RemoveContainer(ctx, have.ID); err != nil {
@@ -207,12 +228,23 @@ func (r *SandboxReconciler) recreateAfterLoss(ctx context.Context, s *sandboxSco
 	if s.sbx.Spec.Workspace.Type == afev1.WorkspaceFolder {
 		return nil
 	}
+	// A workspace from a snapshot is made from it again: not without it.
+	if s.sbx.Spec.Workspace.FromSnapshot != "" {
+		if missing, err := r.snapshotMissing(ctx, s); err != nil || missing {
+			return errors.Join(err, errSnapshotMissing)
+		}
+	}
 	if err := r.removeOwnedVolume(ctx, s); err != nil {
 		return err
 	}
 	v, err := r.Engine.EnsureVolume(ctx, sandboxspec.Volume(s.id))
 	if err != nil {
 		return err
+	}
+	if s.sbx.Spec.Workspace.FromSnapshot != "" {
+		if err := r.restoreWorkspace(ctx, s, v.Name); err != nil {
+			return err
+		}
 	}
 	s.resolved.Workspace = v.Name
 	return nil

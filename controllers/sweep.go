@@ -94,7 +94,7 @@ func sweep(ctx context.Context, c client.Reader, engine docker.Engine, labels ma
 		}
 	}
 	for _, v := range volumes {
-		if orphan(v.Labels) {
+		if orphan(v.Labels) && !retainedSnapshot(ctx, c, v.Labels) {
 			log.Info("Removing orphaned volume", "volume", v.Name)
 			errs = append(errs, engine.RemoveVolume(ctx, v.Name))
 		}

@@ -149,8 +149,8 @@ func (r *TicketReconciler) reconcileActive(ctx context.Context, tk *afev1.Ticket
 
 // cleanup deletes the ticket's Sandboxes (their finalizers remove the
 // containers, proxies, networks and volumes) and then whatever labelled
-// Docker object of the ticket no Sandbox owns. It is done when nothing is
-// left.
+// Docker object of the ticket no Sandbox owns, snapshots included unless the
+// ticket retains them. It is done when nothing else is left.
 func (r *TicketReconciler) cleanup(ctx context.Context, tk *afev1.Ticket, owned []afev1.Sandbox) (bool, error) {
 	for i := range owned {
 		if owned[i].DeletionTimestamp.IsZero() {
@@ -168,6 +168,7 @@ func (r *TicketReconciler) cleanup(ctx context.Context, tk *afev1.Ticket, owned 
 	if pending, err := r.unfinishedRuns(ctx, tk); err != nil || pending > 0 {
 		return false, err
 	}
+	// The sweep keeps the snapshots the ticket retains (retainSnapshots).
 	if err := sweep(ctx, r.Client, r.Engine, map[string]string{
 		afev1.LabelController: r.Options.Instance,
 		afev1.LabelNamespace:  tk.Namespace,
@@ -175,6 +176,11 @@ func (r *TicketReconciler) cleanup(ctx context.Context, tk *afev1.Ticket, owned 
 	}); err != nil {
 		return false, err
 	}
+	kept, err := retainedSnapshots(ctx, r.Engine, tk, r.Options.Instance)
+	if err != nil {
+		return false, err
+	}
+	tk.Status.RetainedSnapshots = kept
 	if !meta.IsStatusConditionTrue(tk.Status.Conditions, afev1.TicketCleanedUpCondition) {
 		started := time.Now()
 		if c := meta.FindStatusCondition(tk.Status.Conditions, afev1.TicketCleanedUpCondition); c != nil {

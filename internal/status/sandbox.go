@@ -24,6 +24,7 @@ var terminalReasons = map[string]bool{
 	afev1.SecretNotFoundReason:       true,
 	afev1.WorkspaceOutsideRootReason: true,
 	afev1.NameConflictReason:         true,
+	afev1.SnapshotNotFoundReason:     true,
 }
 
 // waitingReasons block provisioning until something outside changes.

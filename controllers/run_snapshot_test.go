@@ -1,0 +1,180 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"os/exec"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/internal/builtin"
+	"afe.dev/sandbox/internal/naming"
+	"afe.dev/sandbox/test/dockertest"
+)
+
+func newSnapshotRun(ns, name, sandbox string) *afev1.Run {
+	run := newRun(ns, name, sandbox)
+	run.Spec.Builtin = afev1.BuiltinSnapshot
+	return run
+}
+
+// takeSnapshot runs a Snapshot Run to completion and returns the volume.
+func takeSnapshot(ctx context.Context, ns, name, sandbox string) (string, *afev1.Run) {
+	run := newSnapshotRun(ns, name, sandbox)
+	Expect(k8sClient.Create(ctx, run)).To(Succeed())
+	got := waitRunPhase(ctx, run, afev1.RunCompleted)
+	Expect(got.Status.OK).To(BeTrue(), got.Status.Output)
+	res := result(got)
+	Expect(res).To(HaveKey("snapshot"))
+	return res["snapshot"].(string), got
+}
+
+// volumeExists tells whether the engine has the volume, with the docker CLI.
+func volumeExists(name string) bool {
+	for _, o := range dockertest.Objects(afev1.LabelController + "=" + instance) {
+		if o == "volume/"+name {
+			return true
+		}
+	}
+	return false
+}
+
+var _ = Describe("Builtin Snapshot", func() {
+	var ctx context.Context
+	var ns string
+	BeforeEach(func() {
+		ctx = context.Background()
+		ns = newNamespace(ctx)
+	})
+
+	It("copies the workspace into a new volume a new sandbox can start from", func() {
+		src := newSandbox(ns, "src")
+		Expect(k8sClient.Create(ctx, src)).To(Succeed())
+		src = waitReady(ctx, src)
+		defer deleteAndWaitGone(ctx, src)
+		c := src.Status.ContainerName
+		inContainer(c, `mkdir -p /workspace/d && echo old > /workspace/d/f && head -c 52428800 /dev/urandom > /workspace/big && chmod 640 /workspace/d/f`)
+
+		name, run := takeSnapshot(ctx, ns, "snap", src.Name)
+		key := naming.Key(ns, src.Name)
+		Expect(name).To(Equal(builtin.SnapshotVolume(key, 1)))
+		GinkgoWriter.Printf("Snapshot of a 50 MiB workspace: %dms\n", run.Status.DurationMilliseconds)
+		Eventually(func(g Gomega) []afev1.SandboxSnapshot {
+			return getSandbox(ctx, src)(g).Status.Snapshots
+		}).Should(ConsistOf(HaveField("Name", name)))
+		Expect(getSandbox(ctx, src)(Default).Status.Snapshots[0].Run).To(Equal("snap"))
+		labels := volumeLabels(name)
+		Expect(labels).To(HaveKeyWithValue(afev1.LabelRole, afev1.RoleSnapshot))
+		Expect(labels).To(HaveKeyWithValue(afev1.LabelSandboxUID, string(src.UID)))
+		Expect(labels).To(HaveKeyWithValue(afev1.LabelRun, "snap"))
+		Expect(dockertest.Objects(afev1.LabelRole + "=" + afev1.RoleSnapshotCopy)).To(BeEmpty(), "no copy helper is left")
+
+		By("executing it again after a crash: the same snapshot, made again")
+		reexecute(ctx, run, src)
+		again := waitRunPhase(ctx, run, afev1.RunCompleted)
+		Expect(result(again)).To(HaveKeyWithValue("snapshot", name))
+
+		By("changing the workspace, and taking a second snapshot")
+		inContainer(c, `echo new > /workspace/d/f && rm /workspace/big`)
+		second, _ := takeSnapshot(ctx, ns, "snap2", src.Name)
+		Expect(second).To(Equal(builtin.SnapshotVolume(key, 2)))
+
+		By("starting a new sandbox from the first snapshot")
+		dst := newSandbox(ns, "dst")
+		dst.Spec.Workspace.FromSnapshot = name
+		t0 := time.Now()
+		Expect(k8sClient.Create(ctx, dst)).To(Succeed())
+		dst = waitReady(ctx, dst)
+		GinkgoWriter.Printf("Sandbox from a 50 MiB snapshot, creation to Ready: %s\n", time.Since(t0))
+		defer deleteAndWaitGone(ctx, dst)
+		Expect(inContainer(dst.Status.ContainerName, `cat /workspace/d/f; stat -c '%u %a' /workspace/d/f /workspace; wc -c < /workspace/big; touch /workspace/writable`)).
+			To(Equal("old\n1000 640\n1000 755\n52428800"))
+		Expect(findCondition(dst.Status.Conditions, afev1.WorkspaceReadyCondition).Message).To(ContainSubstring("made from snapshot " + name))
+
+		By("recreating it from the snapshot when its container is lost")
+		inContainer(dst.Status.ContainerName, `echo lost-soon > /workspace/d/f`)
+		Expect(dockertest.RemoveContainer(dst.Status.ContainerName)).To(Succeed())
+		Eventually(func(g Gomega) {
+			cur := getSandbox(ctx, dst)(g)
+			g.Expect(cur.Status.Recreations).To(Equal(int32(1)))
+			g.Expect(cur.Status.Phase).To(Equal(afev1.SandboxReady))
+		}).Should(Succeed())
+		Expect(inContainer(dst.Status.ContainerName, `cat /workspace/d/f`)).To(Equal("old"))
+	})
+
+	It("refuses a missing snapshot, or another namespace's, and creates nothing", func() {
+		other := newNamespace(ctx)
+		src := newSandbox(other, "elsewhere")
+		Expect(k8sClient.Create(ctx, src)).To(Succeed())
+		src = waitReady(ctx, src)
+		defer deleteAndWaitGone(ctx, src)
+		foreign, _ := takeSnapshot(ctx, other, "snap", src.Name)
+
+		for name, from := range map[string]string{"from-missing": "afe-" + ns + ".nothing-snap-1", "from-foreign": foreign} {
+			sbx := newSandbox(ns, name)
+			sbx.Spec.Workspace.FromSnapshot = from
+			Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
+			waitCondition(ctx, sbx, afev1.WorkspaceReadyCondition, "False", afev1.SnapshotNotFoundReason)
+			Eventually(func(g Gomega) afev1.SandboxPhase { return getSandbox(ctx, sbx)(g).Status.Phase }).Should(Equal(afev1.SandboxFailed))
+			Expect(dockertest.Objects(afev1.LabelSandboxUID + "=" + uidLabel(sbx))).To(BeEmpty())
+			deleteAndWaitGone(ctx, sbx)
+		}
+
+		By("refusing fromSnapshot on a Folder workspace at admission")
+		bad := newSandbox(ns, "folder")
+		bad.Spec.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: workspaceRoot + "/x", FromSnapshot: foreign}
+		Expect(k8sClient.Create(ctx, bad)).To(MatchError(ContainSubstring("fromSnapshot is only for a Volume workspace")))
+	})
+
+	It("removes a ticket's snapshots when it finishes, unless it retains them", func() {
+		dropped := newTicket(ns, "dropped")
+		kept := newTicket(ns, "kept")
+		kept.Spec.RetainSnapshots = true
+		var snaps []string
+		for _, tk := range []*afev1.Ticket{dropped, kept} {
+			Expect(k8sClient.Create(ctx, tk)).To(Succeed())
+			waitTicketPhase(ctx, tk, afev1.TicketReady)
+			sbx := getSandbox(ctx, &afev1.Sandbox{ObjectMeta: tk.ObjectMeta})(Default)
+			inContainer(sbx.Status.ContainerName, `echo "work of $1" > /workspace/notes`, tk.Name)
+			name, _ := takeSnapshot(ctx, ns, tk.Name+"-snap", tk.Name)
+			Expect(volumeLabels(name)).To(HaveKeyWithValue(afev1.LabelTicketUID, string(getTicket(ctx, tk)(Default).UID)))
+			snaps = append(snaps, name)
+			setState(ctx, tk, afev1.TicketDone)
+		}
+		waitTicketPhase(ctx, dropped, afev1.TicketFinished)
+		done := waitTicketPhase(ctx, kept, afev1.TicketFinished)
+		Expect(volumeExists(snaps[0])).To(BeFalse(), "a finished ticket's snapshot is removed")
+		Expect(volumeExists(snaps[1])).To(BeTrue(), "a retained snapshot is kept")
+		Expect(done.Status.RetainedSnapshots).To(Equal([]string{snaps[1]}))
+		Consistently(func() bool { return volumeExists(snaps[1]) }, "3s").Should(BeTrue(), "the sweep keeps it too")
+
+		By("starting a new ticket's sandbox from the retained snapshot")
+		next := newTicket(ns, "next")
+		next.Spec.Sandbox.Workspace.FromSnapshot = snaps[1]
+		Expect(k8sClient.Create(ctx, next)).To(Succeed())
+		waitTicketPhase(ctx, next, afev1.TicketReady)
+		sbx := getSandbox(ctx, &afev1.Sandbox{ObjectMeta: next.ObjectMeta})(Default)
+		Expect(inContainer(sbx.Status.ContainerName, `cat /workspace/notes`)).To(Equal("work of kept"))
+		setState(ctx, next, afev1.TicketCancelled)
+		waitTicketPhase(ctx, next, afev1.TicketFinished)
+
+		By("removing the retained snapshot with its ticket")
+		Expect(k8sClient.Delete(ctx, kept)).To(Succeed())
+		Eventually(func() bool { return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(kept), &afev1.Ticket{})) }).Should(BeTrue())
+		Eventually(func() bool { return volumeExists(snaps[1]) }).Should(BeFalse())
+	})
+})
+
+// volumeLabels reads a volume's labels with the docker CLI.
+func volumeLabels(name string) map[string]string {
+	out, err := exec.Command("docker", "volume", "inspect", "-f", "{{json .Labels}}", name).Output()
+	Expect(err).NotTo(HaveOccurred(), string(out))
+	labels := map[string]string{}
+	Expect(json.Unmarshal(out, &labels)).To(Succeed())
+	return labels
+}

@@ -1,0 +1,83 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/naming"
+)
+
+// snapshotRetry is how often a missing fromSnapshot is looked for again.
+const snapshotRetry = 30 * time.Second
+
+// errSnapshotMissing stops the recreation of a lost workspace whose
+// fromSnapshot is gone; the WorkspaceReady condition says so.
+var errSnapshotMissing = errors.New("the workspace's snapshot is missing")
+
+// mustRestore is true when the workspace volume is about to be filled for a
+// container that never ran on it: no container was recorded and none
+// exists. A recreation after a loss restores in recreateAfterLoss instead.
+func (r *SandboxReconciler) mustRestore(ctx context.Context, s *sandboxScope) (bool, error) {
+	if s.sbx.Spec.Workspace.FromSnapshot == "" || s.sbx.Status.ContainerID != "" {
+		return false, nil
+	}
+	if c := meta.FindStatusCondition(s.sbx.Status.Conditions, afev1.ContainerReadyCondition); c != nil &&
+		c.Reason == afev1.SandboxContainerLostReason && c.Status != metav1.ConditionTrue {
+		return false, nil
+	}
+	_, err := r.Engine.InspectContainer(ctx, s.containerName())
+	if errors.Is(err, docker.ErrNotFound) {
+		return true, nil
+	}
+	return false, err
+}
+
+// snapshotMissing checks that fromSnapshot names a snapshot volume of this
+// namespace and controller instance; when it does not, it says so in the
+// WorkspaceReady condition. A snapshot of another namespace is reported
+// missing too: its content is not this sandbox's to read.
+func (r *SandboxReconciler) snapshotMissing(ctx context.Context, s *sandboxScope) (bool, error) {
+	name := s.sbx.Spec.Workspace.FromSnapshot
+	v, err := r.Engine.InspectVolume(ctx, name)
+	if err != nil && !errors.Is(err, docker.ErrNotFound) {
+		return false, err
+	}
+	if err == nil && v.Labels[afev1.LabelRole] == afev1.RoleSnapshot &&
+		v.Labels[afev1.LabelNamespace] == s.id.Namespace && v.Labels[afev1.LabelController] == s.id.Instance {
+		return false, nil
+	}
+	setCondition(s.sbx, afev1.WorkspaceReadyCondition, false, afev1.SnapshotNotFoundReason,
+		fmt.Sprintf("Snapshot volume %s does not exist in this namespace; fix workspace.fromSnapshot", name))
+	return true, nil
+}
+
+// restoreWorkspace fills the workspace volume with a copy of the snapshot
+// before any container mounts it.
+func (r *SandboxReconciler) restoreWorkspace(ctx context.Context, s *sandboxScope, volume string) error {
+	from := s.sbx.Spec.Workspace.FromSnapshot
+	if err := r.Engine.EnsureImage(ctx, s.sbx.Spec.Image); err != nil {
+		return err
+	}
+	started := time.Now()
+	n, err := r.Engine.CopyWorkspace(ctx, docker.CopySpec{
+		Name:   naming.Volume(s.id.Key) + "-restore",
+		Image:  s.sbx.Spec.Image,
+		Labels: s.id.Labels(afev1.RoleSnapshotCopy),
+		From:   docker.Mount{Type: docker.MountVolume, Source: from},
+		To:     docker.Mount{Type: docker.MountVolume, Source: volume},
+	})
+	if err != nil {
+		return fmt.Errorf("restore snapshot %s into %s: %w", from, volume, err)
+	}
+	logf.FromContext(ctx).Info("Restored the workspace from a snapshot", "snapshot", from, "volume", volume, "bytes", n, "duration", time.Since(started))
+	r.Recorder.Eventf(s.sbx, nil, "Normal", "Restored", "Restore", "Workspace volume %s filled from snapshot %s", volume, from)
+	return nil
+}
