@@ -46,12 +46,12 @@ type Options struct {
 	EgressNetwork string
 	// EgressAllowPrivate lets proxies reach private addresses.
 	EgressAllowPrivate bool
-	// ResyncPeriod is how often a Ready sandbox is checked without an event.
+	// ResyncPeriod is how often every labelled Docker object is listed, to
+	// catch a loss the event stream missed and to sweep orphans.
 	ResyncPeriod time.Duration
 	// MaxConcurrentReconciles bounds parallel reconciles per kind.
 	MaxConcurrentReconciles int
-	// SweepPeriod is how often orphaned Docker objects are looked for;
-	// default the resync period, at least a minute.
+	// SweepPeriod overrides ResyncPeriod for the sweep (tests use a short one).
 	SweepPeriod time.Duration
 }
 
@@ -86,15 +86,24 @@ type sandboxScope struct {
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
+// staleRetry is how soon a reconcile that read a stale Sandbox is repeated.
+const staleRetry = 100 * time.Millisecond
+
 // Reconcile brings the Docker objects of one Sandbox in line with its spec.
-func (r *SandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+func (r *SandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
 	sbx := &afev1.Sandbox{}
 	if err := r.Get(ctx, req.NamespacedName, sbx); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	s := &sandboxScope{sbx: sbx, before: sbx.DeepCopy(), id: sandboxspec.IdentityOf(sbx, r.Options.Instance)}
 	defer func() {
-		if err := r.patchStatus(ctx, s.before, sbx); err != nil && !apierrors.IsNotFound(err) {
+		err := r.patchStatus(ctx, s.before, sbx)
+		switch {
+		case apierrors.IsConflict(err):
+			// This reconcile read a stale copy: look again once the cache
+			// holds the newer one.
+			res = ctrl.Result{RequeueAfter: staleRetry}
+		case err != nil && !apierrors.IsNotFound(err):
 			retErr = errors.Join(retErr, err)
 		}
 	}()
@@ -138,7 +147,9 @@ func (r *SandboxReconciler) reconcileNormal(ctx context.Context, s *sandboxScope
 		}
 	}
 	s.sbx.Status.ObservedGeneration = s.sbx.Generation
-	return ctrl.Result{RequeueAfter: r.Options.ResyncPeriod}, nil
+	// Nothing to do until an event says otherwise: the Docker event stream
+	// and the sweep's batched list (every ResyncPeriod) bring it back here.
+	return ctrl.Result{}, nil
 }
 
 // invalidSpec reports a spec the controller cannot honour. Nothing is created;
@@ -192,7 +203,9 @@ func (r *SandboxReconciler) reconcileDelete(ctx context.Context, s *sandboxScope
 }
 
 // patchStatus summarises the conditions and writes the status once, only
-// when it changed.
+// when it changed, and only over the version it read: a reconcile that
+// started from a stale cache must not overwrite what a newer one wrote (the
+// time to Ready, for one).
 func (r *SandboxReconciler) patchStatus(ctx context.Context, before, sbx *afev1.Sandbox) error {
 	deleting := !sbx.DeletionTimestamp.IsZero()
 	if deleting && !controllerutil.ContainsFinalizer(sbx, afev1.SandboxFinalizer) {
@@ -200,13 +213,14 @@ func (r *SandboxReconciler) patchStatus(ctx context.Context, before, sbx *afev1.
 	}
 	now := metav1.Now()
 	status.SummarizeSandbox(&sbx.Status, sbx.Generation, deleting, now)
-	observeReady(before, sbx, now)
 	if equality.Semantic.DeepEqual(before.Status, sbx.Status) {
 		return nil
 	}
-	if err := r.Status().Patch(ctx, sbx, client.MergeFrom(before)); err != nil {
+	patch := client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})
+	if err := r.Status().Patch(ctx, sbx, patch); err != nil {
 		return fmt.Errorf("patch status: %w", err)
 	}
+	observeReady(before, sbx, now)
 	return nil
 }
 

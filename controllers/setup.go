@@ -40,9 +40,11 @@ func SetupAll(ctx context.Context, mgr ctrl.Manager, engine docker.Engine, opts 
 	}
 	period := opts.SweepPeriod
 	if period <= 0 {
-		period = max(opts.ResyncPeriod, time.Minute)
+		period = max(opts.ResyncPeriod, 10*time.Second)
 	}
-	if err := mgr.Add(&Sweeper{Client: mgr.GetClient(), Cache: mgr.GetCache(), Engine: engine, Instance: opts.Instance, Period: period}); err != nil {
+	sweeper := &Sweeper{Client: mgr.GetClient(), Cache: mgr.GetCache(), Engine: engine, Instance: opts.Instance,
+		Period: period, Enqueue: events.enqueue}
+	if err := mgr.Add(sweeper); err != nil {
 		return fmt.Errorf("add sweeper: %w", err)
 	}
 	runs := &RunReconciler{

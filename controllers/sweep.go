@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -13,16 +14,21 @@ import (
 	"afe.dev/sandbox/docker"
 )
 
-// Sweeper periodically removes the labelled Docker objects of this
-// controller instance whose Sandbox no longer exists: leftovers of a crash,
-// of a finalizer removed by hand, or of a Sandbox deleted while the
-// controller was away.
+// Sweeper periodically looks at every labelled Docker object of this
+// controller instance at once, in one list request per kind. It removes the
+// objects whose Sandbox no longer exists (leftovers of a crash, of a
+// finalizer removed by hand, or of a Sandbox deleted while the controller was
+// away), and it is the fallback of the event stream: a Ready Sandbox whose
+// container or proxy is not running is queued for a reconcile. Between two
+// sweeps a Ready sandbox costs no Docker request at all.
 type Sweeper struct {
 	Client   client.Reader
 	Cache    cache.Cache
 	Engine   docker.Engine
 	Instance string
 	Period   time.Duration
+	// Enqueue asks for a reconcile of the Sandbox namespace/name.
+	Enqueue func(namespace, name string)
 }
 
 // NeedLeaderElection is true: only the leader removes objects.
@@ -35,7 +41,7 @@ func (s *Sweeper) Start(ctx context.Context) error {
 		return nil
 	}
 	for {
-		if err := sweep(ctx, s.Client, s.Engine, map[string]string{afev1.LabelController: s.Instance}); err != nil && ctx.Err() == nil {
+		if err := sweepAndResync(ctx, s.Client, s.Engine, map[string]string{afev1.LabelController: s.Instance}, s.Enqueue); err != nil && ctx.Err() == nil {
 			log.Error(err, "Sweep of orphaned Docker objects")
 		}
 		select {
@@ -50,6 +56,12 @@ func (s *Sweeper) Start(ctx context.Context) error {
 // is no existing Sandbox's: containers first, then networks, then volumes.
 // Objects without an afe.sandbox-uid label are never touched.
 func sweep(ctx context.Context, c client.Reader, engine docker.Engine, labels map[string]string) error {
+	return sweepAndResync(ctx, c, engine, labels, nil)
+}
+
+// sweepAndResync sweeps, and passes to enqueue every Ready Sandbox whose
+// containers are not all running.
+func sweepAndResync(ctx context.Context, c client.Reader, engine docker.Engine, labels map[string]string, enqueue func(namespace, name string)) error {
 	log := logf.FromContext(ctx)
 	// Docker first, Sandboxes second: an object listed was made for a
 	// Sandbox the cache already held, so it is in the later list.
@@ -65,9 +77,6 @@ func sweep(ctx context.Context, c client.Reader, engine docker.Engine, labels ma
 	if err != nil {
 		return err
 	}
-	if len(containers)+len(networks)+len(volumes) == 0 {
-		return nil
-	}
 	list := &afev1.SandboxList{}
 	if err := c.List(ctx, list); err != nil {
 		return err
@@ -75,6 +84,12 @@ func sweep(ctx context.Context, c client.Reader, engine docker.Engine, labels ma
 	live := map[string]bool{}
 	for i := range list.Items {
 		live[string(list.Items[i].UID)] = true
+	}
+	if enqueue != nil {
+		for _, sbx := range notRunning(list.Items, containers) {
+			log.Info("Sandbox container not running; reconciling", "sandbox", sbx.Namespace+"/"+sbx.Name)
+			enqueue(sbx.Namespace, sbx.Name)
+		}
 	}
 	orphan := func(l map[string]string) bool {
 		uid := l[afev1.LabelSandboxUID]
@@ -100,4 +115,27 @@ func sweep(ctx context.Context, c client.Reader, engine docker.Engine, labels ma
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// notRunning returns the Ready Sandboxes among sandboxes whose container, or
+// proxy when they have egress, is not among the running containers.
+func notRunning(sandboxes []afev1.Sandbox, containers []docker.Container) []*afev1.Sandbox {
+	running := map[string]bool{} // uid/role
+	for _, ct := range containers {
+		if ct.Running {
+			running[ct.Labels[afev1.LabelSandboxUID]+"/"+ct.Labels[afev1.LabelRole]] = true
+		}
+	}
+	var out []*afev1.Sandbox
+	for i := range sandboxes {
+		sbx := &sandboxes[i]
+		if !sbx.DeletionTimestamp.IsZero() || !meta.IsStatusConditionTrue(sbx.Status.Conditions, afev1.SandboxReadyCondition) {
+			continue
+		}
+		uid := string(sbx.UID)
+		if !running[uid+"/"+afev1.RoleSandbox] || (len(sbx.Spec.Egress) > 0 && !running[uid+"/"+afev1.RoleProxy]) {
+			out = append(out, sbx)
+		}
+	}
+	return out
 }

@@ -38,12 +38,14 @@ func main() {
 func run() int {
 	var (
 		metricsAddr, probeAddr string
+		pprofAddr              string
 		leaderElect            bool
 		dockerHost, denyEnv    string
 		opts                   controllers.Options
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "The address the metrics endpoint binds to; 0 disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "The address the health probes bind to.")
+	flag.StringVar(&pprofAddr, "pprof-bind-address", "0", "The address the pprof endpoints bind to; 0 disables them.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader, so that only one manager acts at a time.")
 	flag.StringVar(&dockerHost, "docker-host", "", "The Docker engine (unix:// or tcp://); default DOCKER_HOST or the local socket. TLS from DOCKER_CERT_PATH and DOCKER_TLS_VERIFY.")
 	flag.StringVar(&opts.ProxyImage, "proxy-image", "afe/egress-proxy:dev", "The egress proxy image.")
@@ -77,6 +79,7 @@ func run() int {
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress: probeAddr,
+		PprofBindAddress:       pprofAddr,
 		LeaderElection:         leaderElect,
 		LeaderElectionID:       "afe-controller-" + opts.Instance + ".sandbox.afe.dev",
 	})
