@@ -72,7 +72,7 @@ var _ = Describe("Builtin Snapshot", func() {
 		Expect(labels).To(HaveKeyWithValue(afev1.LabelRole, afev1.RoleSnapshot))
 		Expect(labels).To(HaveKeyWithValue(afev1.LabelSandboxUID, string(src.UID)))
 		Expect(labels).To(HaveKeyWithValue(afev1.LabelRun, "snap"))
-		Expect(dockertest.Objects(afev1.LabelRole + "=" + afev1.RoleSnapshotCopy)).To(BeEmpty(), "no copy helper is left")
+		Expect(dockertest.Objects(afev1.LabelRole+"="+afev1.RoleSnapshotCopy)).To(BeEmpty(), "no copy helper is left")
 
 		By("executing it again after a crash: the same snapshot, made again")
 		reexecute(ctx, run, src)
@@ -165,7 +165,9 @@ var _ = Describe("Builtin Snapshot", func() {
 
 		By("removing the retained snapshot with its ticket")
 		Expect(k8sClient.Delete(ctx, kept)).To(Succeed())
-		Eventually(func() bool { return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(kept), &afev1.Ticket{})) }).Should(BeTrue())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(kept), &afev1.Ticket{}))
+		}).Should(BeTrue())
 		Eventually(func() bool { return volumeExists(snaps[1]) }).Should(BeFalse())
 	})
 })

@@ -69,7 +69,7 @@ func (c *Client) CopyWorkspace(ctx context.Context, spec CopySpec) (int64, error
 	if err != nil {
 		return 0, wrap(err, "read the tree of "+from)
 	}
-	defer rc.Close()
+	defer func() { _ = rc.Close() }()
 	counted := &countingReader{r: rc}
 	c.count("copy_to_container")
 	if err := c.api.CopyToContainer(ctx, to, "/", counted, container.CopyToContainerOptions{}); err != nil {

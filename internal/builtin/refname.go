@@ -36,10 +36,15 @@ func ValidateRefName(s string) error {
 			return fmt.Errorf("component %q ends with \".\" or \".lock\"", c)
 		}
 		for _, r := range c {
-			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			if !refChar(r) {
 				return fmt.Errorf("contains %q", r)
 			}
 		}
 	}
 	return nil
+}
+
+// refChar is true for the characters a ref name component may hold.
+func refChar(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.'
 }
