@@ -1,0 +1,77 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/gexec"
+
+	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/test/dockertest"
+)
+
+var _ = Describe("Builtin MergeAndCI across a crash", Ordered, func() {
+	It("merges again to the same commits after the manager is killed during CI", func() {
+		engine, err := docker.New("")
+		Expect(err).NotTo(HaveOccurred())
+		skip, err := dockertest.RequireImage(engine, dockertest.GitImage)
+		Expect(err).NotTo(HaveOccurred())
+		if skip != "" {
+			Skip(skip)
+		}
+		ns := fmt.Sprintf("e2e-builtin-%d", os.Getpid())
+		mustKubectl("create", "namespace", ns)
+		mustKubectlStdin(`apiVersion: sandbox.afe.dev/v1alpha1
+kind: Sandbox
+metadata: {name: lanes}
+spec: {image: `+dockertest.GitImage+`}
+`, "apply", "-n", ns, "-f", "-")
+		defer func() { _, _ = kubectl("delete", "-n", ns, "sandbox/lanes", "--wait=true", "--timeout=60s") }()
+		mustKubectl("wait", "-n", ns, "--for=condition=Ready", "sandbox/lanes", "--timeout=60s")
+		container := "afe-" + ns + ".lanes"
+		git := func(script string) string {
+			out, err := exec.Command("docker", "exec", container, "sh", "-c", script).CombinedOutput()
+			Expect(err).NotTo(HaveOccurred(), string(out))
+			return strings.TrimSpace(string(out))
+		}
+		git(`set -e; cd /workspace && git init -q -b main repo && cd repo && echo base > base.txt
+git add -A && git -c user.name=t -c user.email=t@t commit -qm base
+git worktree add -q -b a ../lanes/a && git worktree add -q -b b ../lanes/b
+echo a > ../lanes/a/a.txt && echo b > ../lanes/b/b.txt`)
+
+		mustKubectlStdin(`apiVersion: sandbox.afe.dev/v1alpha1
+kind: Run
+metadata: {name: merge}
+spec:
+  sandboxRef: {name: lanes}
+  builtin: MergeAndCI
+  lanes: [a, b]
+  baseRef: main
+  ciScript: echo ci-started >> /workspace/ci-runs; sleep 5; test -f a.txt && test -f b.txt
+`, "apply", "-n", ns, "-f", "-")
+		// The first attempt is in its CI step: the git part is done.
+		Eventually(func() string {
+			out, _ := exec.Command("docker", "exec", container, "cat", "/workspace/ci-runs").Output()
+			return string(out)
+		}).Should(Equal("ci-started\n"))
+		first := git(`git -C /workspace/repo rev-parse integration a b`)
+		manager.Kill()
+		Eventually(manager).Should(gexec.Exit())
+		time.Sleep(time.Second)
+		startManager()
+
+		mustKubectl("wait", "-n", ns, "--for=jsonpath={.status.phase}=Completed", "run/merge", "--timeout=90s")
+		Expect(mustKubectl("get", "-n", ns, "run/merge", "-o",
+			"jsonpath={.status.attempts} {.status.ok} {.status.result.merged} {.status.result.ci_passed} {.status.result.integration_commit}")).
+			To(Equal("2 true true true " + strings.Fields(first)[0]))
+		Expect(git(`git -C /workspace/repo rev-parse integration a b`)).To(Equal(first), "the same commits, made again")
+		Expect(git(`git -C /workspace/repo rev-list --count a`)).To(Equal("2"), "the lane was committed once")
+		Expect(git(`cat /workspace/ci-runs`)).To(Equal("ci-started\nci-started"))
+		Expect(git(`ps -o args`)).NotTo(ContainSubstring("sleep 5"))
+	})
+})
