@@ -12,15 +12,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/test/dockertest"
 )
 
 // requireGitImage skips (fails under CI) without the afe/git:dev image.
 func requireGitImage() {
-	engine, err := docker.New("")
-	Expect(err).NotTo(HaveOccurred())
-	skip, err := dockertest.RequireImage(engine, dockertest.GitImage)
+	skip, err := dockertest.RequireImage(dockertest.GitImage)
 	Expect(err).NotTo(HaveOccurred())
 	if skip != "" {
 		Skip(skip)

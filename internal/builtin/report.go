@@ -1,13 +1,13 @@
 package builtin
 
 import (
-	"bytes"
 	"encoding/json"
 	"strconv"
 	"strings"
 	"sync"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/internal/runexec"
 )
 
 // Limits of what the git part's report keeps.
@@ -47,8 +47,7 @@ type Failure struct {
 // the output comes.
 type Report struct {
 	mu          sync.Mutex
-	line        []byte
-	skip        bool
+	lines       *runexec.Lines
 	Base        string
 	Merged      []LaneCommit
 	Committed   []string
@@ -64,30 +63,10 @@ type Report struct {
 func (r *Report) Write(p []byte) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	n := len(p)
-	for len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
-		chunk := p
-		if i >= 0 {
-			chunk = p[:i]
-		}
-		if !r.skip {
-			if len(r.line)+len(chunk) > maxReportLine {
-				r.skip, r.line = true, r.line[:0]
-			} else {
-				r.line = append(r.line, chunk...)
-			}
-		}
-		if i < 0 {
-			break
-		}
-		if !r.skip {
-			r.parse(string(r.line))
-		}
-		r.line, r.skip = r.line[:0], false
-		p = p[i+1:]
+	if r.lines == nil {
+		r.lines = &runexec.Lines{Max: maxReportLine, Line: func(line []byte) { r.parse(string(line)) }}
 	}
-	return n, nil
+	return r.lines.Write(p)
 }
 
 // parse takes one line: "afe-builtin WORD ARGS...", where the last argument

@@ -129,17 +129,19 @@ func (t *Tail) Truncated() bool {
 // MaxResultLine bounds the stdout line a result is read from.
 const MaxResultLine = 64 << 10
 
-// Results watches stdout for lines that parse as a JSON object and keeps the
-// last one. Lines longer than MaxResultLine are skipped.
-type Results struct {
-	line    []byte
+// Lines splits what is written to it into lines and hands each complete
+// line, without its newline, to Line. A line longer than Max bytes is
+// dropped whole. Flush hands over a last line that has no newline.
+type Lines struct {
+	Max     int
+	Line    func([]byte)
+	buf     []byte
 	skip    bool
-	last    map[string]json.RawMessage
 	pending bool
 }
 
 // Write scans p for complete lines.
-func (r *Results) Write(p []byte) (int, error) {
+func (l *Lines) Write(p []byte) (int, error) {
 	n := len(p)
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
@@ -147,36 +149,60 @@ func (r *Results) Write(p []byte) (int, error) {
 		if i >= 0 {
 			chunk = p[:i]
 		}
-		if !r.skip {
-			if len(r.line)+len(chunk) > MaxResultLine {
-				r.skip, r.line = true, r.line[:0]
+		if !l.skip {
+			if len(l.buf)+len(chunk) > l.Max {
+				l.skip, l.buf = true, l.buf[:0]
 			} else {
-				r.line = append(r.line, chunk...)
+				l.buf = append(l.buf, chunk...)
 			}
 		}
-		r.pending = true
+		l.pending = true
 		if i < 0 {
 			break
 		}
-		r.endLine()
+		l.end()
 		p = p[i+1:]
 	}
 	return n, nil
 }
 
-func (r *Results) endLine() {
-	if !r.skip {
-		if obj, ok := ParseObject(r.line); ok {
-			r.last = obj
-		}
+// Flush ends a last line without newline.
+func (l *Lines) Flush() {
+	if l.pending {
+		l.end()
 	}
-	r.line, r.skip, r.pending = r.line[:0], false, false
+}
+
+func (l *Lines) end() {
+	if !l.skip {
+		l.Line(l.buf)
+	}
+	l.buf, l.skip, l.pending = l.buf[:0], false, false
+}
+
+// Results watches stdout for lines that parse as a JSON object and keeps the
+// last one. Lines longer than MaxResultLine are skipped.
+type Results struct {
+	lines *Lines
+	last  map[string]json.RawMessage
+}
+
+// Write scans p for complete lines.
+func (r *Results) Write(p []byte) (int, error) {
+	if r.lines == nil {
+		r.lines = &Lines{Max: MaxResultLine, Line: func(line []byte) {
+			if obj, ok := ParseObject(line); ok {
+				r.last = obj
+			}
+		}}
+	}
+	return r.lines.Write(p)
 }
 
 // Last is the last JSON object seen, counting a final line without newline.
 func (r *Results) Last() map[string]json.RawMessage {
-	if r.pending {
-		r.endLine()
+	if r.lines != nil {
+		r.lines.Flush()
 	}
 	return r.last
 }

@@ -11,26 +11,23 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/gexec"
 
-	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/test/dockertest"
 )
 
 var _ = Describe("Builtin MergeAndCI across a crash", Ordered, func() {
 	It("merges again to the same commits after the manager is killed during CI", func() {
-		engine, err := docker.New("")
-		Expect(err).NotTo(HaveOccurred())
-		skip, err := dockertest.RequireImage(engine, dockertest.GitImage)
+		skip, err := dockertest.RequireImage(dockertest.GitImage)
 		Expect(err).NotTo(HaveOccurred())
 		if skip != "" {
 			Skip(skip)
 		}
 		ns := fmt.Sprintf("e2e-builtin-%d", os.Getpid())
 		mustKubectl("create", "namespace", ns)
-		mustKubectlStdin(`apiVersion: sandbox.afe.dev/v1alpha1
+		Expect(mustKubectlStdin(`apiVersion: sandbox.afe.dev/v1alpha1
 kind: Sandbox
 metadata: {name: lanes}
 spec: {image: `+dockertest.GitImage+`}
-`, "apply", "-n", ns, "-f", "-")
+`, "apply", "-n", ns, "-f", "-")).To(ContainSubstring("sandbox.sandbox.afe.dev/lanes created"))
 		defer func() { _, _ = kubectl("delete", "-n", ns, "sandbox/lanes", "--wait=true", "--timeout=60s") }()
 		mustKubectl("wait", "-n", ns, "--for=condition=Ready", "sandbox/lanes", "--timeout=60s")
 		container := "afe-" + ns + ".lanes"
@@ -44,7 +41,7 @@ git add -A && git -c user.name=t -c user.email=t@t commit -qm base
 git worktree add -q -b a ../lanes/a && git worktree add -q -b b ../lanes/b
 echo a > ../lanes/a/a.txt && echo b > ../lanes/b/b.txt`)
 
-		mustKubectlStdin(`apiVersion: sandbox.afe.dev/v1alpha1
+		Expect(mustKubectlStdin(`apiVersion: sandbox.afe.dev/v1alpha1
 kind: Run
 metadata: {name: merge}
 spec:
@@ -53,7 +50,7 @@ spec:
   lanes: [a, b]
   baseRef: main
   ciScript: echo ci-started >> /workspace/ci-runs; sleep 5; test -f a.txt && test -f b.txt
-`, "apply", "-n", ns, "-f", "-")
+`, "apply", "-n", ns, "-f", "-")).To(ContainSubstring("run.sandbox.afe.dev/merge created"))
 		// The first attempt is in its CI step: the git part is done.
 		Eventually(func() string {
 			out, _ := exec.Command("docker", "exec", container, "cat", "/workspace/ci-runs").Output()
