@@ -105,6 +105,11 @@ var _ = Describe("Builtin Snapshot", func() {
 			g.Expect(cur.Status.Phase).To(Equal(afev1.SandboxReady))
 		}).Should(Succeed())
 		Expect(inContainer(dst.Status.ContainerName, `cat /workspace/d/f`)).To(Equal("old"))
+
+		By("removing the snapshots of a sandbox without ticket once it is deleted")
+		deleteAndWaitGone(ctx, src)
+		Eventually(func() bool { return volumeExists(name) || volumeExists(second) }).Should(BeFalse())
+		Expect(getSandbox(ctx, dst)(Default).Status.Phase).To(Equal(afev1.SandboxReady), "a sandbox made from it keeps its copy")
 	})
 
 	It("refuses a missing snapshot, or another namespace's, and creates nothing", func() {
