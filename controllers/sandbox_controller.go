@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -69,6 +71,30 @@ type SandboxReconciler struct {
 	Options   Options
 	// DockerEvents feeds container events into the reconcile queue.
 	DockerEvents <-chan event.TypedGenericEvent[*afev1.Sandbox]
+
+	// finalized holds the UIDs whose finalizer this process removed, with
+	// the time: the Docker events of that removal queue the Sandbox again
+	// while the cache still shows it, and there is nothing left to do.
+	finalized sync.Map
+}
+
+// finalizedMemory is how long a finalized UID is remembered.
+const finalizedMemory = time.Minute
+
+func (r *SandboxReconciler) rememberFinalized(uid types.UID) {
+	now := time.Now()
+	r.finalized.Store(uid, now)
+	r.finalized.Range(func(k, v any) bool {
+		if now.Sub(v.(time.Time)) > finalizedMemory {
+			r.finalized.Delete(k)
+		}
+		return true
+	})
+}
+
+func (r *SandboxReconciler) wasFinalized(uid types.UID) bool {
+	_, ok := r.finalized.Load(uid)
+	return ok
 }
 
 // sandboxScope is what one reconcile of a sandbox works with.
@@ -94,6 +120,9 @@ func (r *SandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (re
 	sbx := &afev1.Sandbox{}
 	if err := r.Get(ctx, req.NamespacedName, sbx); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !sbx.DeletionTimestamp.IsZero() && r.wasFinalized(sbx.UID) {
+		return ctrl.Result{}, nil // a stale copy of a Sandbox already gone
 	}
 	s := &sandboxScope{sbx: sbx, before: sbx.DeepCopy(), id: sandboxspec.IdentityOf(sbx, r.Options.Instance)}
 	defer func() {
@@ -199,6 +228,7 @@ func (r *SandboxReconciler) reconcileDelete(ctx context.Context, s *sandboxScope
 	if err := r.Update(ctx, s.sbx); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	r.rememberFinalized(s.sbx.UID)
 	return ctrl.Result{}, nil
 }
 
