@@ -89,6 +89,11 @@ test-chaos: envtest images build ## A longer crash-convergence churn (CHURN_SEED
 	CHURN_TICKETS=$${CHURN_TICKETS:-60} CHURN_STEPS=$${CHURN_STEPS:-400} CHURN_KILLS=$${CHURN_KILLS:-15} \
 		go test ./test/e2e/ -count=1 -timeout 30m -v -ginkgo.focus="Crash convergence" -ginkgo.v 2>&1 | grep -E "churn:|SUCCESS|FAIL|Passed"
 
+BENCH_ARGS ?=
+.PHONY: bench
+bench: manifests envtest images build ## The benchmark table: the controller against the docker CLI (BENCH_ARGS, e.g. "-idle 200 -profile").
+	go run ./hack/bench -assets $(ENVTEST_DIR) -manager $(LOCALBIN)/manager -out $(LOCALBIN)/bench $(BENCH_ARGS)
+
 .PHONY: test-unit
 test-unit: ## Only the tests that need neither Docker nor an API server.
 	go test -count=1 ./api/... ./internal/...

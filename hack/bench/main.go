@@ -1,0 +1,258 @@
+// Command bench measures the controller against the plain Docker CLI doing
+// the same work in the same run, and prints one Markdown table. `make bench`
+// runs it; it starts a local control plane and the manager binary itself,
+// and uses the local Docker engine.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/localcp"
+)
+
+// config sizes the run: `make bench` uses the defaults, the smoke test in
+// `make test` tiny ones.
+type config struct {
+	Assets, Manager, CRDs, Image, ProxyImage, Out string
+
+	Reps, EgressReps, Tickets, LossReps, RunReps, Idle int
+	IdleFor                                            time.Duration
+	Parallel, Concurrency                              int
+	Profile                                            bool
+	// Scenarios are the names of the scenarios to run; empty runs all.
+	Scenarios []string
+}
+
+func main() {
+	cfg := config{}
+	flag.StringVar(&cfg.Assets, "assets", os.Getenv("KUBEBUILDER_ASSETS"), "The folder of kube-apiserver and etcd.")
+	flag.StringVar(&cfg.Manager, "manager", "bin/manager", "The manager binary.")
+	flag.StringVar(&cfg.CRDs, "crds", "config/crd/bases", "The CRD folder.")
+	flag.StringVar(&cfg.Image, "image", "afe/busybox:dev", "The sandbox image.")
+	flag.StringVar(&cfg.ProxyImage, "proxy-image", "afe/egress-proxy:dev", "The egress proxy image.")
+	flag.StringVar(&cfg.Out, "out", "bin/bench", "Where the table, the manager's log and the profiles go.")
+	flag.IntVar(&cfg.Reps, "reps", 10, "Repetitions of one sandbox without egress.")
+	flag.IntVar(&cfg.EgressReps, "egress-reps", 5, "Repetitions of one sandbox with egress.")
+	flag.IntVar(&cfg.Tickets, "tickets", 50, "Tickets created at once, then set Done.")
+	flag.IntVar(&cfg.LossReps, "loss-reps", 10, "Containers removed by hand.")
+	flag.IntVar(&cfg.RunReps, "run-reps", 20, "Runs of true.")
+	flag.IntVar(&cfg.Idle, "idle", 100, "Ready sandboxes left idle.")
+	flag.DurationVar(&cfg.IdleFor, "idle-for", time.Minute, "How long they are left idle.")
+	flag.IntVar(&cfg.Parallel, "parallel", 4, "Commands the parallel CLI baseline runs at once.")
+	flag.IntVar(&cfg.Concurrency, "max-concurrent-reconciles", 4, "The manager's --max-concurrent-reconciles.")
+	flag.BoolVar(&cfg.Profile, "profile", false, "Save CPU and heap profiles of the manager in -out.")
+	scenarios := flag.String("scenarios", "", "Comma-separated scenarios to run (sandbox, egress, loss, run, tickets, idle); empty runs all.")
+	flag.Parse()
+	if *scenarios != "" {
+		cfg.Scenarios = strings.Split(*scenarios, ",")
+	}
+	if err := benchmark(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// benchmark runs the benchmark and prints the table, also when it stopped
+// half-way.
+func benchmark(cfg config) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rows, err := run(ctx, cfg, os.Stderr)
+	if len(rows) > 0 {
+		writeTable(os.Stdout, rows)
+		if f, ferr := os.Create(filepath.Join(cfg.Out, "results.md")); ferr == nil {
+			writeTable(f, rows)
+			_ = f.Close()
+		}
+	}
+	return err
+}
+
+// bench is one run: a control plane, a manager, a namespace, the engine.
+type bench struct {
+	cfg      config
+	log      io.Writer
+	c        client.WithWatch
+	engine   *docker.Client
+	instance string
+	// cliInstance labels the baseline's objects.
+	cliInstance string
+	ns          string
+	egressNet   string
+	manager     *exec.Cmd
+	metricsAddr string
+	pprofAddr   string
+}
+
+func (b *bench) logf(format string, args ...any) {
+	_, _ = fmt.Fprintf(b.log, time.Now().Format("15:04:05 ")+format+"\n", args...)
+}
+
+// run sets everything up, runs the scenarios in order and tears down.
+func run(ctx context.Context, cfg config, log io.Writer) (rows []row, err error) {
+	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
+		return nil, err
+	}
+	b := &bench{cfg: cfg, log: log, ns: "bench",
+		instance:    fmt.Sprintf("bench-%d", os.Getpid()),
+		cliInstance: fmt.Sprintf("bench-cli-%d", os.Getpid())}
+	b.egressNet = "afe-" + b.instance + "-egress"
+
+	engine, err := docker.New("")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = engine.Close() }()
+	b.engine = engine
+	if err := engine.Ping(ctx); err != nil {
+		return nil, fmt.Errorf("the Docker engine: %w", err)
+	}
+	labels := map[string]string{afev1.LabelController: b.instance}
+	if _, err := engine.EnsureNetwork(ctx, docker.NetworkSpec{Name: b.egressNet, Labels: labels}); err != nil {
+		return nil, err
+	}
+	defer func() { err = joinErr(err, b.removeDocker()) }()
+
+	dir, err := os.MkdirTemp("", "afe-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	b.logf("starting a local control plane")
+	cp, err := localcp.Start(dir, cfg.Assets, cfg.CRDs)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = cp.Stop() }()
+	if err := afev1.AddToScheme(scheme.Scheme); err != nil {
+		return nil, err
+	}
+	// The bench's own requests must not wait on client-side rate limits:
+	// 50 Tickets are created at once.
+	cfgREST := rest.CopyConfig(cp.Config)
+	cfgREST.QPS, cfgREST.Burst = 1000, 1000
+	if b.c, err = client.NewWithWatch(cfgREST, client.Options{Scheme: scheme.Scheme}); err != nil {
+		return nil, err
+	}
+	if err := b.createNamespace(ctx); err != nil {
+		return nil, err
+	}
+	if err := b.startManager(cp.Kubeconfig); err != nil {
+		return nil, err
+	}
+	defer b.stopManager()
+
+	if err := b.warmUp(ctx); err != nil {
+		return nil, err
+	}
+	scenarios := []struct {
+		name string
+		run  func(context.Context) ([]row, error)
+	}{
+		{"sandbox", b.oneSandbox},
+		{"egress", b.oneSandboxWithEgress},
+		{"loss", b.loss},
+		{"run", b.runTrue},
+		{"tickets", b.manyTickets},
+		{"idle", b.idle},
+	}
+	for _, s := range scenarios {
+		if len(cfg.Scenarios) > 0 && !slices.Contains(cfg.Scenarios, s.name) {
+			continue
+		}
+		r, err := s.run(ctx)
+		rows = append(rows, r...)
+		if err != nil {
+			return rows, err
+		}
+		if err := b.drain(ctx); err != nil {
+			return rows, err
+		}
+	}
+	return rows, nil
+}
+
+// warmUp makes and removes one sandbox with egress, so that the first
+// measurement does not include the manager's start (its caches filling).
+func (b *bench) warmUp(ctx context.Context) error {
+	sbx, _, err := b.createSandbox(ctx, "warm-up", []afev1.EgressHost{"example.com"})
+	if err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	if err := b.deleteSandbox(ctx, sbx); err != nil {
+		return err
+	}
+	return b.drain(ctx)
+}
+
+// startManager runs the manager binary as `make run` does, with its metrics
+// and pprof endpoints on loopback.
+func (b *bench) startManager(kubeconfig string) error {
+	b.metricsAddr, b.pprofAddr = freeAddr(), freeAddr()
+	logFile, err := os.Create(filepath.Join(b.cfg.Out, "manager.log"))
+	if err != nil {
+		return err
+	}
+	args := []string{
+		"--instance", b.instance,
+		"--metrics-bind-address", b.metricsAddr,
+		"--health-probe-bind-address", "0",
+		"--pprof-bind-address", b.pprofAddr,
+		"--egress-network", b.egressNet,
+		"--proxy-image", b.cfg.ProxyImage,
+		"--max-concurrent-reconciles", fmt.Sprint(b.cfg.Concurrency),
+		"--zap-time-encoding", "rfc3339nano",
+	}
+	b.manager = exec.Command(b.cfg.Manager, args...)
+	b.manager.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	b.manager.Stdout, b.manager.Stderr = logFile, logFile
+	b.logf("starting %s %s", b.cfg.Manager, strings.Join(args, " "))
+	if err := b.manager.Start(); err != nil {
+		return err
+	}
+	return waitHTTP("http://"+b.metricsAddr+"/metrics", 30*time.Second)
+}
+
+func (b *bench) stopManager() {
+	if b.manager == nil || b.manager.Process == nil {
+		return
+	}
+	_ = b.manager.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = b.manager.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = b.manager.Process.Kill()
+		<-done
+	}
+}
+
+// removeDocker removes every object of the run, the controller's and the
+// baseline's, whatever happened.
+func (b *bench) removeDocker() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var errs []error
+	for _, inst := range []string{b.instance, b.cliInstance} {
+		errs = append(errs, removeLabelled(ctx, b.engine, map[string]string{afev1.LabelController: inst}))
+	}
+	return joinErr(errs...)
+}

@@ -1,0 +1,309 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/docker"
+)
+
+func joinErr(errs ...error) error { return errors.Join(errs...) }
+
+func freeAddr() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().String()
+}
+
+func waitHTTP(url string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			_ = resp.Body.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not answer within %s: %w", url, timeout, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (b *bench) createNamespace(ctx context.Context) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: b.ns}}
+	if err := b.c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
+}
+
+// inParallel calls f(0..n-1), at most width at a time, and returns the
+// first error.
+func inParallel(n, width int, f func(i int) error) error {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	next := make(chan int)
+	for range max(1, width) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := f(i); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// watcher records when objects of one kind in the bench's namespace first
+// satisfy a condition. Start it before creating or changing them.
+type watcher struct {
+	w watch.Interface
+}
+
+func (b *bench) watch(ctx context.Context, list client.ObjectList) (*watcher, error) {
+	w, err := b.c.Watch(ctx, list, client.InNamespace(b.ns))
+	if err != nil {
+		return nil, err
+	}
+	return &watcher{w: w}, nil
+}
+
+// until returns when each of names was first seen satisfying ok (or, with a
+// nil ok, deleted).
+func (w *watcher) until(ctx context.Context, timeout time.Duration, names []string, ok func(client.Object) bool) (map[string]time.Time, error) {
+	defer w.w.Stop()
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	seen := map[string]time.Time{}
+	deadline := time.After(timeout)
+	for len(seen) < len(want) {
+		select {
+		case ev, open := <-w.w.ResultChan():
+			if !open {
+				return seen, errors.New("watch closed")
+			}
+			obj, isObj := ev.Object.(client.Object)
+			if !isObj || !want[obj.GetName()] {
+				continue
+			}
+			if _, done := seen[obj.GetName()]; done {
+				continue
+			}
+			if (ok == nil && ev.Type == watch.Deleted) || (ok != nil && ev.Type != watch.Deleted && ok(obj)) {
+				seen[obj.GetName()] = time.Now()
+			}
+		case <-deadline:
+			return seen, fmt.Errorf("%d of %d not there within %s", len(want)-len(seen), len(want), timeout)
+		case <-ctx.Done():
+			return seen, ctx.Err()
+		}
+	}
+	return seen, nil
+}
+
+func sandboxReady(o client.Object) bool {
+	return hasCondition(o.(*afev1.Sandbox).Status.Conditions, afev1.SandboxReadyCondition)
+}
+
+func ticketReady(o client.Object) bool {
+	return hasCondition(o.(*afev1.Ticket).Status.Conditions, afev1.TicketReadyCondition)
+}
+
+func runEnded(o client.Object) bool { return o.(*afev1.Run).Status.Phase.Terminal() }
+
+func hasCondition(conds []metav1.Condition, t string) bool {
+	for _, c := range conds {
+		if c.Type == t {
+			return c.Status == metav1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// labelled counts the Docker objects carrying the labels.
+func labelled(ctx context.Context, e *docker.Client, labels map[string]string) (int, error) {
+	cs, err := e.ListContainers(ctx, labels)
+	if err != nil {
+		return 0, err
+	}
+	ns, err := e.ListNetworks(ctx, labels)
+	if err != nil {
+		return 0, err
+	}
+	vs, err := e.ListVolumes(ctx, labels)
+	if err != nil {
+		return 0, err
+	}
+	return len(cs) + len(ns) + len(vs), nil
+}
+
+// removeLabelled removes every Docker object carrying the labels.
+func removeLabelled(ctx context.Context, e *docker.Client, labels map[string]string) error {
+	var errs []error
+	cs, err := e.ListContainers(ctx, labels)
+	errs = append(errs, err)
+	for _, c := range cs {
+		errs = append(errs, e.RemoveContainer(ctx, c.ID))
+	}
+	ns, err := e.ListNetworks(ctx, labels)
+	errs = append(errs, err)
+	for _, n := range ns {
+		errs = append(errs, e.RemoveNetwork(ctx, n.Name))
+	}
+	vs, err := e.ListVolumes(ctx, labels)
+	errs = append(errs, err)
+	for _, v := range vs {
+		errs = append(errs, e.RemoveVolume(ctx, v.Name))
+	}
+	return errors.Join(errs...)
+}
+
+// drain deletes every Run, Ticket and Sandbox of the namespace and waits
+// until the controller has removed all their Docker objects.
+func (b *bench) drain(ctx context.Context) error {
+	for _, obj := range []client.Object{&afev1.Run{}, &afev1.Ticket{}, &afev1.Sandbox{}} {
+		if err := b.c.DeleteAllOf(ctx, obj, client.InNamespace(b.ns)); err != nil {
+			return err
+		}
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		sandboxes := &afev1.SandboxList{}
+		if err := b.c.List(ctx, sandboxes, client.InNamespace(b.ns)); err != nil {
+			return err
+		}
+		n, err := labelled(ctx, b.engine, map[string]string{afev1.LabelController: b.instance, afev1.LabelNamespace: b.ns})
+		if err != nil {
+			return err
+		}
+		if len(sandboxes.Items) == 0 && n == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("drain: %d Sandboxes and %d Docker objects left after 3 minutes", len(sandboxes.Items), n)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// dockerRequests scrapes the manager's afe_docker_requests_total by
+// operation.
+func (b *bench) dockerRequests() (map[string]float64, error) {
+	resp, err := http.Get("http://" + b.metricsAddr + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	const prefix = `afe_docker_requests_total{operation="`
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, prefix) {
+			continue
+		}
+		rest := strings.TrimPrefix(line, prefix)
+		op, value, ok := strings.Cut(rest, `"} `)
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			return nil, err
+		}
+		out[op] = v
+	}
+	return out, sc.Err()
+}
+
+// procStats is the manager's CPU time so far and its resident memory.
+func (b *bench) procStats() (cpu time.Duration, rssBytes int64, err error) {
+	pid := b.manager.Process.Pid
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	// The fields after the command name, which is in parentheses.
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	const clockTicks = 100 // USER_HZ on Linux
+	cpu = time.Duration(utime+stime) * time.Second / clockTicks
+	rssBytes, err = procKB(fmt.Sprintf("/proc/%d/status", pid), "VmRSS:")
+	return cpu, rssBytes, err
+}
+
+// profile saves the manager's pprof profile kind (with query) to the output
+// folder, when profiling was asked for.
+func (b *bench) profile(kind, query, file string) {
+	if !b.cfg.Profile {
+		return
+	}
+	resp, err := http.Get("http://" + b.pprofAddr + "/debug/pprof/" + kind + query)
+	if err != nil {
+		b.logf("profile %s: %v", kind, err)
+		return
+	}
+	defer func() { _ = resp.Body.Close() }()
+	f, err := os.Create(file)
+	if err != nil {
+		b.logf("profile %s: %v", kind, err)
+		return
+	}
+	defer func() { _ = f.Close() }()
+	_, _ = f.ReadFrom(resp.Body)
+}
+
+// memAvailable is the host's MemAvailable in bytes.
+func memAvailable() (int64, error) { return procKB("/proc/meminfo", "MemAvailable:") }
+
+// procKB reads the "field: N kB" line of a /proc file, in bytes.
+func procKB(file, field string) (int64, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, field); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("no %s in %s", field, file)
+}
