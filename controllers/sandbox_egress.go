@@ -36,6 +36,12 @@ func (r *SandboxReconciler) reconcileEgress(ctx context.Context, s *sandboxScope
 
 	netSpec := sandboxspec.Network(s.id)
 	network, err := r.Engine.EnsureNetwork(ctx, netSpec)
+	if errors.Is(err, docker.ErrNoAddressPool) {
+		setCondition(sbx, afev1.EgressReadyCondition, false, afev1.AddressPoolExhaustedReason,
+			"The Docker engine has no address range left for the sandbox's network (about 30 networks with the "+
+				"engine's defaults); widen default-address-pools in the engine's daemon.json (see docs/troubleshooting.md)")
+		return ctrl.Result{RequeueAfter: egressRetry}, nil
+	}
 	if err != nil {
 		return ctrl.Result{}, err
 	}

@@ -2,6 +2,9 @@ package docker
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/docker/docker/api/types/network"
 )
@@ -43,9 +46,25 @@ func (c *Client) EnsureNetwork(ctx context.Context, spec NetworkSpec) (*Network,
 	}
 	c.count("network_create")
 	if _, err := c.api.NetworkCreate(ctx, spec.Name, opts); err != nil {
+		if isPoolExhausted(err) {
+			return nil, fmt.Errorf("create network %s: %w: %w", spec.Name, ErrNoAddressPool, err)
+		}
 		return nil, wrap(err, "create network "+spec.Name)
 	}
 	return c.InspectNetwork(ctx, spec.Name)
+}
+
+// ErrNoAddressPool is returned when the engine has no address range left for
+// a new network: its default-address-pools are used up (about 30 networks
+// with the engine's defaults).
+var ErrNoAddressPool = errors.New("the engine has no free address pool for a new network")
+
+// isPoolExhausted recognises the engine's message for ErrNoAddressPool, as
+// Docker 20.10 and as Docker 23 and later word it.
+func isPoolExhausted(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "could not find an available, non-overlapping IPv4 address pool") ||
+		strings.Contains(msg, "all predefined address pools have been fully subnetted")
 }
 
 // InspectNetwork returns ErrNotFound when the network does not exist.
