@@ -80,26 +80,28 @@ func (r *RunReconciler) executeSnapshot(ctx context.Context, run *afev1.Run, a *
 			To:     docker.Mount{Type: docker.MountVolume, Source: name},
 		})
 	}
-	switch {
-	case err == nil:
+	if err == nil {
 		log.Info("Snapshot taken", "volume", name, "bytes", copied, "duration", time.Since(o.started))
 		o.result = builtin.Fields(map[string]any{"snapshot": name})
 		o.snapshot = name
 		o.output = fmt.Sprintf("afe: copied %s (%d bytes of tar) into snapshot volume %s\n", sandboxspec.WorkspacePath, copied, name)
 		return
-	case ctx.Err() != nil:
-		o.abandoned = true
-		return
 	}
 	if name != "" {
-		// A partial copy is no snapshot.
+		// A partial copy is no snapshot: also when the Run was deleted or
+		// the controller is stopping (an attempt executed again makes it
+		// again).
 		rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killTimeout)
 		defer cancel()
 		if rerr := r.Engine.RemoveVolume(rmCtx, name); rerr != nil {
 			log.Error(rerr, "Remove a partial snapshot", "volume", name)
 		}
 	}
-	if errors.Is(cctx.Err(), context.DeadlineExceeded) {
+	switch {
+	case ctx.Err() != nil:
+		o.abandoned = true
+		return
+	case errors.Is(cctx.Err(), context.DeadlineExceeded):
 		o.timedOut, o.exitCode = true, 137
 		o.output = fmt.Sprintf("afe: the copy into %s did not finish within %s\n", name, timeout)
 		return
