@@ -61,15 +61,6 @@ func (r *SandboxReconciler) reconcileEgress(ctx context.Context, s *sandboxScope
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.Engine.EnsureImage(ctx, r.Options.ProxyImage); err != nil {
-		var pe *docker.PullError
-		if errors.As(err, &pe) {
-			setCondition(sbx, afev1.EgressReadyCondition, false, afev1.ImagePullFailedReason,
-				fmt.Sprintf("Proxy image %s is not present and could not be pulled: %s", pe.Ref, pe.Reason))
-		}
-		return ctrl.Result{}, err
-	}
-
 	want := sandboxspec.Proxy(sbx, s.id, sandboxspec.ProxyOptions{
 		Image:         r.Options.ProxyImage,
 		EgressNetwork: egressNet.Name,
@@ -106,6 +97,14 @@ func (r *SandboxReconciler) ensureProxy(ctx context.Context, s *sandboxScope, wa
 	}
 	if have != nil && have.Running && have.Labels[afev1.LabelSpecHash] == want.Labels[afev1.LabelSpecHash] {
 		return ctrl.Result{}, nil
+	}
+	if err := r.Engine.EnsureImage(ctx, want.Image); err != nil {
+		var pe *docker.PullError
+		if errors.As(err, &pe) {
+			setCondition(s.sbx, afev1.EgressReadyCondition, false, afev1.ImagePullFailedReason,
+				fmt.Sprintf("Proxy image %s is not present and could not be pulled: %s", pe.Ref, pe.Reason))
+		}
+		return ctrl.Result{}, err
 	}
 	reason, what := "Created", "Started proxy %s"
 	if have != nil {

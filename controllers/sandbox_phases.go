@@ -111,15 +111,6 @@ func (r *SandboxReconciler) reconcileContainer(ctx context.Context, s *sandboxSc
 	want := sandboxspec.Container(sbx, s.id, s.resolved)
 	sbx.Status.ContainerName = want.Name
 
-	if err := r.Engine.EnsureImage(ctx, want.Image); err != nil {
-		var pe *docker.PullError
-		if errors.As(err, &pe) {
-			setCondition(sbx, afev1.ContainerReadyCondition, false, afev1.ImagePullFailedReason,
-				fmt.Sprintf("Image %s is not present and could not be pulled: %s", pe.Ref, pe.Reason))
-		}
-		return ctrl.Result{}, err
-	}
-
 	have, err := r.Engine.InspectContainer(ctx, want.Name)
 	if err != nil && !errors.Is(err, docker.ErrNotFound) {
 		return ctrl.Result{}, err
@@ -128,6 +119,19 @@ func (r *SandboxReconciler) reconcileContainer(ctx context.Context, s *sandboxSc
 		setCondition(sbx, afev1.ContainerReadyCondition, false, afev1.NameConflictReason,
 			fmt.Sprintf("Container %s belongs to another sandbox or controller instance and is not adopted", want.Name))
 		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	}
+	// The image is looked at only when a container is to be made, and
+	// before anything is removed: an image that cannot be pulled leaves a
+	// running container of an earlier spec in place.
+	if have == nil || !have.Running || have.Labels[afev1.LabelSpecHash] != want.Labels[afev1.LabelSpecHash] || r.lossPending(sbx, have) {
+		if err := r.Engine.EnsureImage(ctx, want.Image); err != nil {
+			var pe *docker.PullError
+			if errors.As(err, &pe) {
+				setCondition(sbx, afev1.ContainerReadyCondition, false, afev1.ImagePullFailedReason,
+					fmt.Sprintf("Image %s is not present and could not be pulled: %s", pe.Ref, pe.Reason))
+			}
+			return ctrl.Result{}, err
+		}
 	}
 
 	create := true
