@@ -108,7 +108,7 @@ var _ = Describe("Builtin Snapshot", func() {
 
 		By("removing the snapshots of a sandbox without ticket once it is deleted")
 		deleteAndWaitGone(ctx, src)
-		Eventually(func() bool { return volumeExists(name) || volumeExists(second) }).Should(BeFalse())
+		Expect(volumeExists(name) || volumeExists(second)).To(BeFalse(), "removed with the Sandbox, not later by the sweep")
 		Expect(getSandbox(ctx, dst)(Default).Status.Phase).To(Equal(afev1.SandboxReady), "a sandbox made from it keeps its copy")
 	})
 

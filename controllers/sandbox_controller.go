@@ -222,6 +222,9 @@ func (r *SandboxReconciler) reconcileDelete(ctx context.Context, s *sandboxScope
 			return ctrl.Result{}, err
 		}
 	}
+	if err := r.removeOwnSnapshots(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
 	log.Info("Removed the sandbox's Docker objects")
 	r.Recorder.Eventf(s.sbx, nil, "Normal", "Deleted", "Delete", "Removed container, proxy, network and workspace volume")
 	controllerutil.RemoveFinalizer(s.sbx, afev1.SandboxFinalizer)
@@ -230,6 +233,29 @@ func (r *SandboxReconciler) reconcileDelete(ctx context.Context, s *sandboxScope
 	}
 	r.rememberFinalized(s.sbx.UID)
 	return ctrl.Result{}, nil
+}
+
+// removeOwnSnapshots removes the snapshot volumes of a Sandbox without
+// ticket with the Sandbox. A ticket's snapshots belong to the ticket: they
+// go when it finishes, unless it retains them.
+func (r *SandboxReconciler) removeOwnSnapshots(ctx context.Context, s *sandboxScope) error {
+	if s.sbx.Spec.TicketRef != nil && s.sbx.Spec.TicketRef.Name != "" {
+		return nil
+	}
+	vols, err := r.Engine.ListVolumes(ctx, map[string]string{
+		afev1.LabelController: s.id.Instance,
+		afev1.LabelSandboxUID: s.id.UID,
+		afev1.LabelRole:       afev1.RoleSnapshot,
+	})
+	if err != nil {
+		return err
+	}
+	for _, v := range vols {
+		if err := r.Engine.RemoveVolume(ctx, v.Name); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // patchStatus summarises the conditions and writes the status once, only
