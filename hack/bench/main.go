@@ -214,11 +214,13 @@ func (b *bench) startManager(kubeconfig string) error {
 		"--instance", b.instance,
 		"--metrics-bind-address", b.metricsAddr,
 		"--health-probe-bind-address", "0",
-		"--pprof-bind-address", b.pprofAddr,
 		"--egress-network", b.egressNet,
 		"--proxy-image", b.cfg.ProxyImage,
 		"--max-concurrent-reconciles", fmt.Sprint(b.cfg.Concurrency),
 		"--zap-time-encoding", "rfc3339nano",
+	}
+	if b.cfg.Profile {
+		args = append(args, "--pprof-bind-address", b.pprofAddr)
 	}
 	b.manager = exec.Command(b.cfg.Manager, args...)
 	b.manager.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
