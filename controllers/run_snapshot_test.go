@@ -149,6 +149,16 @@ var _ = Describe("Builtin Snapshot", func() {
 			name, _ := takeSnapshot(ctx, ns, tk.Name+"-snap", tk.Name)
 			Expect(volumeLabels(name)).To(HaveKeyWithValue(afev1.LabelTicketUID, string(getTicket(ctx, tk)(Default).UID)))
 			snaps = append(snaps, name)
+			if tk == dropped {
+				By("keeping an active ticket's snapshot when its sandbox is deleted and made again")
+				Expect(k8sClient.Delete(ctx, sbx)).To(Succeed())
+				Eventually(func(g Gomega) {
+					again := getSandbox(ctx, sbx)(g)
+					g.Expect(again.UID).NotTo(Equal(sbx.UID), "the ticket made it again")
+					g.Expect(again.Status.Phase).To(Equal(afev1.SandboxReady))
+				}).Should(Succeed())
+				Consistently(func() bool { return volumeExists(name) }, "3s").Should(BeTrue(), "the sweep (every 2 s) leaves it")
+			}
 			setState(ctx, tk, afev1.TicketDone)
 		}
 		waitTicketPhase(ctx, dropped, afev1.TicketFinished)

@@ -13,9 +13,11 @@ import (
 )
 
 // retainedSnapshot is true for a snapshot volume whose ticket keeps it: the
-// Ticket it was made under still exists, is not being deleted, and says
-// retainSnapshots. Such a volume outlives its sandbox; the sweep leaves it.
-// When the ticket cannot be read, the volume is kept until the next sweep.
+// Ticket it was made under still exists, is not being deleted, and is
+// either not finished yet or says retainSnapshots. Such a volume outlives
+// its sandbox (a scope dropped, a sandbox deleted by hand and made again);
+// the sweep leaves it. When the ticket cannot be read, the volume is kept
+// until the next sweep.
 func retainedSnapshot(ctx context.Context, c client.Reader, labels map[string]string) bool {
 	if labels[afev1.LabelRole] != afev1.RoleSnapshot || labels[afev1.LabelTicketUID] == "" {
 		return false
@@ -25,7 +27,8 @@ func retainedSnapshot(ctx context.Context, c client.Reader, labels map[string]st
 	if err != nil {
 		return !apierrors.IsNotFound(err)
 	}
-	return string(tk.UID) == labels[afev1.LabelTicketUID] && tk.DeletionTimestamp.IsZero() && tk.Spec.RetainSnapshots
+	return string(tk.UID) == labels[afev1.LabelTicketUID] && tk.DeletionTimestamp.IsZero() &&
+		(tk.Spec.RetainSnapshots || !tk.Spec.State.Terminal())
 }
 
 // retainedSnapshots lists the snapshot volumes a finished ticket keeps.
