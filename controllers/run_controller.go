@@ -248,6 +248,9 @@ func (r *RunReconciler) wait(ctx context.Context, before, run *afev1.Run, messag
 
 // fail ends a Run that could not be executed.
 func (r *RunReconciler) fail(ctx context.Context, before, run *afev1.Run, reason, message string) error {
+	if err := r.discardSnapshot(ctx, run); err != nil {
+		return err
+	}
 	now := metav1.Now()
 	run.Status.Phase = afev1.RunFailed
 	run.Status.CompletionTime = &now
@@ -273,6 +276,9 @@ func (r *RunReconciler) reconcileDelete(ctx context.Context, run *afev1.Run) err
 		a.cancel()
 	}
 	r.execs.forget(run.UID)
+	if err := r.discardSnapshot(ctx, run); err != nil {
+		return err
+	}
 	return r.removeFinalizer(ctx, run)
 }
 

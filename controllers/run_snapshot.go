@@ -195,3 +195,34 @@ func upsertSnapshot(list []afev1.SandboxSnapshot, s afev1.SandboxSnapshot) []afe
 	}
 	return out
 }
+
+// discardSnapshot removes what a Snapshot Run that did not complete left
+// behind: copy helpers and a partial snapshot volume, found by the Run's
+// UID. It runs when the Run fails or is deleted before its end, also when
+// the attempt was cut short by a crash and is not executed again.
+func (r *RunReconciler) discardSnapshot(ctx context.Context, run *afev1.Run) error {
+	if run.Spec.Builtin != afev1.BuiltinSnapshot {
+		return nil
+	}
+	labels := map[string]string{afev1.LabelController: r.Options.Instance, afev1.LabelRunUID: string(run.UID)}
+	helpers, err := r.Engine.ListContainers(ctx, labels)
+	if err != nil {
+		return err
+	}
+	for _, c := range helpers {
+		if err := r.Engine.RemoveContainer(ctx, c.ID); err != nil {
+			return err
+		}
+	}
+	labels[afev1.LabelRole] = afev1.RoleSnapshot
+	volumes, err := r.Engine.ListVolumes(ctx, labels)
+	if err != nil {
+		return err
+	}
+	for _, v := range volumes {
+		if err := r.Engine.RemoveVolume(ctx, v.Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -209,9 +209,10 @@ func (r *SandboxReconciler) reconcileDelete(ctx context.Context, s *sandboxScope
 		return ctrl.Result{}, nil
 	}
 	log := logf.FromContext(ctx)
-	// Newest first: the sandbox container, its proxy, its network, and
+	// Newest first: the containers (the sandbox's, its proxy, any copy
+	// helper a crash left, which would hold the volumes), its network, and
 	// last the workspace.
-	if err := r.removeOwnedContainer(ctx, s, s.containerName()); err != nil {
+	if err := r.removeLabelledContainers(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
 	if err := r.deleteEgress(ctx, s); err != nil {
@@ -233,6 +234,25 @@ func (r *SandboxReconciler) reconcileDelete(ctx context.Context, s *sandboxScope
 	}
 	r.rememberFinalized(s.sbx.UID)
 	return ctrl.Result{}, nil
+}
+
+// removeLabelledContainers removes every container labelled as this
+// sandbox's, in one list: the proxy, and the snapshot copy helpers of a
+// copy cut short by a crash.
+func (r *SandboxReconciler) removeLabelledContainers(ctx context.Context, s *sandboxScope) error {
+	containers, err := r.Engine.ListContainers(ctx, map[string]string{
+		afev1.LabelController: s.id.Instance,
+		afev1.LabelSandboxUID: s.id.UID,
+	})
+	if err != nil {
+		return err
+	}
+	for _, c := range containers {
+		if err := r.Engine.RemoveContainer(ctx, c.ID); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // removeOwnSnapshots removes the snapshot volumes of a Sandbox without
