@@ -94,11 +94,11 @@ func (r *SandboxReconciler) reconcileWorkspace(ctx context.Context, s *sandboxSc
 	}
 	s.resolved.Workspace = v.Name
 	s.sbx.Status.VolumeName = v.Name
-	msg := "Volume " + v.Name + " is mounted at /workspace"
+	reason, msg := afev1.ReadyReason, "Volume "+v.Name+" is mounted at /workspace"
 	if from := s.sbx.Spec.Workspace.FromSnapshot; from != "" {
-		msg = "Volume " + v.Name + ", made from snapshot " + from + ", is mounted at /workspace"
+		reason, msg = afev1.RestoredFromSnapshotReason, "Volume "+v.Name+", made from snapshot "+from+", is mounted at /workspace"
 	}
-	setCondition(s.sbx, afev1.WorkspaceReadyCondition, true, afev1.ReadyReason, msg)
+	setCondition(s.sbx, afev1.WorkspaceReadyCondition, true, reason, msg)
 	return ctrl.Result{}, nil
 }
 

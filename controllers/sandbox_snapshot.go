@@ -24,13 +24,21 @@ var errSnapshotMissing = errors.New("the workspace's snapshot is missing")
 
 // mustRestore is true when the workspace volume is about to be filled for a
 // container that never ran on it: no container was recorded and none
-// exists. A recreation after a loss restores in recreateAfterLoss instead.
+// exists, and no earlier reconcile recorded the copy as done (a crash
+// between the copy and its record copies again, onto a volume no container
+// has used). A recreation after a loss restores in recreateAfterLoss instead.
 func (r *SandboxReconciler) mustRestore(ctx context.Context, s *sandboxScope) (bool, error) {
 	if s.sbx.Spec.Workspace.FromSnapshot == "" || s.sbx.Status.ContainerID != "" {
 		return false, nil
 	}
 	if c := meta.FindStatusCondition(s.sbx.Status.Conditions, afev1.ContainerReadyCondition); c != nil &&
 		c.Reason == afev1.SandboxContainerLostReason && c.Status != metav1.ConditionTrue {
+		return false, nil
+	}
+	if c := meta.FindStatusCondition(s.sbx.Status.Conditions, afev1.WorkspaceReadyCondition); c != nil &&
+		c.Reason == afev1.RestoredFromSnapshotReason && c.Status == metav1.ConditionTrue {
+		// Filled by an earlier reconcile that stopped before the container
+		// (the proxy not answering yet, say): not copied again.
 		return false, nil
 	}
 	_, err := r.Engine.InspectContainer(ctx, s.containerName())

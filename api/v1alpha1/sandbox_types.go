@@ -99,6 +99,9 @@ const (
 	// SnapshotNotFoundReason: workspace.fromSnapshot names no snapshot volume
 	// of this namespace and controller instance. Nothing was created.
 	SnapshotNotFoundReason = "SnapshotNotFound"
+	// RestoredFromSnapshotReason: the workspace volume was filled from
+	// workspace.fromSnapshot (WorkspaceReady is true).
+	RestoredFromSnapshotReason = "RestoredFromSnapshot"
 )
 
 // MaxSandboxSnapshots is how many snapshots status.snapshots lists: the
