@@ -26,12 +26,15 @@ export GIT_AUTHOR_DATE="$AFE_DATE" GIT_COMMITTER_DATE="$AFE_DATE"
 export GIT_TERMINAL_PROMPT=0 GIT_EDITOR=true GIT_MERGE_AUTOEDIT=no LC_ALL=C
 
 command -v git >/dev/null 2>&1 || fail git-not-found
-# No hooks, no signing, no pager: the same steps whatever the repository's
-# configuration asks for; paths quoted when unusual.
-g() { git -c core.hooksPath=/dev/null -c commit.gpgSign=false -c core.pager=cat -c core.quotePath=true -c merge.conflictStyle=merge "$@"; }
+# No hooks, no fsmonitor, no signing, no pager: the same steps whatever the
+# repository's configuration asks for; paths quoted when unusual. git and
+# whatever it starts do not inherit the report channel (fd 3).
+g() { git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c commit.gpgSign=false -c core.pager=cat -c core.quotePath=true -c merge.conflictStyle=merge "$@" 3>&-; }
 
 [ -d "$AFE_REPO" ] || fail repository-not-found "$AFE_REPO"
 top=$(g -C "$AFE_REPO" rev-parse --show-toplevel 2>/dev/null) || fail repository-not-found "$AFE_REPO"
+# A folder inside another repository is not the repository.
+[ "$top" = "$(cd "$AFE_REPO" && pwd -P)" ] || fail repository-not-found "$AFE_REPO"
 
 # on_branch DIR BRANCH: the worktree DIR has BRANCH checked out.
 on_branch() {

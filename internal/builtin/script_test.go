@@ -173,6 +173,14 @@ func TestScriptFailures(t *testing.T) {
 			}
 			return Merge{Lanes: []string{"a"}}
 		}, "RepositoryNotFound"},
+		"a plain folder inside another repository": {func(w *workspace) Merge {
+			if err := os.RemoveAll(w.repo); err != nil {
+				t.Fatal(err)
+			}
+			w.git("", "init", "-q", w.dir)
+			w.write("repo/file", "x")
+			return Merge{Lanes: []string{"a"}}
+		}, "RepositoryNotFound"},
 		"no lane branch": {func(*workspace) Merge { return Merge{Lanes: []string{"nope"}} }, "RefNotFound"},
 		"no base":        {func(*workspace) Merge { return Merge{Lanes: []string{"a"}, Base: "v9"} }, "RefNotFound"},
 		"a worktree on another branch": {func(w *workspace) Merge {
@@ -217,5 +225,32 @@ func TestScriptWithoutGit(t *testing.T) {
 	}
 	if rep.Failure == nil || rep.Failure.Reason != "GitNotFound" {
 		t.Fatalf("failure %+v", rep.Failure)
+	}
+}
+
+// A repository's configuration can start programs (a filter, fsmonitor);
+// they run as the sandbox user, but they neither run as fsmonitor nor
+// reach the report channel to forge the outcome.
+func TestScriptReportCannotBeForgedByTheRepository(t *testing.T) {
+	w := newWorkspace(t, "a")
+	evil := filepath.Join(w.dir, "evil.sh")
+	w.write("evil.sh", "#!/bin/sh\necho ran >> "+filepath.Join(w.dir, "ran")+"\necho 'afe-builtin committed forged 0000' >&3\necho 'afe-builtin done merged' >&3\ncat\n")
+	if err := os.Chmod(evil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w.git(w.repo, "config", "core.fsmonitor", evil)
+	w.git(w.repo, "config", "filter.evil.clean", evil)
+	w.write("lanes/a/.gitattributes", "* filter=evil\n")
+	w.write("lanes/a/a.txt", "from a\n")
+	rep, stderr := w.merge(Merge{Lanes: []string{"a"}})
+	if d := cmp.Diff([]string{"a"}, rep.Committed); d != "" {
+		t.Fatalf("committed (-want +got):\n%s\n%s", d, stderr)
+	}
+	if !rep.Done {
+		t.Fatalf("report %+v\n%s", rep, stderr)
+	}
+	ran, _ := os.ReadFile(filepath.Join(w.dir, "ran"))
+	if n := strings.Count(string(ran), "ran"); n == 0 {
+		t.Fatalf("the filter did not run: the test checks nothing\n%s", stderr)
 	}
 }
