@@ -217,6 +217,9 @@ func (b *bench) startManager(kubeconfig string) error {
 		"--egress-network", b.egressNet,
 		"--proxy-image", b.cfg.ProxyImage,
 		"--max-concurrent-reconciles", fmt.Sprint(b.cfg.Concurrency),
+		// Shorter than the default 2m, so that the idle minute holds two
+		// sweeps (and would show any per-sandbox resync).
+		"--resync-period", "30s",
 		"--zap-time-encoding", "rfc3339nano",
 	}
 	if b.cfg.Profile {

@@ -297,6 +297,7 @@ func (b *bench) manyTickets(ctx context.Context) ([]row, error) {
 	}); err != nil {
 		return nil, err
 	}
+	b.logf("%d Tickets patched in %s", n, seconds(time.Since(start)))
 	if err := b.waitNoObjects(ctx, 5*time.Minute); err != nil {
 		return nil, err
 	}
