@@ -56,7 +56,7 @@ func main() {
 	flag.IntVar(&cfg.Idle, "idle", 100, "Ready sandboxes left idle.")
 	flag.DurationVar(&cfg.IdleFor, "idle-for", time.Minute, "How long they are left idle.")
 	flag.IntVar(&cfg.Parallel, "parallel", 4, "Commands the parallel CLI baseline runs at once.")
-	flag.IntVar(&cfg.Concurrency, "max-concurrent-reconciles", 4, "The manager's --max-concurrent-reconciles.")
+	flag.IntVar(&cfg.Concurrency, "max-concurrent-reconciles", 8, "The manager's --max-concurrent-reconciles (its default).")
 	flag.BoolVar(&cfg.Profile, "profile", false, "Save CPU and heap profiles of the manager in -out.")
 	scenarios := flag.String("scenarios", "", "Comma-separated scenarios to run (sandbox, egress, loss, run, tickets, idle); empty runs all.")
 	flag.Parse()
