@@ -67,6 +67,10 @@ func (r *RunReconciler) executeMerge(ctx context.Context, run *afev1.Run, a *att
 	o.exitCode, o.timedOut = code, timedOut.Load()
 	o.output, o.truncated = tail.String(), tail.Truncated()
 	if o.timedOut {
+		// Every lane merged; the CI was killed at the deadline, which is
+		// a CI that did not pass. The Run ends TimedOut with that result.
+		out, _ := rep.Outcome(m.Integration, &builtin.CI{ExitCode: code, Output: ci.String()})
+		o.result = builtin.Fields(out)
 		return
 	}
 	if msg := execFailure(code, ci.String()); msg != "" {

@@ -189,6 +189,9 @@ var _ = Describe("Builtin MergeAndCI", func() {
 		got := waitRunPhase(ctx, run, afev1.RunTimedOut)
 		Expect(got.Status.TimedOut).To(BeTrue())
 		Expect(leftovers(c, "sleep 1001")).To(BeEmpty())
+		res := result(got)
+		Expect(res).To(HaveKeyWithValue("merged", true), "the merge is done before the CI")
+		Expect(res).To(HaveKeyWithValue("ci_passed", false))
 	})
 
 	It("fails with a condition without a repository, without a lane's branch, or without git", func() {
