@@ -100,7 +100,12 @@ var _ = Describe("Run", func() {
 		Expect(got.Status.StartTime).NotTo(BeNil())
 		Expect(got.Status.CompletionTime).NotTo(BeNil())
 		Expect(got.Status.DurationMilliseconds).To(BeNumerically(">=", 0))
-		Expect(got.Finalizers).NotTo(ContainElement(afev1.RunFinalizer))
+		// The finalizer goes in a write of its own, after the outcome.
+		Eventually(func(g Gomega) []string {
+			cur := &afev1.Run{}
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(run), cur)).To(Succeed())
+			return cur.Finalizers
+		}).ShouldNot(ContainElement(afev1.RunFinalizer))
 		Eventually(func() []string { return eventReasons(ctx, ns, got) }).Should(ContainElements("Started", "Completed"))
 		Eventually(func() []string { return eventReasons(ctx, ns, sbx) }).Should(ContainElements("RunStarted", "RunCompleted"))
 
