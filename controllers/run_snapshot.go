@@ -205,24 +205,9 @@ func (r *RunReconciler) discardSnapshot(ctx context.Context, run *afev1.Run) err
 		return nil
 	}
 	labels := map[string]string{afev1.LabelController: r.Options.Instance, afev1.LabelRunUID: string(run.UID)}
-	helpers, err := r.Engine.ListContainers(ctx, labels)
-	if err != nil {
+	if err := removeContainers(ctx, r.Engine, labels); err != nil {
 		return err
-	}
-	for _, c := range helpers {
-		if err := r.Engine.RemoveContainer(ctx, c.ID); err != nil {
-			return err
-		}
 	}
 	labels[afev1.LabelRole] = afev1.RoleSnapshot
-	volumes, err := r.Engine.ListVolumes(ctx, labels)
-	if err != nil {
-		return err
-	}
-	for _, v := range volumes {
-		if err := r.Engine.RemoveVolume(ctx, v.Name); err != nil {
-			return err
-		}
-	}
-	return nil
+	return removeVolumes(ctx, r.Engine, labels)
 }

@@ -240,19 +240,10 @@ func (r *SandboxReconciler) reconcileDelete(ctx context.Context, s *sandboxScope
 // sandbox's, in one list: the proxy, and the snapshot copy helpers of a
 // copy cut short by a crash.
 func (r *SandboxReconciler) removeLabelledContainers(ctx context.Context, s *sandboxScope) error {
-	containers, err := r.Engine.ListContainers(ctx, map[string]string{
+	return removeContainers(ctx, r.Engine, map[string]string{
 		afev1.LabelController: s.id.Instance,
 		afev1.LabelSandboxUID: s.id.UID,
 	})
-	if err != nil {
-		return err
-	}
-	for _, c := range containers {
-		if err := r.Engine.RemoveContainer(ctx, c.ID); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // removeOwnSnapshots removes the snapshot volumes of a Sandbox without
@@ -262,20 +253,11 @@ func (r *SandboxReconciler) removeOwnSnapshots(ctx context.Context, s *sandboxSc
 	if s.sbx.Spec.TicketRef != nil && s.sbx.Spec.TicketRef.Name != "" {
 		return nil
 	}
-	vols, err := r.Engine.ListVolumes(ctx, map[string]string{
+	return removeVolumes(ctx, r.Engine, map[string]string{
 		afev1.LabelController: s.id.Instance,
 		afev1.LabelSandboxUID: s.id.UID,
 		afev1.LabelRole:       afev1.RoleSnapshot,
 	})
-	if err != nil {
-		return err
-	}
-	for _, v := range vols {
-		if err := r.Engine.RemoveVolume(ctx, v.Name); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // patchStatus summarises the conditions and writes the status once, only

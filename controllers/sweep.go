@@ -139,3 +139,31 @@ func notRunning(sandboxes []afev1.Sandbox, containers []docker.Container) []*afe
 	}
 	return out
 }
+
+// removeContainers removes every container carrying all the labels.
+func removeContainers(ctx context.Context, engine docker.Engine, labels map[string]string) error {
+	containers, err := engine.ListContainers(ctx, labels)
+	if err != nil {
+		return err
+	}
+	for _, c := range containers {
+		if err := engine.RemoveContainer(ctx, c.ID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// removeVolumes removes every volume carrying all the labels.
+func removeVolumes(ctx context.Context, engine docker.Engine, labels map[string]string) error {
+	volumes, err := engine.ListVolumes(ctx, labels)
+	if err != nil {
+		return err
+	}
+	for _, v := range volumes {
+		if err := engine.RemoveVolume(ctx, v.Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
