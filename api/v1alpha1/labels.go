@@ -28,8 +28,8 @@ const (
 	// crash finds its own snapshot by it.
 	LabelRunUID = "afe.run-uid"
 	// LabelTicketUID is the UID of the Ticket of a snapshot's sandbox, when
-	// it has one: that ticket's retainSnapshots decides whether the snapshot
-	// outlives the sandbox.
+	// it has one: the snapshot outlives its sandbox while that ticket is not
+	// finished, and after only when it says retainSnapshots.
 	LabelTicketUID = "afe.ticket-uid"
 )
 
