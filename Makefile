@@ -73,7 +73,7 @@ test: manifests generate docs fmt vet lint envtest images build docker-build kub
 FUZZTIME ?= 5s
 FUZZ_TARGETS = internal/sandboxspec:FuzzValidateEgressHost internal/sandboxspec:FuzzParseUser \
 	internal/naming:FuzzKey internal/runexec:FuzzResults internal/runexec:FuzzTail \
-	docker/egress-proxy:FuzzEntrypointAgreesWithController
+	docker/egress-proxy:FuzzEntrypointAgreesWithController internal/builtin:FuzzReport
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME (5s in make test; the corpus is in testdata/fuzz).
