@@ -204,7 +204,12 @@ var _ = Describe("Ticket", func() {
 		name := "afe-" + ns + ".ghost"
 		Expect(exec.Command("docker", append(append([]string{"volume", "create"}, labels...), name+"-ws")...).Run()).To(Succeed())
 		Expect(exec.Command("docker", append(append([]string{"run", "-d", "--network", "none", "--name", name}, labels...), dockertest.TestImage, "sleep", "600")...).Run()).To(Succeed())
-		Expect(dockertest.Objects(afev1.LabelSandboxUID + "=no-such-sandbox")).To(HaveLen(2))
-		Eventually(func() []string { return dockertest.Objects(afev1.LabelSandboxUID + "=no-such-sandbox") }, "30s").Should(BeEmpty())
+		// Both were made (the commands succeeded); the sweep, every 2 s, may
+		// already have taken one, so they are looked up by name until gone.
+		gone := func(args ...string) bool { return exec.Command("docker", args...).Run() != nil }
+		Eventually(func() bool {
+			return gone("container", "inspect", name) && gone("volume", "inspect", name+"-ws")
+		}, "30s").Should(BeTrue())
+		Expect(dockertest.Objects(afev1.LabelSandboxUID + "=no-such-sandbox")).To(BeEmpty())
 	})
 })
