@@ -333,22 +333,11 @@ func (r *RunReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) 
 // finishedTicketOf is the ticket whose sandbox the Run names, when that
 // ticket is finished or being deleted.
 func (r *RunReconciler) finishedTicketOf(ctx context.Context, run *afev1.Run) (*afev1.Ticket, error) {
-	list := &afev1.TicketList{}
-	if err := r.List(ctx, list, client.InNamespace(run.Namespace)); err != nil {
+	tickets, err := finishingTicketsOf(ctx, r.Client, run)
+	if err != nil || len(tickets) == 0 {
 		return nil, err
 	}
-	for i := range list.Items {
-		tk := &list.Items[i]
-		if !tk.Spec.State.Terminal() && tk.DeletionTimestamp.IsZero() {
-			continue
-		}
-		for _, s := range ticketspec.Sandboxes(tk) {
-			if s.Name == run.Spec.SandboxRef.Name {
-				return tk, nil
-			}
-		}
-	}
-	return nil, nil
+	return tickets[0], nil
 }
 
 // runsOfTicket maps a Ticket to the unfinished Runs of its sandboxes.

@@ -246,13 +246,26 @@ func (r *TicketReconciler) unfinishedRuns(ctx context.Context, tk *afev1.Ticket)
 // finishingTicketOfRun maps a Run to the finished or deleted ticket whose
 // sandbox it names: that ticket's cleanup waits for the Run to end.
 func (r *TicketReconciler) finishingTicketOfRun(ctx context.Context, o client.Object) []reconcile.Request {
-	run := o.(*afev1.Run)
-	list := &afev1.TicketList{}
-	if err := r.List(ctx, list, client.InNamespace(run.Namespace)); err != nil {
+	tickets, err := finishingTicketsOf(ctx, r.Client, o.(*afev1.Run))
+	if err != nil {
 		logf.FromContext(ctx).Error(err, "List the tickets of a Run")
 		return nil
 	}
-	var reqs []reconcile.Request
+	reqs := make([]reconcile.Request, 0, len(tickets))
+	for _, tk := range tickets {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tk)})
+	}
+	return reqs
+}
+
+// finishingTicketsOf are the tickets, finished or being deleted, one of
+// whose sandboxes the Run names.
+func finishingTicketsOf(ctx context.Context, c client.Reader, run *afev1.Run) ([]*afev1.Ticket, error) {
+	list := &afev1.TicketList{}
+	if err := c.List(ctx, list, client.InNamespace(run.Namespace)); err != nil {
+		return nil, err
+	}
+	var out []*afev1.Ticket
 	for i := range list.Items {
 		tk := &list.Items[i]
 		if !tk.Spec.State.Terminal() && tk.DeletionTimestamp.IsZero() {
@@ -260,11 +273,12 @@ func (r *TicketReconciler) finishingTicketOfRun(ctx context.Context, o client.Ob
 		}
 		for _, s := range ticketspec.Sandboxes(tk) {
 			if s.Name == run.Spec.SandboxRef.Name {
-				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tk)})
+				out = append(out, tk)
+				break
 			}
 		}
 	}
-	return reqs
+	return out, nil
 }
 
 func (r *TicketReconciler) ownedSandboxes(ctx context.Context, tk *afev1.Ticket) ([]afev1.Sandbox, error) {
