@@ -180,7 +180,10 @@ func TestBenchSmoke(t *testing.T) {
 	cfg := config{
 		Assets: assets, Manager: manager, CRDs: filepath.Join(root, "config", "crd", "bases"),
 		Image: dockertest.TestImage, ProxyImage: "afe/egress-proxy:dev", Out: t.TempDir(),
-		Reps: 2, EgressReps: 1, Tickets: 3, LossReps: 2, RunReps: 2, Idle: 3, IdleFor: 2 * time.Second,
+		Reps: 2, EgressReps: 1, Tickets: 3, LossReps: 2, RunReps: 2, Idle: 3, IdleFor: 3 * time.Second,
+		// A resync of 1s would show in the idle seconds if a Ready sandbox
+		// were looked at on its own (the sweep runs every 10 s at most).
+		Resync:   time.Second,
 		Parallel: 2, Concurrency: 4,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
@@ -203,6 +206,14 @@ func TestBenchSmoke(t *testing.T) {
 	}
 	if !strings.Contains(rows[7].Controller, "Docker requests") {
 		t.Errorf("idle row: %+v", rows[7])
+	}
+	// Idle, only the sweep's lists: nothing per sandbox.
+	_, ops, _ := strings.Cut(rows[7].Controller, "(")
+	ops, _, _ = strings.Cut(ops, ")")
+	for _, op := range strings.Split(ops, ", ") {
+		if name, _, _ := strings.Cut(op, " "); name != "none" && !strings.HasSuffix(name, "_list") {
+			t.Errorf("idle sandboxes cost %s requests: %s", name, rows[7].Controller)
+		}
 	}
 	pid := os.Getpid()
 	for _, inst := range []string{"bench-", "bench-cli-"} {

@@ -34,8 +34,10 @@ type config struct {
 
 	Reps, EgressReps, Tickets, LossReps, RunReps, Idle int
 	IdleFor                                            time.Duration
-	Parallel, Concurrency                              int
-	Profile                                            bool
+	// Resync is the manager's --resync-period.
+	Resync                time.Duration
+	Parallel, Concurrency int
+	Profile               bool
 	// Scenarios are the names of the scenarios to run; empty runs all.
 	Scenarios []string
 }
@@ -55,6 +57,8 @@ func main() {
 	flag.IntVar(&cfg.RunReps, "run-reps", 20, "Runs of true.")
 	flag.IntVar(&cfg.Idle, "idle", 100, "Ready sandboxes left idle.")
 	flag.DurationVar(&cfg.IdleFor, "idle-for", time.Minute, "How long they are left idle.")
+	flag.DurationVar(&cfg.Resync, "resync-period", 30*time.Second,
+		"The manager's --resync-period: shorter than its default 2m, so that the idle minute holds two sweeps (and would show any per-sandbox resync).")
 	flag.IntVar(&cfg.Parallel, "parallel", 4, "Commands the parallel CLI baseline runs at once.")
 	flag.IntVar(&cfg.Concurrency, "max-concurrent-reconciles", 8, "The manager's --max-concurrent-reconciles (its default).")
 	flag.BoolVar(&cfg.Profile, "profile", false, "Save CPU and heap profiles of the manager in -out.")
@@ -217,9 +221,7 @@ func (b *bench) startManager(kubeconfig string) error {
 		"--egress-network", b.egressNet,
 		"--proxy-image", b.cfg.ProxyImage,
 		"--max-concurrent-reconciles", fmt.Sprint(b.cfg.Concurrency),
-		// Shorter than the default 2m, so that the idle minute holds two
-		// sweeps (and would show any per-sandbox resync).
-		"--resync-period", "30s",
+		"--resync-period", b.cfg.Resync.String(),
 		"--zap-time-encoding", "rfc3339nano",
 	}
 	if b.cfg.Profile {
