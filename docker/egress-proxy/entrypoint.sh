@@ -48,6 +48,9 @@ for h in ${hosts}; do
 	[ "${count}" -le 64 ] || fail "AFE_EGRESS_HOSTS lists more than 64 hosts"
 	[ "${#h}" -ge 4 ] && [ "${#h}" -le 253 ] || fail "egress entry '${h}' has a bad length"
 	printf '%s\n' "${h}" | grep -Eq "${HOST_RE}" || fail "egress entry '${h}' is not a host name or .domain"
+	case " ${allowed} " in
+	*" ${h} "*) fail "egress entry '${h}' is listed twice" ;;
+	esac
 	allowed="${allowed} ${h}"
 done
 denied=""
