@@ -68,13 +68,15 @@ func reexecute(ctx context.Context, run *afev1.Run, sbx *afev1.Sandbox) {
 	got.Status.Phase = afev1.RunRunning
 	got.Status.CompletionTime = nil
 	Expect(k8sClient.Status().Patch(ctx, got, patch)).To(Succeed())
-	cur := getSandbox(ctx, sbx)(Default)
-	p := client.MergeFrom(cur.DeepCopy())
-	cur.Annotations = map[string]string{"test/nudge": fmt.Sprint(time.Now().UnixNano())}
-	Expect(k8sClient.Patch(ctx, cur, p)).To(Succeed())
+	// Nudged on every poll: the first nudge may reach the controller
+	// before its cache shows the Run Running again.
 	Eventually(func(g Gomega) {
+		cur := getSandbox(ctx, sbx)(g)
+		p := client.MergeFrom(cur.DeepCopy())
+		cur.Annotations = map[string]string{"test/nudge": fmt.Sprint(time.Now().UnixNano())}
+		g.Expect(k8sClient.Patch(ctx, cur, p)).To(Succeed())
 		g.Expect(getRun(ctx, run)(g).Status.Attempts).To(Equal(got.Status.Attempts + 1))
-	}).Should(Succeed())
+	}).WithPolling(500 * time.Millisecond).Should(Succeed())
 }
 
 var _ = Describe("Builtin MergeAndCI", func() {

@@ -57,58 +57,74 @@ type RunReconciler struct {
 
 // Reconcile starts a Run when its sandbox is Ready, and records its outcome.
 func (r *RunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	err := r.reconcile(ctx, req)
+	if apierrors.IsConflict(err) {
+		// This reconcile read a stale copy (a Run the cache still shows
+		// Running may have ended): look again once the cache holds the newer
+		// one, rather than act on the old one.
+		return ctrl.Result{RequeueAfter: staleRetry}, nil
+	}
+	return ctrl.Result{}, err
+}
+
+func (r *RunReconciler) reconcile(ctx context.Context, req ctrl.Request) error {
 	run := &afev1.Run{}
 	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		return client.IgnoreNotFound(err)
 	}
 	before := run.DeepCopy()
 
 	if run.Status.Phase.Terminal() {
 		r.execs.forget(run.UID)
-		return ctrl.Result{}, r.removeFinalizer(ctx, run)
+		return r.removeFinalizer(ctx, run)
 	}
 	if !run.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, r.reconcileDelete(ctx, run)
+		return r.reconcileDelete(ctx, run)
 	}
 	if controllerutil.AddFinalizer(run, afev1.RunFinalizer) {
 		if err := r.Update(ctx, run); err != nil {
-			return ctrl.Result{}, err
+			return err
 		}
 		before = run.DeepCopy()
 	}
 
 	if a := r.execs.get(run.UID); a != nil {
 		if !a.done.Load() {
-			return ctrl.Result{}, nil // in flight; its end brings the Run back
+			return nil // in flight; its end brings the Run back
+		}
+		if !a.outcome.lost && !a.outcome.abandoned {
+			// Kept until the outcome is written: a stale read retries it.
+			if err := r.finish(ctx, before, run, a); err != nil {
+				return err
+			}
+			r.execs.forget(run.UID)
+			return nil
 		}
 		r.execs.forget(run.UID)
-		if !a.outcome.lost && !a.outcome.abandoned {
-			return ctrl.Result{}, r.finish(ctx, before, run, a)
-		}
 	}
 
 	sbx := &afev1.Sandbox{}
 	err := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.SandboxRef.Name}, sbx)
 	if apierrors.IsNotFound(err) || err == nil && !sbx.DeletionTimestamp.IsZero() {
 		if tk, terr := r.finishedTicketOf(ctx, run); terr != nil {
-			return ctrl.Result{}, terr
+			return terr
 		} else if tk != nil {
-			return ctrl.Result{}, r.fail(ctx, before, run, afev1.TicketFinishedReason,
+			return r.fail(ctx, before, run, afev1.TicketFinishedReason,
 				fmt.Sprintf("Ticket %s finished before the Run could end", tk.Name))
 		}
 	}
 	switch {
 	case apierrors.IsNotFound(err) && run.Status.Attempts == 0:
-		return ctrl.Result{}, r.wait(ctx, before, run, fmt.Sprintf("Sandbox %s does not exist yet", run.Spec.SandboxRef.Name))
+		return r.wait(ctx, before, run, fmt.Sprintf("Sandbox %s does not exist yet", run.Spec.SandboxRef.Name))
 	case apierrors.IsNotFound(err) || err == nil && !sbx.DeletionTimestamp.IsZero():
-		return ctrl.Result{}, r.fail(ctx, before, run, afev1.SandboxDeletedReason,
+		return r.fail(ctx, before, run, afev1.SandboxDeletedReason,
 			fmt.Sprintf("Sandbox %s was deleted before the Run could end", run.Spec.SandboxRef.Name))
 	case err != nil:
-		return ctrl.Result{}, err
+		return err
 	case !meta.IsStatusConditionTrue(sbx.Status.Conditions, afev1.SandboxReadyCondition) || sbx.Status.ContainerName == "":
-		return ctrl.Result{}, r.wait(ctx, before, run, fmt.Sprintf("Sandbox %s is not Ready", sbx.Name))
+		return r.wait(ctx, before, run, fmt.Sprintf("Sandbox %s is not Ready", sbx.Name))
 	}
-	return ctrl.Result{}, r.start(ctx, before, run, sbx)
+	return r.start(ctx, before, run, sbx)
 }
 
 // start begins a new attempt. The attempt is written to the status before
@@ -210,27 +226,31 @@ func (r *RunReconciler) finish(ctx context.Context, before, run *afev1.Run, a *a
 			run.Status.Result[k] = apiextensionsv1.JSON{Raw: v}
 		}
 	}
+	run.Status.Phase = afev1.RunCompleted
+	msg := fmt.Sprintf("Exited with code %d after %dms", code, run.Status.DurationMilliseconds)
+	setRunCondition(run, afev1.RunCompletedCondition, true, afev1.ExitedReason, msg)
+	if o.timedOut {
+		run.Status.Phase = afev1.RunTimedOut
+		msg = fmt.Sprintf("Killed with every process it started after %s", time.Duration(run.Status.DurationMilliseconds)*time.Millisecond)
+		setRunCondition(run, afev1.RunCompletedCondition, true, afev1.TimedOutReason, msg)
+	}
+	if err := r.patchStatus(ctx, before, run); err != nil {
+		return err
+	}
+	// Recorded once the outcome is written, so that a retried write does
+	// not repeat them.
 	sbx := &afev1.Sandbox{}
 	sbxErr := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.SandboxRef.Name}, sbx)
 	if o.timedOut {
-		run.Status.Phase = afev1.RunTimedOut
-		msg := fmt.Sprintf("Killed with every process it started after %s", time.Duration(run.Status.DurationMilliseconds)*time.Millisecond)
-		setRunCondition(run, afev1.RunCompletedCondition, true, afev1.TimedOutReason, msg)
 		r.Recorder.Eventf(run, nil, "Warning", afev1.TimedOutReason, "Execute", msg)
 		if sbxErr == nil {
 			r.Recorder.Eventf(sbx, run, "Warning", "RunTimedOut", "Execute", "Run %s timed out and was killed", run.Name)
 		}
 	} else {
-		run.Status.Phase = afev1.RunCompleted
-		msg := fmt.Sprintf("Exited with code %d after %dms", code, run.Status.DurationMilliseconds)
-		setRunCondition(run, afev1.RunCompletedCondition, true, afev1.ExitedReason, msg)
 		r.Recorder.Eventf(run, nil, "Normal", "Completed", "Execute", msg)
 		if sbxErr == nil {
 			r.Recorder.Eventf(sbx, run, "Normal", "RunCompleted", "Execute", "Run %s exited with code %d after %dms", run.Name, code, run.Status.DurationMilliseconds)
 		}
-	}
-	if err := r.patchStatus(ctx, before, run); err != nil {
-		return err
 	}
 	metrics.RunDuration.WithLabelValues(string(run.Status.Phase)).Observe(o.finished.Sub(o.started).Seconds())
 	metrics.Runs.WithLabelValues(string(run.Status.Phase), strconv.FormatBool(run.Status.OK)).Inc()
@@ -255,10 +275,10 @@ func (r *RunReconciler) fail(ctx context.Context, before, run *afev1.Run, reason
 	run.Status.Phase = afev1.RunFailed
 	run.Status.CompletionTime = &now
 	setRunCondition(run, afev1.RunCompletedCondition, true, reason, message)
-	r.Recorder.Eventf(run, nil, "Warning", reason, "Execute", message)
 	if err := r.patchStatus(ctx, before, run); err != nil {
 		return err
 	}
+	r.Recorder.Eventf(run, nil, "Warning", reason, "Execute", message)
 	metrics.Runs.WithLabelValues(string(afev1.RunFailed), "false").Inc()
 	return r.removeFinalizer(ctx, run)
 }
@@ -293,7 +313,9 @@ func (r *RunReconciler) patchStatus(ctx context.Context, before, run *afev1.Run)
 	if equality.Semantic.DeepEqual(before.Status, run.Status) {
 		return nil
 	}
-	if err := r.Status().Patch(ctx, run, client.MergeFrom(before)); err != nil {
+	// The lock refuses a write based on a stale copy: an ended Run is never
+	// started again from an old cache.
+	if err := r.Status().Patch(ctx, run, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("patch run status: %w", err)
 	}
 	*before = *run.DeepCopy()

@@ -72,7 +72,7 @@ var _ = Describe("Builtin Snapshot", func() {
 		Expect(labels).To(HaveKeyWithValue(afev1.LabelRole, afev1.RoleSnapshot))
 		Expect(labels).To(HaveKeyWithValue(afev1.LabelSandboxUID, string(src.UID)))
 		Expect(labels).To(HaveKeyWithValue(afev1.LabelRun, "snap"))
-		Expect(dockertest.Objects(afev1.LabelRole+"="+afev1.RoleSnapshotCopy)).To(BeEmpty(), "no copy helper is left")
+		Expect(dockertest.Objects(afev1.LabelRole+"="+afev1.RoleSnapshotCopy+","+afev1.LabelNamespace+"="+ns)).To(BeEmpty(), "no copy helper is left")
 
 		By("executing it again after a crash: the same snapshot, made again")
 		reexecute(ctx, run, src)
@@ -126,7 +126,7 @@ var _ = Describe("Builtin Snapshot", func() {
 			Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
 			waitCondition(ctx, sbx, afev1.WorkspaceReadyCondition, "False", afev1.SnapshotNotFoundReason)
 			Eventually(func(g Gomega) afev1.SandboxPhase { return getSandbox(ctx, sbx)(g).Status.Phase }).Should(Equal(afev1.SandboxFailed))
-			Expect(dockertest.Objects(afev1.LabelSandboxUID + "=" + uidLabel(sbx))).To(BeEmpty())
+			Expect(dockertest.Objects(uidLabel(sbx))).To(BeEmpty())
 			deleteAndWaitGone(ctx, sbx)
 		}
 

@@ -83,7 +83,7 @@ var _ = Describe("Ticket", func() {
 		Expect(list.Items[0].Name).To(Equal("tk"))
 		Expect(list.Items[0].Spec.TicketRef.Name).To(Equal("tk"))
 		Expect(metav1.GetControllerOf(&list.Items[0]).UID).To(Equal(got.UID))
-		Expect(dockertest.Objects(afev1.LabelTicket + "=tk")).To(ConsistOf("container/afe-"+ns+".tk", "volume/afe-"+ns+".tk-ws"))
+		Expect(dockertest.Objects(afev1.LabelTicket + "=tk," + afev1.LabelNamespace + "=" + ns)).To(ConsistOf("container/afe-"+ns+".tk", "volume/afe-"+ns+".tk-ws"))
 
 		By("recreating a removed container with a fresh workspace and a requeue")
 		first := containerOf(ctx, ns, "tk")
@@ -139,13 +139,14 @@ var _ = Describe("Ticket", func() {
 		GinkgoWriter.Printf("Done to Finished: %s\n", time.Since(done))
 		Expect(meta.IsStatusConditionTrue(got.Status.Conditions, afev1.TicketCleanedUpCondition)).To(BeTrue())
 		Expect(got.Status.FinishedTime).NotTo(BeNil())
-		Expect(dockertest.Objects(afev1.LabelTicket + "=tk")).To(BeEmpty())
+		Expect(dockertest.Objects(afev1.LabelTicket + "=tk," + afev1.LabelNamespace + "=" + ns)).To(BeEmpty())
 		Expect(k8sClient.List(ctx, list, client.InNamespace(ns))).To(Succeed())
 		Expect(list.Items).To(BeEmpty())
 
 		By("refusing to leave a terminal state")
-		got.Spec.State = afev1.TicketActive
-		Expect(k8sClient.Update(ctx, got)).To(MatchError(ContainSubstring("cannot change state")))
+		reopened := got.DeepCopy()
+		reopened.Spec.State = afev1.TicketActive
+		Expect(k8sClient.Patch(ctx, reopened, client.MergeFrom(got))).To(MatchError(ContainSubstring("cannot change state")))
 		Expect(k8sClient.Delete(ctx, got)).To(Succeed())
 		Eventually(func() bool {
 			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(tk), &afev1.Ticket{}))
@@ -174,7 +175,7 @@ var _ = Describe("Ticket", func() {
 		Eventually(func() bool {
 			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(tk), &afev1.Ticket{}))
 		}).Should(BeTrue())
-		Expect(dockertest.Objects(afev1.LabelTicket + "=folder")).To(BeEmpty())
+		Expect(dockertest.Objects(afev1.LabelTicket + "=folder," + afev1.LabelNamespace + "=" + ns)).To(BeEmpty())
 		Expect(filepath.Join(dir, "shared")).To(BeAnExistingFile())
 	})
 

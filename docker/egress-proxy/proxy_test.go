@@ -221,10 +221,14 @@ func TestProxyImage(t *testing.T) {
 	if uid := h.docker("exec", open, "id", "-u"); uid == "0" {
 		t.Fatal("the proxy runs as root")
 	}
-	logs := h.docker("logs", open)
+	// The engine copies the proxy's stdout into its log a little later.
 	for _, want := range []string{"url=http://allowed.test/ decision=TCP_MISS status=200", "url=http://www.allowed.test/ decision=TCP_DENIED status=403"} {
-		if !strings.Contains(logs, want) {
-			t.Fatalf("decision %q not logged:\n%s", want, logs)
+		deadline := time.Now().Add(10 * time.Second)
+		for logs := h.docker("logs", open); !strings.Contains(logs, want); logs = h.docker("logs", open) {
+			if time.Now().After(deadline) {
+				t.Fatalf("decision %q not logged:\n%s", want, logs)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 	}
 

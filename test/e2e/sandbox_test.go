@@ -182,6 +182,11 @@ spec:
 `
 		mustKubectlStdin(run, "apply", "-n", ns, "-f", "-")
 		mustKubectl("wait", "-n", ns, "--for=jsonpath={.status.phase}=Running", "run/crash", "--timeout=60s")
+		// Running is written before the exec starts: kill once the script runs.
+		Eventually(func() string {
+			out, _ := dockertest.Exec("afe-"+ns+".sample", "cat", "/workspace/attempts")
+			return out
+		}).Should(Equal("attempt"))
 		manager.Kill()
 		Eventually(manager).Should(gexec.Exit())
 		startManager()
