@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -208,6 +211,32 @@ var _ = Describe("Sandbox", func() {
 			}
 			g.Expect(reasons).To(ContainElement(afev1.SandboxContainerLostReason))
 		}).Should(Succeed())
+		deleteAndWaitGone(ctx, sbx)
+	})
+
+	It("idles on an image with nothing but /bin/sh", func() {
+		skip, err := dockertest.RequireImage(dockertest.ShellOnlyImage)
+		Expect(err).NotTo(HaveOccurred())
+		if skip != "" {
+			Skip(skip)
+		}
+		sbx := newSandbox(ns, "bare")
+		sbx.Spec.Image = dockertest.ShellOnlyImage
+		Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
+		got := waitReady(ctx, sbx)
+		c, err := dockertest.Inspect(got.Status.ContainerName)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(c.Config.OpenStdin).To(BeTrue(), "the keep-alive blocks on the stdin the engine holds")
+		// Without sleep in the image, a keep-alive that needed it would spin
+		// at the CPU limit (500m here).
+		Consistently(func(g Gomega) {
+			out, err := exec.Command("docker", "stats", "--no-stream", "--format", "{{.CPUPerc}}", got.Status.ContainerName).Output()
+			g.Expect(err).NotTo(HaveOccurred())
+			cpu, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(string(out)), "%"), 64)
+			g.Expect(err).NotTo(HaveOccurred(), string(out))
+			g.Expect(cpu).To(BeNumerically("<", 10), "CPU %% of the idle sandbox")
+		}, "6s", "2s").Should(Succeed())
+		Expect(getSandbox(ctx, sbx)(Default).Status.Recreations).To(BeZero())
 		deleteAndWaitGone(ctx, sbx)
 	})
 

@@ -117,6 +117,7 @@ func containerConfig(spec ContainerSpec) (*container.Config, *container.HostConf
 		WorkingDir: spec.WorkingDir,
 		Env:        spec.Env,
 		Labels:     spec.Labels,
+		OpenStdin:  spec.OpenStdin,
 	}
 	init := spec.Init
 	pids := spec.PidsLimit

@@ -91,6 +91,10 @@ type ContainerSpec struct {
 	Tmpfs map[string]string
 	// Init runs an init process as PID 1 that reaps zombies.
 	Init bool
+	// OpenStdin keeps the container's stdin open, held by the engine and
+	// never written to, so that a process can block reading it. (Omitted
+	// from JSON when false, so hashes of specs without it stay as they were.)
+	OpenStdin bool `json:",omitempty"`
 }
 
 // Container is what the engine reports of a container.

@@ -6,6 +6,10 @@
 #                          tools of test/tools).
 #   afe/git:dev            the same busybox base with Debian's git (and the
 #                          libraries it links), for the builtin Run tests.
+#   afe/sh:dev             an image with nothing but a shell: Debian's dash
+#                          as /bin/sh and the C library it links; no other
+#                          program (no sleep, kill or ps), for the tests of
+#                          the keep-alive and of Run timeouts.
 #   afe/squid-base:bookworm  Debian with squid, from debootstrap (once).
 #   afe/egress-proxy:dev   the egress proxy, docker/egress-proxy on that base;
 #                          where a registry is reachable, build it with
@@ -17,6 +21,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BUSYBOX_IMG="${BUSYBOX_IMG:-afe/busybox:dev}"
 GIT_IMG="${GIT_IMG:-afe/git:dev}"
+SH_IMG="${SH_IMG:-afe/sh:dev}"
 PROXY_IMG="${PROXY_IMG:-afe/egress-proxy:dev}"
 PROXY_BASE="${PROXY_BASE:-afe/squid-base:bookworm}"
 
@@ -122,6 +127,39 @@ build_git() {
 		test -f f' || { docker rmi "${GIT_IMG}" >/dev/null; echo "${GIT_IMG}: git does not work" >&2; exit 1; }
 }
 
+build_sh() {
+	local hash
+	hash="$(inputs_hash "${BASH_SOURCE[0]}")"
+	if current "${SH_IMG}" "${hash}"; then
+		return
+	fi
+	local work
+	work="$(mktemp -d)"
+	trap 'rm -rf "${work}"' RETURN
+	local rootfs="${work}/rootfs" deb
+	mkdir -p "${work}/debs" "${rootfs}"/{etc,tmp}
+	for deb in dash libc6; do
+		fetch_deb "${deb}" "${work}/debs"
+	done
+	for deb in "${work}"/debs/*.deb; do
+		dpkg-deb -x "${deb}" "${rootfs}"
+	done
+	rm -rf "${rootfs}"/usr/share
+	# Every program but dash goes (libc6 ships none today; this keeps it so).
+	find "${rootfs}" -type f -perm /111 ! -name '*.so*' ! -name dash -delete
+	if [[ ! -e "${rootfs}/bin/sh" ]]; then
+		mkdir -p "${rootfs}/bin"
+		ln -s "$(cd "${rootfs}" && find . -type f -name dash | head -n1 | cut -c2-)" "${rootfs}/bin/sh"
+	fi
+	chmod 1777 "${rootfs}/tmp"
+	printf 'root:x:0:0:root:/root:/bin/sh\nsandbox:x:1000:1000:sandbox:/tmp:/bin/sh\n' >"${rootfs}/etc/passwd"
+	printf 'root:x:0:\nsandbox:x:1000:\n' >"${rootfs}/etc/group"
+	import_rootfs "${rootfs}" "${SH_IMG}" "${hash}" /bin:/usr/bin
+	# The shell works, and nothing else is there to run.
+	docker run --rm --network none "${SH_IMG}" /bin/sh -c 'echo ok; sleep 0 2>/dev/null && exit 1; exit 0' >/dev/null ||
+		{ docker rmi "${SH_IMG}" >/dev/null; echo "${SH_IMG}: not a shell-only image" >&2; exit 1; }
+}
+
 build_proxy() {
 	local hash
 	hash="$(inputs_hash "${BASH_SOURCE[0]}" "${ROOT}"/docker/egress-proxy/{Dockerfile,entrypoint.sh,probe.sh})"
@@ -142,4 +180,5 @@ build_proxy() {
 
 build_busybox
 build_git
+build_sh
 build_proxy

@@ -234,8 +234,9 @@ type SandboxTemplateSpec struct {
 	Image string `json:"image"`
 
 	// command is the container's long-running process. When unset the
-	// controller runs an idle keep-alive (which needs /bin/sh and sleep in the
-	// image). Commands are executed with Runs.
+	// controller runs an idle keep-alive that needs nothing in the image but
+	// /bin/sh (it blocks reading a stdin the engine keeps open). Commands are
+	// executed with Runs.
 	// +kubebuilder:validation:MaxItems=256
 	// +optional
 	Command []string `json:"command,omitempty"`

@@ -101,6 +101,9 @@ func createArgs(spec docker.ContainerSpec) []string {
 	for _, p := range sortedKeys(spec.Tmpfs) {
 		args = append(args, "--tmpfs", p+":"+spec.Tmpfs[p])
 	}
+	if spec.OpenStdin {
+		args = append(args, "--interactive")
+	}
 	if spec.Init {
 		args = append(args, "--init")
 	}

@@ -15,8 +15,11 @@ import (
 const WorkspacePath = "/workspace"
 
 // KeepAlive is the container's process when the spec has no command: it idles
-// and exits at once on SIGTERM. It needs /bin/sh and sleep in the image.
-var KeepAlive = []string{"/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"}
+// and exits at once on SIGTERM. It blocks reading its stdin, which the
+// engine holds open and nobody writes (see docker.ContainerSpec.OpenStdin),
+// so it needs nothing in the image but /bin/sh; should that stdin ever end,
+// it sleeps instead.
+var KeepAlive = []string{"/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do read -r _ || { sleep 3600 & wait $!; }; done"}
 
 // Identity is who a sandbox's Docker objects belong to.
 type Identity struct {
@@ -93,9 +96,9 @@ func Container(sbx *afev1.Sandbox, id Identity, r Resolved) docker.ContainerSpec
 	} else {
 		mount.Owner = &docker.Owner{UID: uid, GID: gid}
 	}
-	cmd := spec.Command
+	cmd, openStdin := spec.Command, false
 	if len(cmd) == 0 {
-		cmd = KeepAlive
+		cmd, openStdin = KeepAlive, true
 	}
 	network := r.Network
 	if network == "" {
@@ -122,6 +125,7 @@ func Container(sbx *afev1.Sandbox, id Identity, r Resolved) docker.ContainerSpec
 		CapDrop:         []string{"ALL"},
 		NoNewPrivileges: true,
 		Init:            true,
+		OpenStdin:       openStdin,
 	}
 	labels := id.Labels(afev1.RoleSandbox)
 	labels[afev1.LabelSpecHash] = Hash(c)

@@ -1,6 +1,7 @@
 package sandboxspec
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -206,6 +207,7 @@ func TestContainerIsHardened(t *testing.T) {
 		CapDrop:         []string{"ALL"},
 		NoNewPrivileges: true,
 		Init:            true,
+		OpenStdin:       true,
 		Labels: map[string]string{
 			"afe.ticket": "tk-1", "afe.namespace": "team", "afe.sandbox": "tk-1", "afe.sandbox-uid": "uid-1",
 			"afe.scope": "main", "afe.role": "sandbox", "afe.controller": "default", "afe.spec-hash": hash,
@@ -213,6 +215,17 @@ func TestContainerIsHardened(t *testing.T) {
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Fatal(d)
+	}
+
+	// A command of its own gets no stdin, and its hash is computed as
+	// before stdin could be kept open: no drift on upgrade.
+	sbx.Spec.Command = []string{"/bin/sh", "-c", "exec my-agent"}
+	own := Container(sbx, id, Resolved{Env: []string{"A=1"}, Workspace: "afe-team.tk-1-ws"})
+	if own.OpenStdin {
+		t.Fatal("a sandbox with its own command got an open stdin")
+	}
+	if b, _ := json.Marshal(own); strings.Contains(string(b), "OpenStdin") {
+		t.Fatalf("the hashed JSON of a spec without stdin names it: %s", b)
 	}
 }
 

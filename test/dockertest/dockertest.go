@@ -52,6 +52,7 @@ type Inspected struct {
 		Cmd        []string
 		Labels     map[string]string
 		WorkingDir string
+		OpenStdin  bool
 	}
 	State struct {
 		Running bool

@@ -12,6 +12,10 @@ import (
 // GitImage is the test image with git that `make images` builds.
 const GitImage = "afe/git:dev"
 
+// ShellOnlyImage holds nothing but a shell (dash) and its C library: no
+// sleep, kill or ps. `make images` builds it.
+const ShellOnlyImage = "afe/sh:dev"
+
 // RequireImage returns an error when the engine or the image is missing
 // under CI, a reason to skip otherwise.
 func RequireImage(image string) (string, error) {
