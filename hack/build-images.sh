@@ -41,6 +41,20 @@ fetch_deb() {
 	}
 }
 
+# extract_debs WORK ROOTFS PACKAGE...: the packages' files, unpacked into
+# ROOTFS (no maintainer scripts run).
+extract_debs() {
+	local work="$1" rootfs="$2" deb
+	shift 2
+	mkdir -p "${work}/debs"
+	for deb in "$@"; do
+		fetch_deb "${deb}" "${work}/debs"
+	done
+	for deb in "${work}"/debs/*.deb; do
+		dpkg-deb -x "${deb}" "${rootfs}"
+	done
+}
+
 # busybox_rootfs WORK: a busybox-static root filesystem in WORK/rootfs, with
 # a sandbox user 1000 and a world-writable /tmp.
 busybox_rootfs() {
@@ -105,14 +119,8 @@ build_git() {
 	work="$(mktemp -d)"
 	trap 'rm -rf "${work}"' RETURN
 	busybox_rootfs "${work}"
-	local rootfs="${work}/rootfs" deb
-	mkdir -p "${work}/debs"
-	for deb in "${GIT_DEBS[@]}"; do
-		fetch_deb "${deb}" "${work}/debs"
-	done
-	for deb in "${work}"/debs/*.deb; do
-		dpkg-deb -x "${deb}" "${rootfs}"
-	done
+	local rootfs="${work}/rootfs"
+	extract_debs "${work}" "${rootfs}" "${GIT_DEBS[@]}"
 	# Programs that need libraries left out, and documentation.
 	(cd "${rootfs}/usr/lib/git-core" && rm -f git-remote-http git-remote-https git-remote-ftp git-remote-ftps \
 		git-http-fetch git-http-push git-imap-send)
@@ -136,14 +144,9 @@ build_sh() {
 	local work
 	work="$(mktemp -d)"
 	trap 'rm -rf "${work}"' RETURN
-	local rootfs="${work}/rootfs" deb
-	mkdir -p "${work}/debs" "${rootfs}"/{etc,tmp}
-	for deb in dash libc6; do
-		fetch_deb "${deb}" "${work}/debs"
-	done
-	for deb in "${work}"/debs/*.deb; do
-		dpkg-deb -x "${deb}" "${rootfs}"
-	done
+	local rootfs="${work}/rootfs"
+	mkdir -p "${rootfs}"/{etc,tmp}
+	extract_debs "${work}" "${rootfs}" dash libc6
 	rm -rf "${rootfs}"/usr/share
 	# Every program but dash goes (libc6 ships none today; this keeps it so).
 	find "${rootfs}" -type f -perm /111 ! -name '*.so*' ! -name dash -delete
