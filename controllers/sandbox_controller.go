@@ -279,6 +279,9 @@ func (r *SandboxReconciler) patchStatus(ctx context.Context, before, sbx *afev1.
 		return fmt.Errorf("patch status: %w", err)
 	}
 	observeReady(before, sbx, now)
+	if lost := sbx.Status.Recreations - before.Status.Recreations; lost > 0 {
+		metrics.Recreations.WithLabelValues("lost").Add(float64(lost))
+	}
 	return nil
 }
 

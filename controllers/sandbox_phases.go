@@ -209,8 +209,7 @@ func (r *SandboxReconciler) recordLoss(sbx *afev1.Sandbox, have *docker.Containe
 	name := sbx.Status.ContainerName
 	logf.Log.Info("Sandbox container lost", "sandbox", sbx.Namespace+"/"+sbx.Name, "container", name, "what", what)
 	now := metav1.Now()
-	metrics.Recreations.WithLabelValues("lost").Inc()
-	sbx.Status.Recreations++
+	sbx.Status.Recreations++ // counted in the metrics once written
 	sbx.Status.LastLostTime = &now
 	sbx.Status.ContainerID = ""
 	setCondition(sbx, afev1.ContainerReadyCondition, false, afev1.SandboxContainerLostReason,

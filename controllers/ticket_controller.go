@@ -41,14 +41,19 @@ type TicketReconciler struct {
 // +kubebuilder:rbac:groups=sandbox.afe.dev,resources=runs,verbs=list;watch
 
 // Reconcile keeps a ticket's Sandboxes as its state asks.
-func (r *TicketReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+func (r *TicketReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
 	tk := &afev1.Ticket{}
 	if err := r.Get(ctx, req.NamespacedName, tk); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	before := tk.DeepCopy()
 	defer func() {
-		if err := r.patchStatus(ctx, before, tk); err != nil && !apierrors.IsNotFound(err) && retErr == nil {
+		err := r.patchStatus(ctx, before, tk)
+		switch {
+		case apierrors.IsConflict(err) && retErr == nil:
+			// A stale copy: look again once the cache holds the newer one.
+			res = ctrl.Result{RequeueAfter: staleRetry}
+		case err != nil && !apierrors.IsNotFound(err) && retErr == nil:
 			retErr = err
 		}
 	}()
@@ -181,14 +186,6 @@ func (r *TicketReconciler) cleanup(ctx context.Context, tk *afev1.Ticket, owned 
 		return false, err
 	}
 	tk.Status.RetainedSnapshots = kept
-	if !meta.IsStatusConditionTrue(tk.Status.Conditions, afev1.TicketCleanedUpCondition) {
-		started := time.Now()
-		if c := meta.FindStatusCondition(tk.Status.Conditions, afev1.TicketCleanedUpCondition); c != nil {
-			started = c.LastTransitionTime.Time
-		}
-		metrics.TicketCleanup.Observe(time.Since(started).Seconds())
-		r.Recorder.Eventf(tk, nil, "Normal", afev1.CleanedUpReason, "Cleanup", "Every sandbox and Docker object of the ticket was removed")
-	}
 	status.SummarizeTicketCleanup(&tk.Status, tk.Generation, 0, metav1.Now())
 	return true, nil
 }
@@ -302,8 +299,21 @@ func (r *TicketReconciler) patchStatus(ctx context.Context, before, tk *afev1.Ti
 	if equality.Semantic.DeepEqual(before.Status, tk.Status) {
 		return nil
 	}
-	if err := r.Status().Patch(ctx, tk, client.MergeFrom(before)); err != nil {
+	// The lock refuses a write based on a stale copy, so that what follows
+	// a write (the cleanup's metric and Event) happens once.
+	if err := r.Status().Patch(ctx, tk, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("patch ticket status: %w", err)
+	}
+	if !meta.IsStatusConditionTrue(before.Status.Conditions, afev1.TicketCleanedUpCondition) &&
+		meta.IsStatusConditionTrue(tk.Status.Conditions, afev1.TicketCleanedUpCondition) {
+		// Since the cleanup began (the condition went False), or now when
+		// it took a single reconcile.
+		started := time.Now()
+		if c := meta.FindStatusCondition(before.Status.Conditions, afev1.TicketCleanedUpCondition); c != nil {
+			started = c.LastTransitionTime.Time
+		}
+		metrics.TicketCleanup.Observe(time.Since(started).Seconds())
+		r.Recorder.Eventf(tk, nil, "Normal", afev1.CleanedUpReason, "Cleanup", "Every sandbox and Docker object of the ticket was removed")
 	}
 	return nil
 }

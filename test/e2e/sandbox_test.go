@@ -116,12 +116,7 @@ var _ = Describe("The manager binary with kubectl", Ordered, func() {
 	})
 
 	It("serves its metrics", func() {
-		resp, err := http.Get("http://" + metricsAddr + "/metrics")
-		Expect(err).NotTo(HaveOccurred())
-		defer func() { _ = resp.Body.Close() }()
-		body, err := io.ReadAll(resp.Body)
-		Expect(err).NotTo(HaveOccurred())
-		text := string(body)
+		text := scrapeMetrics()
 		for _, series := range []string{
 			`afe_sandbox_ready_seconds_count{egress="false"} 1`,
 			`afe_runs_total{ok="false",phase="Completed"}`,
@@ -177,7 +172,8 @@ spec:
   sandboxRef: {name: sample}
   script: |
     echo attempt >> /workspace/attempts
-    sleep 4
+    # The first attempt would sleep far beyond the test: only a kill ends it.
+    if [ "$(wc -l < /workspace/attempts)" = 1 ]; then sleep 1000; fi
     echo "{\"attempts_seen\": $(wc -l < /workspace/attempts)}"
 `
 		mustKubectlStdin(run, "apply", "-n", ns, "-f", "-")
@@ -195,7 +191,7 @@ spec:
 			To(Equal("2 true 2"))
 		out, err := dockertest.Exec("afe-"+ns+".sample", "ps", "-o", "args")
 		Expect(err).NotTo(HaveOccurred())
-		Expect(strings.Split(out, "\n")).NotTo(ContainElement("sleep 4"), "the first attempt's process was stopped")
+		Expect(out).NotTo(ContainSubstring("sleep 1000"), "the first attempt's process was stopped")
 
 		header := strings.Fields(strings.SplitN(mustKubectl("get", "runs", "-n", ns), "\n", 2)[0])
 		Expect(header).To(Equal([]string{"NAME", "SANDBOX", "PHASE", "EXIT", "DURATION", "AGE"}))
@@ -221,9 +217,22 @@ spec:
 		header := strings.Fields(strings.SplitN(mustKubectl("get", "tickets", "-n", ns), "\n", 2)[0])
 		Expect(header).To(Equal([]string{"NAME", "STATE", "PHASE", "READY", "REQUEUES", "AGE"}))
 
+		By("losing its container: recreated, the ticket requeued")
+		Expect(dockertest.RemoveContainer(key)).To(Succeed())
+		mustKubectl("wait", "-n", ns, "--for=jsonpath={.status.requeues}=1", "ticket/sample-ticket", "--timeout=60s")
+		mustKubectl("wait", "-n", ns, "--for=jsonpath={.status.phase}=Ready", "ticket/sample-ticket", "--timeout=60s")
+
 		mustKubectl("patch", "-n", ns, "ticket/sample-ticket", "--type=merge", "-p", `{"spec":{"state":"Done"}}`)
 		mustKubectl("wait", "-n", ns, "--for=condition=CleanedUp", "ticket/sample-ticket", "--timeout=60s")
 		Expect(dockertest.Objects(afev1.LabelTicket + "=sample-ticket")).To(BeEmpty())
+
+		By("counting it all in the metrics of the manager started after the kill")
+		Eventually(scrapeMetrics).Should(And(
+			ContainSubstring(`afe_sandbox_ready_seconds_count{egress="true"} 1`),
+			ContainSubstring(`afe_sandbox_recreations_total{reason="lost"} 1`),
+			ContainSubstring("afe_sandbox_loss_to_recreated_seconds_count 1"),
+			ContainSubstring("afe_ticket_done_to_cleaned_seconds_count 1"),
+		))
 	})
 
 	It("removes every Docker object on delete", func() {
@@ -237,3 +246,13 @@ spec:
 		manager = nil
 	})
 })
+
+// scrapeMetrics reads the running manager's metrics endpoint.
+func scrapeMetrics() string {
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	Expect(err).NotTo(HaveOccurred())
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	Expect(err).NotTo(HaveOccurred())
+	return string(body)
+}
