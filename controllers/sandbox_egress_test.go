@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -123,7 +124,9 @@ var _ = Describe("Sandbox egress", func() {
 
 		By("not reaching a service listening on all the host's interfaces")
 		port := hostService.Addr().(*net.TCPAddr).Port
-		for _, gw := range dockertest.HostAddresses() {
+		hostAddrs := dockertest.HostAddresses()
+		Expect(hostAddrs).NotTo(BeEmpty())
+		for _, gw := range hostAddrs {
 			url := fmt.Sprintf("http://%s:%d/", gw, port)
 			out, err := fetch(name, url, false)
 			Expect(err).To(HaveOccurred(), "direct %s: %s", url, out)
@@ -131,6 +134,15 @@ var _ = Describe("Sandbox egress", func() {
 			Expect(err).To(HaveOccurred(), "through the proxy %s: %s", url, out)
 			Expect(out).NotTo(ContainSubstring("host-secret"))
 		}
+		// A name resolving to the host is refused by address: the proxy
+		// denies its network's gateway (the rule itself is tested on the
+		// image, with a name).
+		gw, err := exec.Command("docker", "network", "inspect", "-f", "{{range .IPAM.Config}}{{.Gateway}}{{end}}", egressNetwork).Output()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(strings.TrimSpace(string(gw))).NotTo(BeEmpty())
+		proxy, err := dockertest.Inspect(got.Status.ProxyName)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(proxy.Config.Env).To(ContainElement("AFE_EGRESS_DENY_IPS=" + strings.TrimSpace(string(gw))))
 
 		By("changing egress: the proxy is reconfigured, the sandbox container kept")
 		Eventually(func(g Gomega) {

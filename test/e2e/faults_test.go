@@ -82,17 +82,32 @@ var _ = Describe("Engine faults", func() {
 		k("wait", "--for=condition=Ready", "sandbox/early", "--timeout=60s")
 		before, err := dockertest.Inspect("afe-default.early")
 		Expect(err).NotTo(HaveOccurred())
+		// steady is left alone through the outage; quiet loses its container
+		// during it without any change of its spec, so only the resync after
+		// the reconnect can see that.
+		apply(sandbox("steady"))
+		apply(sandbox("quiet"))
+		k("wait", "--for=condition=Ready", "sandbox/steady", "sandbox/quiet", "--timeout=60s")
+		steady, err := dockertest.Inspect("afe-default.steady")
+		Expect(err).NotTo(HaveOccurred())
+		quiet, err := dockertest.Inspect("afe-default.quiet")
+		Expect(err).NotTo(HaveOccurred())
 
 		By("cutting the engine: conditions say so, nothing is deleted")
 		fwd.Cut()
 		k("patch", "sandbox/early", "--type=merge", "-p", `{"spec":{"env":[{"name":"CHANGED","value":"yes"}]}}`)
 		Eventually(jsonpath("sandbox/early", `{.status.conditions[?(@.type=="Ready")].reason}`)).Should(Equal(afev1.EngineUnavailableReason))
-		Expect(dockertest.Objects(afev1.LabelController + "=" + inst)).To(ConsistOf("container/afe-default.early", "volume/afe-default.early-ws"))
-		// A loss while the controller cannot see the engine.
+		Expect(dockertest.Objects(afev1.LabelController + "=" + inst)).To(ConsistOf(
+			"container/afe-default.early", "volume/afe-default.early-ws",
+			"container/afe-default.steady", "volume/afe-default.steady-ws",
+			"container/afe-default.quiet", "volume/afe-default.quiet-ws"))
+		// Losses while the controller cannot see the engine.
 		Expect(dockertest.RemoveContainer("afe-default.early")).To(Succeed())
+		Expect(dockertest.RemoveContainer("afe-default.quiet")).To(Succeed())
 		Consistently(func() []string {
 			return dockertest.Objects(afev1.LabelController + "=" + inst)
-		}, "2s").Should(ConsistOf("volume/afe-default.early-ws"), "nothing is deleted while the engine is away")
+		}, "2s").Should(ConsistOf("volume/afe-default.early-ws", "container/afe-default.steady", "volume/afe-default.steady-ws",
+			"volume/afe-default.quiet-ws"), "nothing is deleted while the engine is away")
 
 		By("restoring: the stream reconnects, a resync runs, the loss is repaired")
 		restored := time.Now()
@@ -104,6 +119,15 @@ var _ = Describe("Engine faults", func() {
 		Expect(after.ID).NotTo(Equal(before.ID))
 		Expect(after.Config.Env).To(ContainElement("CHANGED=yes"))
 		Expect(jsonpath("sandbox/early", "{.status.recreations}")()).To(Equal("1"))
+		Eventually(func() bool {
+			c, err := dockertest.Inspect("afe-default.quiet")
+			return err == nil && c.State.Running && c.ID != quiet.ID
+		}, "60s").Should(BeTrue(), "the resync after the reconnect repairs a loss nothing else points at")
+		Eventually(jsonpath("sandbox/quiet", "{.status.recreations}")).Should(Equal("1"))
+		now, err := dockertest.Inspect("afe-default.steady")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(now.ID).To(Equal(steady.ID), "an untouched sandbox keeps its container through the outage")
+		Expect(jsonpath("sandbox/steady", "{.status.recreations}")()).To(BeElementOf("", "0"))
 
 		By("seeing losses from the reconnected event stream")
 		lost := time.Now()
@@ -113,7 +137,7 @@ var _ = Describe("Engine faults", func() {
 			return err == nil && c.State.Running && c.ID != after.ID
 		}, "30s", "20ms").Should(BeTrue(), "the sweep runs hourly here: only the event stream (reconnecting within 5 s) can see this")
 		GinkgoWriter.Printf("loss after reconnect: replaced after %s\n", time.Since(lost))
-		k("delete", "sandbox/early", "--timeout=60s")
+		k("delete", "sandbox/early", "sandbox/steady", "sandbox/quiet", "--timeout=60s")
 		Expect(dockertest.Objects(afev1.LabelController + "=" + inst)).To(BeEmpty())
 	})
 })
