@@ -146,6 +146,12 @@ var _ = Describe("The manager binary with kubectl", Ordered, func() {
 		out := mustKubectl("apply", "-k", filepath.Join(root, "config", "default"), "--dry-run=server")
 		Expect(out).To(ContainSubstring("deployment.apps/afe-controller-manager created (server dry run)"))
 		Expect(out).To(ContainSubstring("clusterrole.rbac.authorization.k8s.io/afe-manager-role created (server dry run)"))
+
+		By("accepting every sample, applied as a directory")
+		out = mustKubectl("apply", "-n", ns, "-f", filepath.Join(root, "config", "samples"), "--dry-run=server")
+		entries, err := os.ReadDir(filepath.Join(root, "config", "samples"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(strings.Count(out, "(server dry run)")).To(BeNumerically(">=", len(entries)), out)
 	})
 
 	It("finds its container again after a crash, without a duplicate", func() {
