@@ -213,4 +213,36 @@ var _ = Describe("Ticket", func() {
 		}, "30s").Should(BeTrue())
 		Expect(dockertest.Objects(afev1.LabelSandboxUID + "=no-such-sandbox")).To(BeEmpty())
 	})
+
+	It("neither adopts nor sweeps what belongs to another instance", func() {
+		name := "afe-" + ns + ".taken"
+		other := "other-" + instance
+		defer dockertest.RemoveAll(afev1.LabelController + "=" + other)
+		Expect(exec.Command("docker", "run", "-d", "--network", "none", "--name", name,
+			"--label", afev1.LabelController+"="+other, "--label", afev1.LabelSandboxUID+"=foreign",
+			"--label", afev1.LabelNamespace+"="+ns, "--label", afev1.LabelSandbox+"=taken",
+			dockertest.TestImage, "sleep", "600").Run()).To(Succeed())
+		planted, err := dockertest.Inspect(name)
+		Expect(err).NotTo(HaveOccurred())
+
+		sbx := newSandbox(ns, "taken")
+		Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
+		c := waitCondition(ctx, sbx, afev1.ContainerReadyCondition, metav1.ConditionFalse, afev1.NameConflictReason)
+		Expect(c.Message).To(ContainSubstring("not adopted"))
+		// Through a few sweeps (every 2 s) and the Sandbox's deletion, the
+		// other instance's container stays as it was.
+		Consistently(func(g Gomega) {
+			now, err := dockertest.Inspect(name)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(now.ID).To(Equal(planted.ID))
+			g.Expect(now.State.Running).To(BeTrue())
+		}, "5s", "500ms").Should(Succeed())
+		own := uidLabel(sbx)
+		Expect(dockertest.Objects(own)).To(ConsistOf("volume/" + name + "-ws"))
+		deleteAndWaitGone(ctx, sbx)
+		now, err := dockertest.Inspect(name)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(now.ID).To(Equal(planted.ID))
+		Expect(dockertest.Objects(own)).To(BeEmpty(), "its own workspace volume went")
+	})
 })

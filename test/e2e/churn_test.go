@@ -179,10 +179,13 @@ var _ = Describe("Crash convergence", func() {
 				g.Expect(state[s.Name]).NotTo(BeEmpty(), "sandbox %s of a deleted ticket", s.Name)
 				g.Expect(state[s.Name].Terminal()).To(BeFalse(), "sandbox %s of a finished ticket", s.Name)
 			}
-			out, _ := exec.Command("docker", "ps", "-a", "--filter", "label="+afev1.LabelController+"="+inst,
-				"--format", `{{.Label "afe.sandbox-uid"}}`).Output()
-			for _, uid := range strings.Fields(string(out)) {
-				g.Expect(live[uid]).To(BeTrue(), "orphan container of sandbox UID %s", uid)
+			for _, kind := range []string{"container ls -a", "volume ls", "network ls"} {
+				args := append(strings.Fields(kind), "--filter", "label="+afev1.LabelController+"="+inst, "--format", `{{.Label "afe.sandbox-uid"}}`)
+				out, err := exec.Command("docker", args...).Output()
+				g.Expect(err).NotTo(HaveOccurred())
+				for _, uid := range strings.Fields(string(out)) {
+					g.Expect(live[uid]).To(BeTrue(), "orphan %s of sandbox UID %s", kind, uid)
+				}
 			}
 			for _, name := range runs {
 				run := &afev1.Run{}

@@ -107,8 +107,15 @@ var _ = Describe("The manager binary with kubectl", Ordered, func() {
 		Expect(code).To(BeZero(), errs)
 		Expect(out).To(Equal("1000\n/workspace\n"))
 
+		By("honouring KUBECONFIG and --namespace=NS, as kubectl does")
+		cmd := exec.Command(plugin, "--namespace="+ns, "logs", name)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+cp.Kubeconfig)
+		viaEnv, err := cmd.CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(viaEnv))
+		Expect(string(viaEnv)).To(Equal("hello from the sandbox\n"))
+
 		By("refusing a shell when the engine is not reachable")
-		cmd := exec.Command(plugin, "--kubeconfig", cp.Kubeconfig, "-n", ns, "shell", "sample")
+		cmd = exec.Command(plugin, "--kubeconfig", cp.Kubeconfig, "-n", ns, "shell", "sample")
 		cmd.Env = append(os.Environ(), "DOCKER_HOST=unix:///nonexistent/docker.sock")
 		refused, err := cmd.CombinedOutput()
 		Expect(err).To(HaveOccurred())
