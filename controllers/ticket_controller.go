@@ -72,7 +72,14 @@ func (r *TicketReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res
 			return ctrl.Result{}, err
 		}
 		if controllerutil.RemoveFinalizer(tk, afev1.TicketFinalizer) {
-			return ctrl.Result{}, client.IgnoreNotFound(r.Update(ctx, tk))
+			// No status write follows: the removal is what is counted, and
+			// only one write can remove the finalizer. (The Update replaces
+			// the status in tk with the server's, hence the copy.)
+			cleaned := tk.DeepCopy()
+			if err := r.Update(ctx, tk); err != nil {
+				return ctrl.Result{}, client.IgnoreNotFound(err)
+			}
+			r.observeCleanup(before, cleaned)
 		}
 		return ctrl.Result{}, nil
 	}
@@ -304,18 +311,24 @@ func (r *TicketReconciler) patchStatus(ctx context.Context, before, tk *afev1.Ti
 	if err := r.Status().Patch(ctx, tk, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("patch ticket status: %w", err)
 	}
-	if !meta.IsStatusConditionTrue(before.Status.Conditions, afev1.TicketCleanedUpCondition) &&
-		meta.IsStatusConditionTrue(tk.Status.Conditions, afev1.TicketCleanedUpCondition) {
-		// Since the cleanup began (the condition went False), or now when
-		// it took a single reconcile.
-		started := time.Now()
-		if c := meta.FindStatusCondition(before.Status.Conditions, afev1.TicketCleanedUpCondition); c != nil {
-			started = c.LastTransitionTime.Time
-		}
-		metrics.TicketCleanup.Observe(time.Since(started).Seconds())
-		r.Recorder.Eventf(tk, nil, "Normal", afev1.CleanedUpReason, "Cleanup", "Every sandbox and Docker object of the ticket was removed")
-	}
+	r.observeCleanup(before, tk)
 	return nil
+}
+
+// observeCleanup records, after the write that states it, a cleanup that
+// has just ended: its time since it began (the condition went False), or
+// none when it took a single reconcile, and an Event.
+func (r *TicketReconciler) observeCleanup(before, tk *afev1.Ticket) {
+	if meta.IsStatusConditionTrue(before.Status.Conditions, afev1.TicketCleanedUpCondition) ||
+		!meta.IsStatusConditionTrue(tk.Status.Conditions, afev1.TicketCleanedUpCondition) {
+		return
+	}
+	started := time.Now()
+	if c := meta.FindStatusCondition(before.Status.Conditions, afev1.TicketCleanedUpCondition); c != nil {
+		started = c.LastTransitionTime.Time
+	}
+	metrics.TicketCleanup.Observe(time.Since(started).Seconds())
+	r.Recorder.Eventf(tk, nil, "Normal", afev1.CleanedUpReason, "Cleanup", "Every sandbox and Docker object of the ticket was removed")
 }
 
 // SetupWithManager registers the reconciler: Tickets and the Sandboxes they
