@@ -226,14 +226,14 @@ func (r *RunReconciler) finish(ctx context.Context, before, run *afev1.Run, a *a
 			run.Status.Result[k] = apiextensionsv1.JSON{Raw: v}
 		}
 	}
-	run.Status.Phase = afev1.RunCompleted
+	phase, reason := afev1.RunCompleted, afev1.ExitedReason
 	msg := fmt.Sprintf("Exited with code %d after %dms", code, run.Status.DurationMilliseconds)
-	setRunCondition(run, afev1.RunCompletedCondition, true, afev1.ExitedReason, msg)
 	if o.timedOut {
-		run.Status.Phase = afev1.RunTimedOut
+		phase, reason = afev1.RunTimedOut, afev1.TimedOutReason
 		msg = fmt.Sprintf("Killed with every process it started after %s", time.Duration(run.Status.DurationMilliseconds)*time.Millisecond)
-		setRunCondition(run, afev1.RunCompletedCondition, true, afev1.TimedOutReason, msg)
 	}
+	run.Status.Phase = phase
+	setRunCondition(run, afev1.RunCompletedCondition, true, reason, msg)
 	if err := r.patchStatus(ctx, before, run); err != nil {
 		return err
 	}
