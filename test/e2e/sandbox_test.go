@@ -154,6 +154,14 @@ var _ = Describe("The manager binary with kubectl", Ordered, func() {
 		Expect(out).To(ContainSubstring("deployment.apps/afe-controller-manager created (server dry run)"))
 		Expect(out).To(ContainSubstring("clusterrole.rbac.authorization.k8s.io/afe-manager-role created (server dry run)"))
 
+		By("accepting the overlay for a remote engine: TLS from a Secret, no socket")
+		out = mustKubectl("apply", "-k", filepath.Join(root, "config", "remote-engine"), "--dry-run=server")
+		Expect(out).To(ContainSubstring("deployment.apps/afe-controller-manager created (server dry run)"))
+		rendered := mustKubectl("kustomize", filepath.Join(root, "config", "remote-engine"))
+		Expect(rendered).To(ContainSubstring("DOCKER_TLS_VERIFY"))
+		Expect(rendered).To(ContainSubstring("secretName: docker-tls"))
+		Expect(rendered).NotTo(ContainSubstring("docker.sock"))
+
 		By("accepting every sample, applied as a directory")
 		out = mustKubectl("apply", "-n", ns, "-f", filepath.Join(root, "config", "samples"), "--dry-run=server")
 		entries, err := os.ReadDir(filepath.Join(root, "config", "samples"))
