@@ -330,15 +330,31 @@ var _ = Describe("Sandbox", func() {
 		deleteAndWaitGone(ctx, sbx)
 	})
 
-	It("reports an image that cannot be pulled", func() {
+	It("reports an image that cannot be pulled, and retries until it is there", func() {
+		// A registry address nothing listens on (loopback): every pull fails.
+		image := fmt.Sprintf("127.0.0.1:1/afe/missing-%d:never", GinkgoParallelProcess())
 		sbx := newSandbox(ns, "no-image")
-		sbx.Spec.Image = "127.0.0.1:1/afe/missing:never"
+		sbx.Spec.Image = image
 		Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
 		c := waitCondition(ctx, sbx, afev1.ContainerReadyCondition, metav1.ConditionFalse, afev1.ImagePullFailedReason)
 		Expect(c.Message).To(ContainSubstring("could not be pulled"))
 		Expect(getSandbox(ctx, sbx)(Default).Status.Phase).To(Equal(afev1.SandboxPending))
 		label := uidLabel(sbx)
 		Expect(dockertest.Objects(label)).To(ConsistOf(HavePrefix("volume/")), "only the workspace exists")
+
+		By("keeping a Run Pending while the sandbox exists but is not Ready")
+		run := newRun(ns, "early", sbx.Name)
+		run.Spec.Command = []string{"echo", `{"ran": true}`}
+		Expect(k8sClient.Create(ctx, run)).To(Succeed())
+		pending := waitRunPhase(ctx, run, afev1.RunPending)
+		Expect(findCondition(pending.Status.Conditions, afev1.RunSandboxReadyCondition).Message).To(ContainSubstring("is not Ready"))
+
+		By("retrying: once the image is present, the sandbox comes up and the Run runs")
+		Expect(exec.Command("docker", "tag", dockertest.TestImage, image).Run()).To(Succeed())
+		defer func() { _ = exec.Command("docker", "rmi", image).Run() }()
+		waitReady(ctx, sbx)
+		done := waitRunPhase(ctx, run, afev1.RunCompleted)
+		Expect(string(done.Status.Result["ran"].Raw)).To(Equal("true"))
 		deleteAndWaitGone(ctx, sbx)
 		Expect(dockertest.Objects(label)).To(BeEmpty())
 	})
