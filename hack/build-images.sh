@@ -148,7 +148,7 @@ build_sh() {
 	mkdir -p "${rootfs}"/{etc,tmp}
 	extract_debs "${work}" "${rootfs}" dash libc6
 	rm -rf "${rootfs}"/usr/share
-	# Every program but dash goes (libc6 ships none today; this keeps it so).
+	# Every program but dash goes: only the shell and its libraries stay.
 	find "${rootfs}" -type f -perm /111 ! -name '*.so*' ! -name dash -delete
 	if [[ ! -e "${rootfs}/bin/sh" ]]; then
 		mkdir -p "${rootfs}/bin"
