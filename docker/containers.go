@@ -151,6 +151,9 @@ func containerConfig(spec ContainerSpec) (*container.Config, *container.HostConf
 		if m.Type == MountBind {
 			mm.BindOptions = &mount.BindOptions{Propagation: mount.PropagationRPrivate}
 		}
+		if m.Type == MountVolume && len(m.Labels) > 0 {
+			mm.VolumeOptions = &mount.VolumeOptions{Labels: m.Labels}
+		}
 		hc.Mounts = append(hc.Mounts, mm)
 	}
 	var nc *network.NetworkingConfig

@@ -173,6 +173,25 @@ func TestRunContainerThatCannotStartLeavesNothing(t *testing.T) {
 	}
 }
 
+// A volume mount whose volume is gone (removed between its creation and the
+// container's) makes the engine create it: with the mount's labels, so it
+// is found by them and removed like the one it replaces.
+func TestVolumeMadeByTheEngineCarriesTheMountLabels(t *testing.T) {
+	ctx := context.Background()
+	labels := testLabels(t)
+	name := uniqueName()
+	if _, err := engine.RunContainer(ctx, ContainerSpec{
+		Name: name, Image: testImage, Labels: labels, Network: "none", Command: []string{"sleep", "60"},
+		Mounts: []Mount{{Type: MountVolume, Source: name + "-ws", Target: "/workspace", Labels: labels}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	vs, err := engine.ListVolumes(ctx, labels)
+	if err != nil || len(vs) != 1 || vs[0].Name != name+"-ws" {
+		t.Fatalf("volumes with the mount's labels: %+v %v", vs, err)
+	}
+}
+
 func TestEnsureImage(t *testing.T) {
 	ctx := context.Background()
 	if err := engine.EnsureImage(ctx, testImage); err != nil {

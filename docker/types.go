@@ -44,6 +44,11 @@ type Mount struct {
 	// before the container starts (for fresh volumes, which Docker creates
 	// owned by root).
 	Owner *Owner
+	// Labels label the volume should the engine have to create it, as it
+	// does for a volume mount whose volume was removed meanwhile: such a
+	// volume is then found and removed by its labels like the one it
+	// replaces, instead of being left behind unlabelled.
+	Labels map[string]string `json:",omitempty"`
 }
 
 // Ulimit is one resource limit (RLIMIT_*) of a container.

@@ -109,6 +109,7 @@ func TestCLIBaselineMakesTheControllersContainer(t *testing.T) {
 		"HostConfig.NanoCpus", "HostConfig.PidsLimit", "HostConfig.Ulimits", "HostConfig.Init", "HostConfig.NetworkMode",
 		"HostConfig.Dns", "HostConfig.IpcMode", "HostConfig.ReadonlyRootfs", "HostConfig.Tmpfs", "HostConfig.Privileged",
 		"HostConfig.RestartPolicy", "Config.User", "Config.Env", "Config.Cmd", "Config.Entrypoint", "Config.WorkingDir",
+		"Config.OpenStdin",
 	} {
 		if a, b := pick(sdk, field), pick(cli, field); !reflect.DeepEqual(a, b) {
 			t.Errorf("%s: controller %v, CLI baseline %v", field, a, b)

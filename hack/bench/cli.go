@@ -57,6 +57,9 @@ func createArgs(spec docker.ContainerSpec) []string {
 		if m.Type == docker.MountBind {
 			opt += ",bind-propagation=rprivate"
 		}
+		for _, k := range sortedKeys(m.Labels) {
+			opt += ",volume-label=" + k + "=" + m.Labels[k]
+		}
 		args = append(args, "--mount", opt)
 	}
 	network := spec.Network

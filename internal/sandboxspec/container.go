@@ -95,6 +95,7 @@ func Container(sbx *afev1.Sandbox, id Identity, r Resolved) docker.ContainerSpec
 		mount.Type = docker.MountBind
 	} else {
 		mount.Owner = &docker.Owner{UID: uid, GID: gid}
+		mount.Labels = id.Labels(afev1.RoleWorkspace)
 	}
 	cmd, openStdin := spec.Command, false
 	if len(cmd) == 0 {
@@ -136,6 +137,11 @@ func Container(sbx *afev1.Sandbox, id Identity, r Resolved) docker.ContainerSpec
 // Hash is the hash of everything in a container spec but its labels.
 func Hash(c docker.ContainerSpec) string {
 	c.Labels = nil
+	// Labels of the mounts too: they follow the identity, not the spec.
+	c.Mounts = append([]docker.Mount(nil), c.Mounts...)
+	for i := range c.Mounts {
+		c.Mounts[i].Labels = nil
+	}
 	b, _ := json.Marshal(c)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])[:20]

@@ -191,14 +191,15 @@ func TestContainerIsHardened(t *testing.T) {
 	got := Container(sbx, id, Resolved{Env: []string{"A=1"}, Workspace: "afe-team.tk-1-ws"})
 	hash := got.Labels[afev1.LabelSpecHash]
 	want := docker.ContainerSpec{
-		Name:            "afe-team.tk-1",
-		Image:           "afe/busybox:dev",
-		Entrypoint:      []string{},
-		Command:         KeepAlive,
-		User:            "1000:1000",
-		WorkingDir:      "/workspace",
-		Env:             []string{"A=1"},
-		Mounts:          []docker.Mount{{Type: docker.MountVolume, Source: "afe-team.tk-1-ws", Target: "/workspace", Owner: &docker.Owner{UID: 1000, GID: 1000}}},
+		Name:       "afe-team.tk-1",
+		Image:      "afe/busybox:dev",
+		Entrypoint: []string{},
+		Command:    KeepAlive,
+		User:       "1000:1000",
+		WorkingDir: "/workspace",
+		Env:        []string{"A=1"},
+		Mounts: []docker.Mount{{Type: docker.MountVolume, Source: "afe-team.tk-1-ws", Target: "/workspace", Owner: &docker.Owner{UID: 1000, GID: 1000},
+			Labels: IdentityOf(sbx, "default").Labels(afev1.RoleWorkspace)}},
 		Network:         "none",
 		NanoCPUs:        500_000_000,
 		MemoryBytes:     256 << 20,
@@ -226,6 +227,18 @@ func TestContainerIsHardened(t *testing.T) {
 	}
 	if b, _ := json.Marshal(own); strings.Contains(string(b), "OpenStdin") {
 		t.Fatalf("the hashed JSON of a spec without stdin names it: %s", b)
+	}
+
+	// The labels a recreated volume would get follow the identity, not the
+	// spec: they are not hashed (nor do they recreate anything on upgrade).
+	unlabelled := got
+	unlabelled.Mounts = []docker.Mount{got.Mounts[0]}
+	unlabelled.Mounts[0].Labels = nil
+	if Hash(unlabelled) != Hash(got) {
+		t.Fatal("the mount's labels change the spec hash")
+	}
+	if got.Mounts[0].Labels == nil {
+		t.Fatal("Hash changed the mounts of the spec it was given")
 	}
 }
 
