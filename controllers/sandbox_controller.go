@@ -74,7 +74,8 @@ type SandboxReconciler struct {
 
 	// finalized holds the UIDs whose finalizer this process removed, with
 	// the time: the Docker events of that removal queue the Sandbox again
-	// while the cache still shows it, and there is nothing left to do.
+	// while the cache still shows it (even as it was before its deletion),
+	// and there is nothing left to do.
 	finalized sync.Map
 }
 
@@ -121,8 +122,10 @@ func (r *SandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (re
 	if err := r.Get(ctx, req.NamespacedName, sbx); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !sbx.DeletionTimestamp.IsZero() && r.wasFinalized(sbx.UID) {
-		return ctrl.Result{}, nil // a stale copy of a Sandbox already gone
+	if r.wasFinalized(sbx.UID) {
+		// A stale copy of a Sandbox already gone, even one from before its
+		// deletion began: acting on it would make its objects again.
+		return ctrl.Result{}, nil
 	}
 	s := &sandboxScope{sbx: sbx, before: sbx.DeepCopy(), id: sandboxspec.IdentityOf(sbx, r.Options.Instance)}
 	defer func() {
