@@ -187,6 +187,16 @@ var _ = Describe("Crash convergence", func() {
 					g.Expect(live[uid]).To(BeTrue(), "orphan %s of sandbox UID %s", kind, uid)
 				}
 			}
+			// Nor a volume of these tickets' names without our labels (one
+			// the engine would make for a mount whose volume was gone).
+			out, err := exec.Command("docker", "volume", "ls", "--filter", "name=afe-"+ns+".churn-",
+				"--format", `{{.Name}} {{.Label "afe.controller"}}`).Output()
+			g.Expect(err).NotTo(HaveOccurred())
+			for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+				if name, ctl, _ := strings.Cut(line, " "); name != "" {
+					g.Expect(ctl).To(Equal(inst), "volume %s is not labelled as ours", name)
+				}
+			}
 			for _, name := range runs {
 				run := &afev1.Run{}
 				g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, run)).To(Succeed(), "run %s is lost", name)
