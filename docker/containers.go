@@ -235,11 +235,13 @@ func (c *Client) ListContainers(ctx context.Context, labels map[string]string) (
 	return out, nil
 }
 
-// RemoveContainer kills and removes the container; it succeeds when it is
-// already gone.
+// RemoveContainer kills and removes the container and its anonymous volumes
+// (each recreation of a container of an image with VOLUME lines would leave
+// one behind otherwise); named volumes, the workspace among them, stay. It
+// succeeds when the container is already gone.
 func (c *Client) RemoveContainer(ctx context.Context, name string) error {
 	c.count("container_remove")
-	err := c.api.ContainerRemove(ctx, name, container.RemoveOptions{Force: true})
+	err := c.api.ContainerRemove(ctx, name, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	if err == nil || isNotFound(err) {
 		return nil
 	}

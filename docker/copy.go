@@ -2,6 +2,8 @@ package docker
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"time"
 
@@ -28,21 +30,24 @@ const copyPath = "/workspace"
 // through two helper containers that are created and never started (so
 // nothing runs, and the sandbox container is not involved): the engine
 // streams a tar out of the first and into the second. The helpers are
-// removed afterwards, also on failure; helpers of the same names left by an
-// earlier crash are replaced. It returns the bytes of the tar stream.
+// removed afterwards, also on failure; helpers of the same names and labels
+// left by an earlier crash are replaced, and a container of a helper's name
+// with other labels fails the copy with ErrConflict. It returns the bytes of the tar stream.
 func (c *Client) CopyWorkspace(ctx context.Context, spec CopySpec) (int64, error) {
 	from, to := spec.Name+"-from", spec.Name+"-to"
+	var created []string
 	defer func() {
 		rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		_ = c.RemoveContainer(rmCtx, from)
-		_ = c.RemoveContainer(rmCtx, to)
+		for _, id := range created {
+			_ = c.RemoveContainer(rmCtx, id)
+		}
 	}()
 	for _, h := range []struct {
 		name string
 		m    Mount
 	}{{from, spec.From}, {to, spec.To}} {
-		if err := c.RemoveContainer(ctx, h.name); err != nil {
+		if err := c.removeStaleHelper(ctx, h.name, spec.Labels); err != nil {
 			return 0, err
 		}
 		m := h.m
@@ -60,19 +65,21 @@ func (c *Client) CopyWorkspace(ctx context.Context, spec CopySpec) (int64, error
 			NoNewPrivileges: true,
 		})
 		c.count("container_create")
-		if _, err := c.api.ContainerCreate(ctx, cfg, hc, nil, nil, h.name); err != nil {
+		resp, err := c.api.ContainerCreate(ctx, cfg, hc, nil, nil, h.name)
+		if err != nil {
 			return 0, wrap(err, "create copy helper "+h.name)
 		}
+		created = append(created, resp.ID)
 	}
 	c.count("copy_from_container")
-	rc, _, err := c.api.CopyFromContainer(ctx, from, copyPath)
+	rc, _, err := c.api.CopyFromContainer(ctx, created[0], copyPath)
 	if err != nil {
 		return 0, wrap(err, "read the tree of "+from)
 	}
 	defer func() { _ = rc.Close() }()
 	counted := &countingReader{r: rc}
 	c.count("copy_to_container")
-	if err := c.api.CopyToContainer(ctx, to, "/", counted, container.CopyToContainerOptions{}); err != nil {
+	if err := c.api.CopyToContainer(ctx, created[1], "/", counted, container.CopyToContainerOptions{}); err != nil {
 		return counted.n, wrap(err, "write the tree into "+to)
 	}
 	return counted.n, nil
@@ -87,4 +94,22 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += int64(n)
 	return n, err
+}
+
+// removeStaleHelper removes a helper of the name that an earlier copy left
+// (a crash cut it short) when it carries the labels of this copy; a
+// container of that name with other labels is someone else's and fails the
+// copy with ErrConflict.
+func (c *Client) removeStaleHelper(ctx context.Context, name string, labels map[string]string) error {
+	have, err := c.InspectContainer(ctx, name)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !labelsMatch(have.Labels, labels) {
+		return fmt.Errorf("copy helper %s: %w", name, ErrConflict)
+	}
+	return c.RemoveContainer(ctx, have.ID)
 }

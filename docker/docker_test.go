@@ -319,3 +319,59 @@ func TestExecReturnsOutputAndExitCode(t *testing.T) {
 		t.Fatalf("want ErrNotFound, got %v", err)
 	}
 }
+
+func TestProcessesSeesEveryGroupFromOutside(t *testing.T) {
+	ctx := context.Background()
+	labels := testLabels(t)
+	name := uniqueName()
+	c, err := engine.RunContainer(ctx, ContainerSpec{
+		Name: name, Image: testImage, Labels: labels, Network: "none", Command: []string{"sleep", "600"}, User: "1000:1000",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const gid = 2000000123
+	if _, err := engine.Exec(ctx, c.ID, ExecSpec{Cmd: []string{"sh", "-c", "sleep 300 >/dev/null 2>&1 &"}, User: fmt.Sprintf("1000:%d", gid)}); err != nil {
+		t.Fatal(err)
+	}
+	ps, err := engine.Processes(ctx, c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tagged := 0
+	for _, p := range ps {
+		if p.HasGroup(gid) {
+			tagged++
+		}
+	}
+	if len(ps) < 2 || tagged != 1 {
+		t.Fatalf("want the keep-alive and one process of group %d, got %+v", gid, ps)
+	}
+}
+
+func TestExecReturnsAtCancelWhileAProcessHoldsItsOutput(t *testing.T) {
+	ctx := context.Background()
+	labels := testLabels(t)
+	name := uniqueName()
+	c, err := engine.RunContainer(ctx, ContainerSpec{
+		Name: name, Image: testImage, Labels: labels, Network: "none", Command: []string{"sleep", "600"}, User: "1000:1000",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	start := time.Now()
+	// A daemon that keeps the output stream open after its parent exits.
+	_, err = engine.Exec(cctx, c.ID, ExecSpec{Cmd: []string{"sh", "-c", "echo started; (sleep 300 &); exit 0"}, Stdout: &out})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("want the context's error, got %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("Exec returned %s after its context ended", d)
+	}
+	if out.String() != "started\n" {
+		t.Fatalf("output %q", out.String())
+	}
+}

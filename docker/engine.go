@@ -31,8 +31,9 @@ type Engine interface {
 	// ListContainers returns the containers, running or not, carrying all
 	// the labels, in one request.
 	ListContainers(ctx context.Context, labels map[string]string) ([]Container, error)
-	// RemoveContainer kills and removes the container (not its volumes); it
-	// succeeds when it is already gone.
+	// RemoveContainer kills and removes the container with its anonymous
+	// volumes (an image's VOLUME lines), never a named volume; it succeeds
+	// when it is already gone.
 	RemoveContainer(ctx context.Context, name string) error
 
 	// EnsureNetwork creates the network unless it exists, and returns it.
@@ -49,6 +50,10 @@ type Engine interface {
 	// helper containers that never start, and removes them; it returns the
 	// bytes copied.
 	CopyWorkspace(ctx context.Context, spec CopySpec) (int64, error)
+
+	// Processes lists the processes of a running container from the
+	// engine's side.
+	Processes(ctx context.Context, container string) ([]Process, error)
 
 	// Exec runs a command in a running container and returns its exit code.
 	Exec(ctx context.Context, container string, spec ExecSpec) (int, error)

@@ -24,7 +24,8 @@ type ExecSpec struct {
 }
 
 // Exec runs a command in the container and returns its exit code once its
-// output ends. Ending ctx stops waiting, but does not stop the command: the
+// output ends. Ending ctx stops waiting at once, even while a process the
+// command started holds its output open, but does not stop the command: the
 // engine has no way to kill an exec, so callers that need a deadline must
 // arrange the kill themselves.
 func (c *Client) Exec(ctx context.Context, containerName string, spec ExecSpec) (int, error) {
@@ -60,6 +61,12 @@ func (c *Client) Exec(ctx context.Context, containerName string, spec ExecSpec) 
 	}()
 	select {
 	case <-ctx.Done():
+		// Abandoned (a process may hold the stream open for ever): the
+		// stream is closed, and nothing is written to Stdout or Stderr
+		// once Exec has returned.
+		_ = attach.CloseWrite()
+		attach.Close()
+		<-copied
 		return -1, ctx.Err()
 	case err := <-copied:
 		if err != nil && !errors.Is(err, io.EOF) {
