@@ -220,35 +220,4 @@ func TestFieldsAreTheResultKeys(t *testing.T) {
 	}
 }
 
-func TestSnapshotNames(t *testing.T) {
-	key := "ns.sbx"
-	tests := map[string]struct {
-		volume string
-		want   int
-	}{
-		"first":          {"afe-ns.sbx-snap-1", 1},
-		"twelfth":        {"afe-ns.sbx-snap-12", 12},
-		"workspace":      {"afe-ns.sbx-ws", 0},
-		"other sandbox":  {"afe-ns.sbx2-snap-3", 0},
-		"leading zero":   {"afe-ns.sbx-snap-01", 0},
-		"zero":           {"afe-ns.sbx-snap-0", 0},
-		"not a number":   {"afe-ns.sbx-snap-x", 0},
-		"copy helper":    {"afe-ns.sbx-snap-1-copy", 0},
-		"too many digit": {"afe-ns.sbx-snap-1234567890", 0},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			if got := SnapshotNumber(key, tc.volume); got != tc.want {
-				t.Fatalf("SnapshotNumber(%q) = %d, want %d", tc.volume, got, tc.want)
-			}
-		})
-	}
-	if n := NextSnapshot(key, []string{"afe-ns.sbx-snap-2", "afe-ns.sbx-ws", "afe-ns.sbx-snap-7"}); n != 8 {
-		t.Fatalf("NextSnapshot = %d", n)
-	}
-	if SnapshotVolume(key, 3) != "afe-ns.sbx-snap-3" {
-		t.Fatal(SnapshotVolume(key, 3))
-	}
-}
-
 func ptr[T any](v T) *T { return &v }

@@ -23,7 +23,7 @@ func FuzzKey(f *testing.F) {
 			if len(k) > maxKey {
 				t.Fatalf("key %q is longer than %d", k, maxKey)
 			}
-			for _, n := range []string{Container(k), Volume(k), Network(k), Proxy(k)} {
+			for _, n := range derived(k) {
 				if !dockerName.MatchString(n) {
 					t.Fatalf("%q is not a valid Docker name", n)
 				}
@@ -31,6 +31,17 @@ func FuzzKey(f *testing.F) {
 		}
 		if (ns1 != ns2 || n1 != n2) && k1 == k2 {
 			t.Fatalf("%s/%s and %s/%s share the key %q", ns1, n1, ns2, n2, k1)
+		}
+		if ns1 == ns2 && n1 != n2 {
+			theirs := map[string]bool{}
+			for _, n := range derived(k2) {
+				theirs[n] = true
+			}
+			for _, n := range derived(k1) {
+				if theirs[n] {
+					t.Fatalf("%s/%s and %s/%s share the Docker name %q", ns1, n1, ns2, n2, n)
+				}
+			}
 		}
 	})
 }

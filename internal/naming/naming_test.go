@@ -30,7 +30,7 @@ func TestKey(t *testing.T) {
 			if len(got) > maxKey {
 				t.Fatalf("key %q longer than %d", got, maxKey)
 			}
-			for _, n := range []string{Container(got), Volume(got), Network(got), Proxy(got)} {
+			for _, n := range derived(got) {
 				if !dockerName.MatchString(n) {
 					t.Fatalf("%q is not a valid Docker name", n)
 				}
@@ -57,8 +57,64 @@ func TestKeyIsUnique(t *testing.T) {
 
 func TestNames(t *testing.T) {
 	got := []string{Container("ns.t"), Volume("ns.t"), Network("ns.t"), Proxy("ns.t")}
-	want := []string{"afe-ns.t", "afe-ns.t-ws", "afe-ns.t-net", "afe-ns.t-proxy"}
+	want := []string{"afe-ns.t", "afe-ns.t_ws", "afe-ns.t_net", "afe-ns.t_proxy"}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Fatal(d)
 	}
+}
+
+func TestSnapshotNumber(t *testing.T) {
+	key := "ns.sbx"
+	tests := map[string]struct {
+		volume string
+		want   int
+	}{
+		"first":            {"afe-ns.sbx_snap-1", 1},
+		"twelfth":          {"afe-ns.sbx_snap-12", 12},
+		"legacy":           {"afe-ns.sbx-snap-4", 4},
+		"workspace":        {"afe-ns.sbx_ws", 0},
+		"other sandbox":    {"afe-ns.sbx2_snap-3", 0},
+		"legacy of other":  {"afe-ns.sbx2-snap-3", 0},
+		"leading zero":     {"afe-ns.sbx_snap-01", 0},
+		"zero":             {"afe-ns.sbx_snap-0", 0},
+		"not a number":     {"afe-ns.sbx_snap-x", 0},
+		"copy helper":      {"afe-ns.sbx_snap-1_copy", 0},
+		"too many digits":  {"afe-ns.sbx_snap-1234567890", 0},
+		"sandbox x-snap-1": {"afe-ns.sbx-snap-1-copy-from", 0},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := SnapshotNumber(key, tc.volume); got != tc.want {
+				t.Fatalf("SnapshotNumber(%q) = %d, want %d", tc.volume, got, tc.want)
+			}
+		})
+	}
+	if n := NextSnapshot(key, []string{"afe-ns.sbx_snap-2", "afe-ns.sbx_ws", "afe-ns.sbx-snap-7"}); n != 8 {
+		t.Fatalf("NextSnapshot = %d", n)
+	}
+}
+
+// TestNoNameOfOneSandboxIsAnotherSandboxs: every derived name of one
+// sandbox differs from every derived name of any other sandbox of the same
+// namespace, whatever their Kubernetes names (issue: "x-proxy" next to "x").
+func TestNoNameOfOneSandboxIsAnotherSandboxs(t *testing.T) {
+	names := []string{"x", "x-proxy", "x-net", "x-ws", "x-snap-1", "x-snap-1-copy-from", "x-snap-1-copy-to",
+		"x-restore-from", "x-ws-restore-from", "x.y", "x-proxy-net", strings.Repeat("a", 253), strings.Repeat("a", 252) + "b"}
+	owner := map[string]string{}
+	for _, n := range names {
+		k := Key("ns", n)
+		for _, d := range derived(k) {
+			if prev, ok := owner[d]; ok && prev != n {
+				t.Fatalf("%q is a name of both %q and %q", d, prev, n)
+			}
+			owner[d] = n
+		}
+	}
+}
+
+// derived is every Docker name of a sandbox's objects.
+func derived(k string) []string {
+	snap := Snapshot(k, 1)
+	return []string{Container(k), Volume(k), Network(k), Proxy(k), snap, CopyHelper(snap) + "-from", CopyHelper(snap) + "-to",
+		Restore(k) + "-from", Restore(k) + "-to", Snapshot(k, 2)}
 }
