@@ -71,6 +71,27 @@ func (id Identity) Owns(labels map[string]string) bool {
 	return labels[afev1.LabelSandboxUID] == id.UID && labels[afev1.LabelController] == id.Instance
 }
 
+// OwnsAs is true when labels mark an object of this sandbox and instance in
+// the given role: what is verified on an inspected object before acting on
+// it.
+func (id Identity) OwnsAs(labels map[string]string, role string) bool {
+	return id.Owns(labels) && labels[afev1.LabelRole] == role
+}
+
+// Stale is true when labels mark an object of this instance, in the given
+// role, made for an earlier Sandbox of this namespace and name: one that no
+// longer exists, since a namespace and name belong to one Sandbox at a
+// time. Such an object is an orphan and can go at once. An object of another
+// instance, or without our labels, is never stale.
+func (id Identity) Stale(labels map[string]string, role string) bool {
+	uid := labels[afev1.LabelSandboxUID]
+	return uid != "" && uid != id.UID &&
+		labels[afev1.LabelController] == id.Instance &&
+		labels[afev1.LabelRole] == role &&
+		labels[afev1.LabelNamespace] == id.Namespace &&
+		labels[afev1.LabelSandbox] == id.Name
+}
+
 // Resolved are the inputs of the container that the controller looked up.
 type Resolved struct {
 	// Env are the declared variables, resolved, as KEY=VALUE in order.

@@ -309,7 +309,7 @@ func TestProxyIsHardened(t *testing.T) {
 	id := IdentityOf(sbx, "default")
 	got := Proxy(sbx, id, ProxyOptions{Image: "afe/egress-proxy:dev", EgressNetwork: "bridge", DenyIPs: []string{"172.17.0.1"}})
 	want := docker.ContainerSpec{
-		Name:  "afe-team.tk-1-proxy",
+		Name:  "afe-team.tk-1_proxy",
 		Image: "afe/egress-proxy:dev",
 		User:  "proxy",
 		Env: []string{
@@ -317,7 +317,7 @@ func TestProxyIsHardened(t *testing.T) {
 			"AFE_EGRESS_ALLOW_PRIVATE=0",
 			"AFE_EGRESS_DENY_IPS=172.17.0.1",
 		},
-		Network:         "afe-team.tk-1-net",
+		Network:         "afe-team.tk-1_net",
 		Aliases:         []string{"afe-proxy"},
 		ExtraNetworks:   []string{"bridge"},
 		NanoCPUs:        500_000_000,
