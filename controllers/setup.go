@@ -35,7 +35,7 @@ func SetupAll(ctx context.Context, mgr ctrl.Manager, engine docker.Engine, opts 
 		Recorder: mgr.GetEventRecorder("afe-ticket-controller"),
 		Options:  opts,
 	}
-	if err := tickets.SetupWithManager(mgr); err != nil {
+	if err := tickets.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("set up ticket controller: %w", err)
 	}
 	period := opts.SweepPeriod

@@ -285,9 +285,13 @@ func finishingTicketsOf(ctx context.Context, c client.Reader, run *afev1.Run) ([
 	return out, nil
 }
 
+// sandboxTicketIndex indexes Sandboxes by the UID of the Ticket that controls
+// them.
+const sandboxTicketIndex = "metadata.controllerTicketUID"
+
 func (r *TicketReconciler) ownedSandboxes(ctx context.Context, tk *afev1.Ticket) ([]afev1.Sandbox, error) {
 	list := &afev1.SandboxList{}
-	if err := r.List(ctx, list, client.InNamespace(tk.Namespace), client.MatchingLabels{afev1.TicketLabel: tk.Name}); err != nil {
+	if err := r.List(ctx, list, client.InNamespace(tk.Namespace), client.MatchingFields{sandboxTicketIndex: string(tk.UID)}); err != nil {
 		return nil, err
 	}
 	var out []afev1.Sandbox
@@ -333,7 +337,17 @@ func (r *TicketReconciler) observeCleanup(before, tk *afev1.Ticket) {
 
 // SetupWithManager registers the reconciler: Tickets and the Sandboxes they
 // own (their status feeds the ticket's).
-func (r *TicketReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *TicketReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	// By the owner reference, not a label: a label value holds at most 63
+	// characters and a ticket's name up to 253.
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &afev1.Sandbox{}, sandboxTicketIndex, func(o client.Object) []string {
+		if ref := metav1.GetControllerOf(o); ref != nil && ref.Kind == "Ticket" && ref.APIVersion == afev1.GroupVersion.String() {
+			return []string{string(ref.UID)}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&afev1.Ticket{}, builder.WithPredicates(specOrDeletionChanged())).
 		Owns(&afev1.Sandbox{}).

@@ -83,7 +83,7 @@ var _ = Describe("Ticket", func() {
 		Expect(list.Items[0].Name).To(Equal("tk"))
 		Expect(list.Items[0].Spec.TicketRef.Name).To(Equal("tk"))
 		Expect(metav1.GetControllerOf(&list.Items[0]).UID).To(Equal(got.UID))
-		Expect(dockertest.Objects(afev1.LabelTicket + "=tk," + afev1.LabelNamespace + "=" + ns)).To(ConsistOf("container/afe-"+ns+".tk", "volume/afe-"+ns+".tk-ws"))
+		Expect(dockertest.Objects(afev1.LabelTicket + "=tk," + afev1.LabelNamespace + "=" + ns)).To(ConsistOf("container/afe-"+ns+".tk", "volume/afe-"+ns+".tk_ws"))
 
 		By("recreating a removed container with a fresh workspace and a requeue")
 		first := containerOf(ctx, ns, "tk")
@@ -205,13 +205,13 @@ var _ = Describe("Ticket", func() {
 			"--label", afev1.LabelSandbox + "=ghost",
 		}
 		name := "afe-" + ns + ".ghost"
-		Expect(exec.Command("docker", append(append([]string{"volume", "create"}, labels...), name+"-ws")...).Run()).To(Succeed())
+		Expect(exec.Command("docker", append(append([]string{"volume", "create"}, labels...), name+"_ws")...).Run()).To(Succeed())
 		Expect(exec.Command("docker", append(append([]string{"run", "-d", "--network", "none", "--name", name}, labels...), dockertest.TestImage, "sleep", "600")...).Run()).To(Succeed())
 		// Both were made (the commands succeeded); the sweep, every 2 s, may
 		// already have taken one, so they are looked up by name until gone.
 		gone := func(args ...string) bool { return exec.Command("docker", args...).Run() != nil }
 		Eventually(func() bool {
-			return gone("container", "inspect", name) && gone("volume", "inspect", name+"-ws")
+			return gone("container", "inspect", name) && gone("volume", "inspect", name+"_ws")
 		}, "30s").Should(BeTrue())
 		Expect(dockertest.Objects(afev1.LabelSandboxUID + "=no-such-sandbox")).To(BeEmpty())
 	})
@@ -240,7 +240,7 @@ var _ = Describe("Ticket", func() {
 			g.Expect(now.State.Running).To(BeTrue())
 		}, "5s", "500ms").Should(Succeed())
 		own := uidLabel(sbx)
-		Expect(dockertest.Objects(own)).To(ConsistOf("volume/" + name + "-ws"))
+		Expect(dockertest.Objects(own)).To(ConsistOf("volume/" + name + "_ws"))
 		deleteAndWaitGone(ctx, sbx)
 		now, err := dockertest.Inspect(name)
 		Expect(err).NotTo(HaveOccurred())

@@ -8,8 +8,15 @@ import (
 // Docker objects are removed before it goes away.
 const TicketFinalizer = "sandbox.afe.dev/ticket"
 
-// TicketLabel is set on the Sandboxes a Ticket creates, with its name.
+// TicketLabel is set on the Sandboxes a Ticket creates, with its name, when
+// the name fits in a label value (63 characters): for selecting them with
+// kubectl. The controller finds a ticket's Sandboxes by their owner
+// reference, never by this label.
 const TicketLabel = "sandbox.afe.dev/ticket"
+
+// TicketUIDLabel is set on the Sandboxes a Ticket creates, with its UID,
+// whatever the length of its name.
+const TicketUIDLabel = "sandbox.afe.dev/ticket-uid"
 
 // TicketState is what the user wants of a ticket.
 // +kubebuilder:validation:Enum=Active;Paused;Done;Failed;Cancelled

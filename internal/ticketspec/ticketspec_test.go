@@ -1,6 +1,8 @@
 package ticketspec
 
 import (
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -42,5 +44,55 @@ func TestSandboxes(t *testing.T) {
 				t.Fatal(d)
 			}
 		})
+	}
+}
+
+func TestSandboxNameFitsEveryTicketName(t *testing.T) {
+	dns1123 := regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+	long := strings.Repeat("a", 253)
+	tests := map[string]struct {
+		ticket, scope string
+		want          string
+	}{
+		"short":                  {"tk", "main", "tk-main"},
+		"exactly fits":           {strings.Repeat("a", 248), "main", strings.Repeat("a", 248) + "-main"},
+		"longest name":           {long, "main", ""},
+		"cut before a dot":       {strings.Repeat("a", 200) + "." + strings.Repeat("b", 52), "review", ""},
+		"cut before a dash":      {strings.Repeat("a", 220) + "-" + strings.Repeat("b", 32), "x", ""},
+		"longest name and scope": {long, strings.Repeat("s", 63), ""},
+	}
+	seen := map[string]string{}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := SandboxName(tc.ticket, tc.scope)
+			if tc.want != "" && got != tc.want {
+				t.Fatalf("SandboxName = %q, want %q", got, tc.want)
+			}
+			if len(got) > 253 || !dns1123.MatchString(got) {
+				t.Fatalf("SandboxName = %q (%d characters) is not a valid name", got, len(got))
+			}
+			if !strings.HasSuffix(got, "-"+tc.scope) {
+				t.Fatalf("SandboxName = %q does not end in the scope", got)
+			}
+			if prev, ok := seen[got]; ok && prev != tc.ticket+"/"+tc.scope {
+				t.Fatalf("%q is the name of two sandboxes", got)
+			}
+			seen[got] = tc.ticket + "/" + tc.scope
+		})
+	}
+	if SandboxName(long, "main") == SandboxName(long[:252]+"b", "main") {
+		t.Fatal("two long ticket names share a sandbox name")
+	}
+}
+
+func TestLongTicketNamesAreNotLabels(t *testing.T) {
+	tk := &afev1.Ticket{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: strings.Repeat("a", 64), UID: "u1"}}
+	for _, s := range Sandboxes(tk) {
+		if _, ok := s.Labels[afev1.TicketLabel]; ok {
+			t.Fatalf("a 64-character name is not a valid label value: %v", s.Labels)
+		}
+		if s.Labels[afev1.TicketUIDLabel] != "u1" {
+			t.Fatalf("labels %v lack the ticket's UID", s.Labels)
+		}
 	}
 }
