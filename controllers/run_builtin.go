@@ -28,6 +28,7 @@ func (r *RunReconciler) executeMerge(ctx context.Context, run *afev1.Run, a *att
 		Stderr:     tail,
 	})
 	if !ok {
+		o.output, o.truncated = tail.String(), tail.Truncated()
 		return
 	}
 	o.exitCode, o.timedOut = code, timedOut.Load()
@@ -62,6 +63,11 @@ func (r *RunReconciler) executeMerge(ctx context.Context, run *afev1.Run, a *att
 		Stderr:     both,
 	})
 	if !ok {
+		o.output, o.truncated = tail.String(), tail.Truncated()
+		if o.timedOut {
+			out, _ := rep.Outcome(m.Integration, &builtin.CI{ExitCode: 137, Output: ci.String()})
+			o.result = builtin.Fields(out)
+		}
 		return
 	}
 	o.exitCode, o.timedOut = code, timedOut.Load()

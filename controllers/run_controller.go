@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -58,6 +60,9 @@ type RunReconciler struct {
 // Reconcile starts a Run when its sandbox is Ready, and records its outcome.
 func (r *RunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	err := r.reconcile(ctx, req)
+	if errors.Is(err, errNoSlot) {
+		return ctrl.Result{RequeueAfter: slotRetry}, nil
+	}
 	if apierrors.IsConflict(err) {
 		// This reconcile read a stale copy (a Run the cache still shows
 		// Running may have ended): look again once the cache holds the newer
@@ -121,16 +126,42 @@ func (r *RunReconciler) reconcile(ctx context.Context, req ctrl.Request) error {
 			fmt.Sprintf("Sandbox %s was deleted before the Run could end", run.Spec.SandboxRef.Name))
 	case err != nil:
 		return err
-	case !meta.IsStatusConditionTrue(sbx.Status.Conditions, afev1.SandboxReadyCondition) || sbx.Status.ContainerName == "":
+	case !meta.IsStatusConditionTrue(sbx.Status.Conditions, afev1.SandboxReadyCondition):
 		return r.wait(ctx, before, run, fmt.Sprintf("Sandbox %s is not Ready", sbx.Name))
 	}
-	return r.start(ctx, before, run, sbx)
+	// The container is the one derived from the Sandbox's namespace, name
+	// and UID, verified by its labels; never one a status names.
+	ct, err := sandboxContainer(ctx, r.Engine, sandboxspec.IdentityOf(sbx, r.Options.Instance))
+	if err != nil {
+		return err
+	}
+	if ct == nil {
+		return r.wait(ctx, before, run, fmt.Sprintf("Sandbox %s has no running container yet", sbx.Name))
+	}
+	queue, err := r.queueOf(ctx, run)
+	if err != nil {
+		return err
+	}
+	limit := r.Options.MaxRunsPerSandboxOrDefault()
+	if !r.execs.admit(run, sbx.UID, limit, queue) {
+		return r.waitForSlot(ctx, before, run, limit)
+	}
+	started := false
+	defer func() {
+		if !started {
+			r.execs.forget(run.UID) // the reservation
+		}
+	}()
+	err = r.start(ctx, before, run, sbx, ct)
+	a := r.execs.get(run.UID)
+	started = a != nil && a.cancel != nil
+	return err
 }
 
 // start begins a new attempt. The attempt is written to the status before
 // the command starts, so that a crash in between is counted and the Run is
 // executed again after the restart.
-func (r *RunReconciler) start(ctx context.Context, before, run *afev1.Run, sbx *afev1.Sandbox) error {
+func (r *RunReconciler) start(ctx context.Context, before, run *afev1.Run, sbx *afev1.Sandbox, ct *docker.Container) error {
 	log := logf.FromContext(ctx)
 	uid, sandboxGID, err := sandboxspec.ParseUser(sbx.Spec.User)
 	if err != nil {
@@ -143,16 +174,23 @@ func (r *RunReconciler) start(ctx context.Context, before, run *afev1.Run, sbx *
 			return r.fail(ctx, before, run, afev1.InvalidSpecReason, "The Run's spec is invalid: "+err.Error())
 		}
 	case afev1.BuiltinSnapshot:
-		if job, err = r.snapshotJobOf(sbx); err != nil {
+		if job, err = r.snapshotJobOf(ctx, sbx); err != nil {
 			return r.fail(ctx, before, run, afev1.SnapshotFailedReason, "The sandbox's workspace cannot be copied: "+err.Error())
 		}
 	}
 	if run.Status.Phase == afev1.RunRunning && run.Status.Attempts > 0 {
-		// In flight when the controller stopped: whatever is left of that
-		// attempt is killed before the Run is executed again.
-		prev := &attempt{container: sbx.Status.ContainerName, gid: runexec.GID(string(run.UID), run.Status.Attempts), sandboxGID: sandboxGID}
+		// In flight when the controller stopped: nothing of that attempt
+		// survives into the next one (or into the Run's end).
+		prev := &attempt{container: ct.Name, containerID: ct.ID, gid: runexec.GID(string(run.UID), run.Status.Attempts), sandboxGID: sandboxGID}
 		log.Info("Stopping what is left of an interrupted Run attempt", "attempt", run.Status.Attempts)
-		r.kill(ctx, prev, uid)
+		if r.endAttempt(ctx, prev, uid) {
+			return r.wait(ctx, before, run, fmt.Sprintf("Sandbox %s is recreated: processes of an interrupted attempt survived every kill", sbx.Name))
+		}
+	}
+	if limit := run.Spec.MaxAttemptsOrDefault(); run.Status.Attempts >= limit {
+		return r.fail(ctx, before, run, afev1.AttemptsExhaustedReason, fmt.Sprintf(
+			"The Run was started %d times and no attempt reached an outcome (each was cut short by a restart of the "+
+				"controller or a loss of the sandbox); maxAttempts is %d", run.Status.Attempts, limit))
 	}
 
 	timeout := time.Duration(sbx.Spec.TimeoutSeconds) * time.Second
@@ -163,9 +201,10 @@ func (r *RunReconciler) start(ctx context.Context, before, run *afev1.Run, sbx *
 		timeout = 600 * time.Second
 	}
 	a := &attempt{
+		sandbox:     sbx.UID,
 		number:      run.Status.Attempts + 1,
-		container:   sbx.Status.ContainerName,
-		containerID: sbx.Status.ContainerID,
+		container:   ct.Name,
+		containerID: ct.ID,
 		sandboxGID:  sandboxGID,
 		snapshot:    job,
 	}
@@ -197,10 +236,11 @@ func (r *RunReconciler) start(ctx context.Context, before, run *afev1.Run, sbx *
 func (r *RunReconciler) finish(ctx context.Context, before, run *afev1.Run, a *attempt) error {
 	o := a.outcome
 	if o.execErr != "" {
+		run.Status.ExitCode = ptr.To(int32(o.exitCode))
 		return r.fail(ctx, before, run, afev1.ExecFailedReason, "The command could not be executed: "+o.execErr)
 	}
 	if o.failReason != "" {
-		run.Status.Output, run.Status.OutputTruncated = o.output, o.truncated
+		run.Status.Output, run.Status.OutputTruncated = o.output, ptr.To(o.truncated)
 		return r.fail(ctx, before, run, o.failReason, o.failMessage)
 	}
 	if o.snapshot != "" {
@@ -213,10 +253,10 @@ func (r *RunReconciler) finish(ctx context.Context, before, run *afev1.Run, a *a
 	code := int32(o.exitCode)
 	completed := metav1.NewTime(o.finished)
 	run.Status.ExitCode = &code
-	run.Status.OK = code == 0 && !o.timedOut
-	run.Status.TimedOut = o.timedOut
+	run.Status.OK = ptr.To(code == 0 && !o.timedOut)
+	run.Status.TimedOut = ptr.To(o.timedOut)
 	run.Status.Output = o.output
-	run.Status.OutputTruncated = o.truncated
+	run.Status.OutputTruncated = ptr.To(o.truncated)
 	run.Status.CompletionTime = &completed
 	run.Status.DurationMilliseconds = o.finished.Sub(o.started).Milliseconds()
 	run.Status.Result = nil
@@ -231,6 +271,10 @@ func (r *RunReconciler) finish(ctx context.Context, before, run *afev1.Run, a *a
 	if o.timedOut {
 		phase, reason = afev1.RunTimedOut, afev1.TimedOutReason
 		msg = fmt.Sprintf("Killed with every process it started after %s", time.Duration(run.Status.DurationMilliseconds)*time.Millisecond)
+		if o.containerKilled {
+			msg = fmt.Sprintf("Timed out after %s; some of its processes survived every kill, so the sandbox container was removed "+
+				"with them and the sandbox is recreated as lost", time.Duration(run.Status.DurationMilliseconds)*time.Millisecond)
+		}
 	}
 	run.Status.Phase = phase
 	setRunCondition(run, afev1.RunCompletedCondition, true, reason, msg)
@@ -253,7 +297,7 @@ func (r *RunReconciler) finish(ctx context.Context, before, run *afev1.Run, a *a
 		}
 	}
 	metrics.RunDuration.WithLabelValues(string(run.Status.Phase)).Observe(o.finished.Sub(o.started).Seconds())
-	metrics.Runs.WithLabelValues(string(run.Status.Phase), strconv.FormatBool(run.Status.OK)).Inc()
+	metrics.Runs.WithLabelValues(string(run.Status.Phase), strconv.FormatBool(run.Status.Succeeded())).Inc()
 	return r.removeFinalizer(ctx, run)
 }
 
@@ -274,6 +318,14 @@ func (r *RunReconciler) fail(ctx context.Context, before, run *afev1.Run, reason
 	now := metav1.Now()
 	run.Status.Phase = afev1.RunFailed
 	run.Status.CompletionTime = &now
+	// Present once ended, so that `.status.ok == false` holds for it.
+	run.Status.OK, run.Status.TimedOut = ptr.To(false), ptr.To(false)
+	if run.Status.OutputTruncated == nil {
+		run.Status.OutputTruncated = ptr.To(false)
+	}
+	if run.Status.ExitCode == nil {
+		run.Status.ExitCode = ptr.To(int32(-1))
+	}
 	setRunCondition(run, afev1.RunCompletedCondition, true, reason, message)
 	if err := r.patchStatus(ctx, before, run); err != nil {
 		return err

@@ -92,12 +92,12 @@ var _ = Describe("Run", func() {
 		Expect(k8sClient.Create(ctx, run)).To(Succeed())
 		got := waitRunPhase(ctx, run, afev1.RunCompleted)
 		GinkgoWriter.Printf("run creation to Completed: %s\n", time.Since(t0))
-		Expect(got.Status.OK).To(BeTrue())
+		Expect(got.Status.OK).To(HaveValue(BeTrue()))
 		Expect(*got.Status.ExitCode).To(BeZero())
-		Expect(got.Status.TimedOut).To(BeFalse())
+		Expect(got.Status.TimedOut).To(HaveValue(BeFalse()))
 		Expect(got.Status.Attempts).To(Equal(int32(1)))
 		Expect(got.Status.Output).To(HavePrefix("hello sandbox from /workspace as 1000\n"))
-		Expect(got.Status.OutputTruncated).To(BeFalse())
+		Expect(got.Status.OutputTruncated).To(HaveValue(BeFalse()))
 		Expect(got.Status.Result).To(HaveLen(1))
 		Expect(string(got.Status.Result["final"].Raw)).To(Equal(`"yes"`))
 		Expect(got.Status.StartTime).NotTo(BeNil())
@@ -126,7 +126,7 @@ var _ = Describe("Run", func() {
 		run.Spec.Script = "echo to-stdout; sleep 0.2; echo to-stderr >&2; exit 3"
 		Expect(k8sClient.Create(ctx, run)).To(Succeed())
 		got := waitRunPhase(ctx, run, afev1.RunCompleted)
-		Expect(got.Status.OK).To(BeFalse())
+		Expect(got.Status.OK).To(HaveValue(BeFalse()))
 		Expect(*got.Status.ExitCode).To(Equal(int32(3)))
 		Expect(got.Status.Output).To(Equal("to-stdout\nto-stderr\n"))
 		Expect(got.Status.Result).To(BeEmpty())
@@ -137,7 +137,7 @@ var _ = Describe("Run", func() {
 		run.Spec.Script = `i=0; while [ $i -lt 32768 ]; do echo "line $i ................................................"; i=$((i+1)); done; echo THE-END`
 		Expect(k8sClient.Create(ctx, run)).To(Succeed())
 		got := waitRunPhase(ctx, run, afev1.RunCompleted)
-		Expect(got.Status.OutputTruncated).To(BeTrue())
+		Expect(got.Status.OutputTruncated).To(HaveValue(BeTrue()))
 		Expect(len(got.Status.Output)).To(Equal(afev1.RunOutputLimit))
 		Expect(got.Status.Output).To(HaveSuffix("line 32767 ................................................\nTHE-END\n"))
 	})
@@ -162,8 +162,8 @@ var _ = Describe("Run", func() {
 			run.Spec.TimeoutSeconds = ptr.To[int32](2)
 			Expect(k8sClient.Create(ctx, run)).To(Succeed())
 			got := waitRunPhase(ctx, run, afev1.RunTimedOut)
-			Expect(got.Status.TimedOut).To(BeTrue())
-			Expect(got.Status.OK).To(BeFalse())
+			Expect(got.Status.TimedOut).To(HaveValue(BeTrue()))
+			Expect(got.Status.OK).To(HaveValue(BeFalse()))
 			Expect(*got.Status.ExitCode).To(Equal(int32(137)))
 			// It ran until the deadline: everything before its last command
 			// (the background children) had started.
@@ -187,7 +187,7 @@ var _ = Describe("Run", func() {
 		run.Spec.Script = "setsid sleep 1004 >/dev/null 2>&1 < /dev/null & echo started"
 		Expect(k8sClient.Create(ctx, run)).To(Succeed())
 		got := waitRunPhase(ctx, run, afev1.RunCompleted)
-		Expect(got.Status.OK).To(BeTrue())
+		Expect(got.Status.OK).To(HaveValue(BeTrue()))
 		Expect(leftovers(sbx.Status.ContainerName, "sleep 1004")).To(BeEmpty())
 	})
 
@@ -202,7 +202,7 @@ while [ "$(ls /tmp/parallel-* | wc -l)" -lt 3 ]; do sleep 0.1; t=$((t+1)); [ $t 
 		}
 		for i := 0; i < 3; i++ {
 			got := waitRunPhase(ctx, newRun(ns, fmt.Sprintf("parallel-%d", i), sbx.Name), afev1.RunCompleted)
-			Expect(got.Status.OK).To(BeTrue(), got.Status.Output)
+			Expect(got.Status.OK).To(HaveValue(BeTrue()), got.Status.Output)
 		}
 	})
 

@@ -20,14 +20,28 @@ import (
 	"afe.dev/sandbox/internal/runexec"
 )
 
-// killTimeout bounds one kill of a Run's processes.
-const killTimeout = 30 * time.Second
+// Timing of the kill of a Run's processes.
+const (
+	// killTimeout bounds one kill of a Run's processes.
+	killTimeout = 30 * time.Second
+	// killGrace bounds the enforcement of a deadline: by then every
+	// process of the attempt is gone, or the sandbox container is.
+	killGrace = 5 * time.Second
+	// killRound bounds one run of the kill script at a deadline: the
+	// workload may kill it (same uid) or outpace it (a fork-hopper).
+	killRound = 2 * time.Second
+)
 
 // attempt is one execution of a Run, in flight or finished.
 type attempt struct {
-	number      int32
-	gid         int
-	sandboxGID  int
+	number     int32
+	gid        int
+	sandboxGID int
+	// sandbox is the UID of the Sandbox whose slot the attempt holds.
+	sandbox types.UID
+	// container names the sandbox container in messages; every request
+	// to the engine names it by containerID, verified when the attempt
+	// started.
 	container   string
 	containerID string
 	cancel      context.CancelFunc
@@ -59,6 +73,10 @@ type outcome struct {
 	// abandoned: the controller is stopping; the Run stays Running and is
 	// executed again after the restart.
 	abandoned bool
+	// containerKilled: processes of the attempt survived every kill at its
+	// deadline, so the sandbox container was removed (a loss of the
+	// sandbox, which the Sandbox controller recreates).
+	containerKilled bool
 }
 
 // executions tracks the attempts this process runs, by Run UID.
@@ -96,24 +114,44 @@ func (r *RunReconciler) execute(ctx context.Context, run *afev1.Run, a *attempt,
 	if run.Spec.Builtin == afev1.BuiltinSnapshot {
 		r.executeSnapshot(ctx, run, a, timeout, &o)
 	} else {
-		var timedOut atomic.Bool
+		// The steps' execs run under stepCtx, which ends once the deadline
+		// is enforced: a process that holds the output open cannot keep
+		// the Run Running.
+		stepCtx, abandon := context.WithCancel(ctx)
+		defer abandon()
+		var timedOut, containerKilled atomic.Bool
+		enforced := make(chan struct{})
 		deadline := time.AfterFunc(timeout, func() {
+			defer close(enforced)
+			defer abandon()
 			timedOut.Store(true)
 			log.Info("Run deadline reached; killing its processes", "timeout", timeout)
-			r.kill(context.WithoutCancel(ctx), a, uid)
+			containerKilled.Store(r.endAttempt(context.WithoutCancel(ctx), a, uid))
 		})
 		if run.Spec.Builtin == afev1.BuiltinMergeAndCI {
-			r.executeMerge(ctx, run, a, uid, &timedOut, &o)
+			r.executeMerge(stepCtx, run, a, uid, &timedOut, &o)
 		} else {
-			r.executeCommand(ctx, run, a, uid, &timedOut, &o)
+			r.executeCommand(stepCtx, run, a, uid, &timedOut, &o)
 		}
-		deadline.Stop()
+		if !deadline.Stop() {
+			<-enforced // the outcome follows the enforcement, never precedes it
+		}
+		if timedOut.Load() && ctx.Err() == nil {
+			// Whatever the step made of an abandoned stream, this is a
+			// timeout and its outcome.
+			o.abandoned, o.lost = false, false
+			o.timedOut, o.containerKilled = true, containerKilled.Load()
+			if o.exitCode == 0 || o.exitCode == -1 {
+				o.exitCode = 137
+			}
+		}
 	}
 	o.finished = time.Now()
 	a.outcome = o
 	a.done.Store(true)
 	if !o.abandoned {
 		r.done <- event.TypedGenericEvent[*afev1.Run]{Object: run}
+		r.nudgeWaiting(ctx, run) // its slot is free
 	}
 }
 
@@ -127,6 +165,9 @@ func (r *RunReconciler) executeCommand(ctx context.Context, run *afev1.Run, a *a
 		Stdout:     io.MultiWriter(tail, results),
 		Stderr:     tail,
 	})
+	if o.timedOut {
+		o.output, o.truncated = tail.String(), tail.Truncated()
+	}
 	if !ok {
 		return
 	}
@@ -147,8 +188,13 @@ func (r *RunReconciler) executeCommand(ctx context.Context, run *afev1.Run, a *a
 // executed again).
 func (r *RunReconciler) step(ctx context.Context, a *attempt, uid int, timedOut *atomic.Bool, o *outcome, spec docker.ExecSpec) (int, bool) {
 	spec.User = fmt.Sprintf("%d:%d", uid, a.gid)
-	code, err := r.Engine.Exec(ctx, a.container, spec)
+	code, err := r.Engine.Exec(ctx, a.containerID, spec)
 	switch {
+	case ctx.Err() != nil && timedOut.Load():
+		// Abandoned at the deadline; the output kept so far is the
+		// outcome's, and execute records the timeout.
+		o.exitCode, o.timedOut = 137, true
+		return 137, false
 	case ctx.Err() != nil:
 		o.abandoned = true
 		return code, false
@@ -186,8 +232,60 @@ func (r *RunReconciler) containerGone(ctx context.Context, a *attempt) bool {
 	case <-ctx.Done():
 	case <-time.After(time.Second):
 	}
-	c, err := r.Engine.InspectContainer(ctx, a.container)
-	return err != nil || c.ID != a.containerID || !c.Running
+	c, err := r.Engine.InspectContainer(ctx, a.containerID)
+	return err != nil || !c.Running
+}
+
+// endAttempt ends every process of an attempt within killGrace (at its
+// deadline, or left by an attempt a restart cut short), and tells whether
+// that took removing the sandbox container. The kill script
+// runs in the container as the workload's own uid (root there has no
+// CAP_KILL), so the workload can kill it or outpace it; what it left is
+// counted from the engine's side (docker top), which the workload cannot
+// touch. Processes that survive every round are ended with the container:
+// the Sandbox controller sees a lost container and recreates the sandbox.
+func (r *RunReconciler) endAttempt(ctx context.Context, a *attempt, uid int) bool {
+	log := logf.FromContext(ctx)
+	until := time.Now().Add(killGrace - killRound)
+	for {
+		kctx, cancel := context.WithTimeout(ctx, killRound)
+		r.kill(kctx, a, uid)
+		cancel()
+		left, err := r.survivors(ctx, a)
+		if err == nil && left == 0 {
+			return false
+		}
+		if errors.Is(err, docker.ErrNotFound) {
+			return false // the container, and everything in it, is gone
+		}
+		if time.Now().After(until) {
+			log.Info("Processes of the Run survived every kill; removing the sandbox container",
+				"container", a.container, "survivors", left, "error", fmt.Sprint(err))
+			rmCtx, cancel := context.WithTimeout(ctx, killTimeout)
+			defer cancel()
+			if err := r.Engine.RemoveContainer(rmCtx, a.containerID); err != nil {
+				log.Error(err, "Remove the sandbox container of a Run that outlived its kill", "container", a.container)
+			}
+			return true
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// survivors counts the live processes of the attempt's group in its
+// container, as the engine sees them.
+func (r *RunReconciler) survivors(ctx context.Context, a *attempt) (int, error) {
+	ps, err := r.Engine.Processes(ctx, a.containerID)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, p := range ps {
+		if p.HasGroup(a.gid) && !p.Zombie() {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // kill kills every process of a Run attempt in the container, until none
@@ -195,7 +293,7 @@ func (r *RunReconciler) containerGone(ctx context.Context, a *attempt) bool {
 // processes; root in the sandbox has no CAP_KILL) with the sandbox's own
 // group, so that it is not one of the processes it kills.
 func (r *RunReconciler) kill(ctx context.Context, a *attempt, uid int) {
-	container, gid := a.container, a.gid
+	container, gid := a.containerID, a.gid
 	ctx, cancel := context.WithTimeout(ctx, killTimeout)
 	defer cancel()
 	code, err := r.Engine.Exec(ctx, container, docker.ExecSpec{Cmd: runexec.KillCommand(gid), User: fmt.Sprintf("%d:%d", uid, a.sandboxGID)})

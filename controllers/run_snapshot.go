@@ -31,7 +31,7 @@ type snapshotJob struct {
 }
 
 // snapshotJobOf reads the workspace of the sandbox.
-func (r *RunReconciler) snapshotJobOf(sbx *afev1.Sandbox) (*snapshotJob, error) {
+func (r *RunReconciler) snapshotJobOf(ctx context.Context, sbx *afev1.Sandbox) (*snapshotJob, error) {
 	j := &snapshotJob{id: sandboxspec.IdentityOf(sbx, r.Options.Instance), image: sbx.Spec.Image}
 	if ref := metav1.GetControllerOf(sbx); ref != nil && ref.Kind == "Ticket" {
 		j.ticketUID = string(ref.UID)
@@ -44,7 +44,11 @@ func (r *RunReconciler) snapshotJobOf(sbx *afev1.Sandbox) (*snapshotJob, error) 
 		j.source = docker.Mount{Type: docker.MountBind, Source: dir}
 		return j, nil
 	}
-	j.source = docker.Mount{Type: docker.MountVolume, Source: naming.Volume(j.id.Key)}
+	v, err := workspaceVolume(ctx, r.Engine, j.id)
+	if err != nil {
+		return nil, fmt.Errorf("the workspace volume: %w", err)
+	}
+	j.source = docker.Mount{Type: docker.MountVolume, Source: v.Name}
 	return j, nil
 }
 
@@ -73,7 +77,7 @@ func (r *RunReconciler) executeSnapshot(ctx context.Context, run *afev1.Run, a *
 	var copied int64
 	if err == nil {
 		copied, err = r.Engine.CopyWorkspace(cctx, docker.CopySpec{
-			Name:   builtin.CopyHelper(name),
+			Name:   naming.CopyHelper(name),
 			Image:  j.image,
 			Labels: snapshotLabels(j, run, afev1.RoleSnapshotCopy),
 			From:   j.source,
@@ -130,25 +134,28 @@ func (r *RunReconciler) snapshotVolume(ctx context.Context, run *afev1.Run, j *s
 			names = append(names, v.Name)
 			continue
 		}
-		// An earlier attempt's copy, maybe partial: made again.
-		for _, h := range []string{"-from", "-to"} {
-			if err := r.Engine.RemoveContainer(ctx, builtin.CopyHelper(v.Name)+h); err != nil {
-				return "", err
-			}
+		// An earlier attempt's copy, maybe partial: made again. Its copy
+		// helpers, found by the Run's labels, go first.
+		if err := removeContainers(ctx, r.Engine, map[string]string{
+			afev1.LabelController: j.id.Instance,
+			afev1.LabelRunUID:     string(run.UID),
+			afev1.LabelRole:       afev1.RoleSnapshotCopy,
+		}); err != nil {
+			return "", err
 		}
 		if err := r.Engine.RemoveVolume(ctx, v.Name); err != nil {
 			return "", err
 		}
 		return r.createSnapshotVolume(ctx, run, j, v.Name)
 	}
-	n := builtin.NextSnapshot(j.id.Key, names)
+	n := naming.NextSnapshot(j.id.Key, names)
 	for i := 0; i < 16; i++ {
-		name, err := r.createSnapshotVolume(ctx, run, j, builtin.SnapshotVolume(j.id.Key, n+i))
+		name, err := r.createSnapshotVolume(ctx, run, j, naming.Snapshot(j.id.Key, n+i))
 		if !errors.Is(err, docker.ErrConflict) {
 			return name, err
 		}
 	}
-	return "", fmt.Errorf("no free snapshot name after %s: %w", builtin.SnapshotVolume(j.id.Key, n), docker.ErrConflict)
+	return "", fmt.Errorf("no free snapshot name after %s: %w", naming.Snapshot(j.id.Key, n), docker.ErrConflict)
 }
 
 // createSnapshotVolume creates the volume; ErrConflict when the name is

@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/internal/builtin"
 	"afe.dev/sandbox/internal/naming"
 	"afe.dev/sandbox/test/dockertest"
 )
@@ -28,7 +27,7 @@ func takeSnapshot(ctx context.Context, ns, name, sandbox string) (string, *afev1
 	run := newSnapshotRun(ns, name, sandbox)
 	Expect(k8sClient.Create(ctx, run)).To(Succeed())
 	got := waitRunPhase(ctx, run, afev1.RunCompleted)
-	Expect(got.Status.OK).To(BeTrue(), got.Status.Output)
+	Expect(got.Status.OK).To(HaveValue(BeTrue()), got.Status.Output)
 	res := result(got)
 	Expect(res).To(HaveKey("snapshot"))
 	return res["snapshot"].(string), got
@@ -62,7 +61,7 @@ var _ = Describe("Builtin Snapshot", func() {
 
 		name, run := takeSnapshot(ctx, ns, "snap", src.Name)
 		key := naming.Key(ns, src.Name)
-		Expect(name).To(Equal(builtin.SnapshotVolume(key, 1)))
+		Expect(name).To(Equal(naming.Snapshot(key, 1)))
 		GinkgoWriter.Printf("Snapshot of a 50 MiB workspace: %dms\n", run.Status.DurationMilliseconds)
 		Eventually(func(g Gomega) []afev1.SandboxSnapshot {
 			return getSandbox(ctx, src)(g).Status.Snapshots
@@ -82,7 +81,7 @@ var _ = Describe("Builtin Snapshot", func() {
 		By("changing the workspace, and taking a second snapshot")
 		inContainer(c, `echo new > /workspace/d/f && rm /workspace/big`)
 		second, _ := takeSnapshot(ctx, ns, "snap2", src.Name)
-		Expect(second).To(Equal(builtin.SnapshotVolume(key, 2)))
+		Expect(second).To(Equal(naming.Snapshot(key, 2)))
 
 		By("starting a new sandbox from the first snapshot")
 		dst := newSandbox(ns, "dst")
@@ -120,7 +119,7 @@ var _ = Describe("Builtin Snapshot", func() {
 		defer deleteAndWaitGone(ctx, src)
 		foreign, _ := takeSnapshot(ctx, other, "snap", src.Name)
 
-		for name, from := range map[string]string{"from-missing": "afe-" + ns + ".nothing-snap-1", "from-foreign": foreign} {
+		for name, from := range map[string]string{"from-missing": "afe-" + ns + ".nothing_snap-1", "from-foreign": foreign} {
 			sbx := newSandbox(ns, name)
 			sbx.Spec.Workspace.FromSnapshot = from
 			Expect(k8sClient.Create(ctx, sbx)).To(Succeed())

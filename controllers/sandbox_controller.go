@@ -55,6 +55,17 @@ type Options struct {
 	MaxConcurrentReconciles int
 	// SweepPeriod overrides ResyncPeriod for the sweep (tests use a short one).
 	SweepPeriod time.Duration
+	// MaxRunsPerSandbox is --max-runs-per-sandbox: how many Runs execute in
+	// one sandbox at once (0: DefaultMaxRunsPerSandbox).
+	MaxRunsPerSandbox int
+}
+
+// MaxRunsPerSandboxOrDefault is MaxRunsPerSandbox, or its default.
+func (o Options) MaxRunsPerSandboxOrDefault() int {
+	if o.MaxRunsPerSandbox <= 0 {
+		return DefaultMaxRunsPerSandbox
+	}
+	return o.MaxRunsPerSandbox
 }
 
 func (o Options) validation() sandboxspec.Options {
@@ -77,6 +88,9 @@ type SandboxReconciler struct {
 	// while the cache still shows it (even as it was before its deletion),
 	// and there is nothing left to do.
 	finalized sync.Map
+	// legacyChecked holds the UIDs whose legacy-named proxy and network
+	// (docs/upgrade.md) this process has looked for.
+	legacyChecked sync.Map
 }
 
 // finalizedMemory is how long a finalized UID is remembered.

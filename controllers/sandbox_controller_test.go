@@ -113,7 +113,7 @@ var _ = Describe("Sandbox", func() {
 		Expect(got.Spec.Scope).To(Equal("main"))
 		Expect(got.Spec.TimeoutSeconds).To(Equal(int32(600)))
 		Expect(got.Status.ContainerName).To(Equal("afe-" + ns + ".hardened"))
-		Expect(got.Status.VolumeName).To(Equal("afe-" + ns + ".hardened-ws"))
+		Expect(got.Status.VolumeName).To(Equal("afe-" + ns + ".hardened_ws"))
 		Expect(got.Status.ReadyTime).NotTo(BeNil())
 		Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
 		Expect(got.Finalizers).To(ContainElement(afev1.SandboxFinalizer))

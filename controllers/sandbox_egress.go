@@ -35,7 +35,7 @@ func (r *SandboxReconciler) reconcileEgress(ctx context.Context, s *sandboxScope
 	}
 
 	netSpec := sandboxspec.Network(s.id)
-	network, err := r.Engine.EnsureNetwork(ctx, netSpec)
+	network, err := r.ensureNetwork(ctx, s, netSpec)
 	if errors.Is(err, docker.ErrNoAddressPool) {
 		setCondition(sbx, afev1.EgressReadyCondition, false, afev1.AddressPoolExhaustedReason,
 			"The Docker engine has no address range left for the sandbox's network (about 30 networks with the "+
@@ -45,7 +45,7 @@ func (r *SandboxReconciler) reconcileEgress(ctx context.Context, s *sandboxScope
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if !s.id.Owns(network.Labels) {
+	if !s.id.OwnsAs(network.Labels, afev1.RoleNetwork) {
 		setCondition(sbx, afev1.EgressReadyCondition, false, afev1.NameConflictReason,
 			fmt.Sprintf("Network %s belongs to another sandbox or controller instance and is not adopted", netSpec.Name))
 		return ctrl.Result{RequeueAfter: conflictRetry}, nil
@@ -80,6 +80,24 @@ func (r *SandboxReconciler) reconcileEgress(ctx context.Context, s *sandboxScope
 	return ctrl.Result{}, nil
 }
 
+// ensureNetwork returns the sandbox's internal network, made when missing. A
+// network of the name left by an earlier Sandbox of this namespace and name
+// is an orphan: it goes, with the containers on it, and is made again.
+func (r *SandboxReconciler) ensureNetwork(ctx context.Context, s *sandboxScope, spec docker.NetworkSpec) (*docker.Network, error) {
+	n, err := r.Engine.EnsureNetwork(ctx, spec)
+	if err != nil || !s.id.Stale(n.Labels, afev1.RoleNetwork) {
+		return n, err
+	}
+	if err := r.removeStale(ctx, s, n.Labels); err != nil {
+		return nil, err
+	}
+	logf.FromContext(ctx).Info("Removing the network of an earlier sandbox of this name", "network", n.Name)
+	if err := r.Engine.RemoveNetwork(ctx, n.ID); err != nil {
+		return nil, err
+	}
+	return r.Engine.EnsureNetwork(ctx, spec)
+}
+
 // ensureProxy runs the proxy with the current allowlist and waits until it
 // answers. A proxy that is missing, stopped or configured for another
 // allowlist is recreated; the sandbox container is not touched, since it
@@ -90,7 +108,13 @@ func (r *SandboxReconciler) ensureProxy(ctx context.Context, s *sandboxScope, wa
 	if err != nil && !errors.Is(err, docker.ErrNotFound) {
 		return ctrl.Result{}, err
 	}
-	if have != nil && !s.id.Owns(have.Labels) {
+	if have != nil && s.id.Stale(have.Labels, afev1.RoleProxy) {
+		if err := r.removeStale(ctx, s, have.Labels); err != nil {
+			return ctrl.Result{}, err
+		}
+		have = nil
+	}
+	if have != nil && !s.id.OwnsAs(have.Labels, afev1.RoleProxy) {
 		setCondition(s.sbx, afev1.EgressReadyCondition, false, afev1.NameConflictReason,
 			fmt.Sprintf("Container %s belongs to another sandbox or controller instance and is not adopted", want.Name))
 		return ctrl.Result{RequeueAfter: conflictRetry}, nil
@@ -119,7 +143,8 @@ func (r *SandboxReconciler) ensureProxy(ctx context.Context, s *sandboxScope, wa
 		reason, what = afev1.ProxyRecreatedReason, "Proxy %s was lost and is recreated"
 	}
 	log.Info("Creating proxy", "container", want.Name)
-	if _, err := r.Engine.RunContainer(ctx, want); err != nil {
+	created, err := r.Engine.RunContainer(ctx, want)
+	if err != nil {
 		if errors.Is(err, docker.ErrConflict) {
 			setCondition(s.sbx, afev1.EgressReadyCondition, false, afev1.NameConflictReason,
 				fmt.Sprintf("Container %s belongs to another sandbox or controller instance and is not adopted", want.Name))
@@ -128,7 +153,7 @@ func (r *SandboxReconciler) ensureProxy(ctx context.Context, s *sandboxScope, wa
 		return ctrl.Result{}, err
 	}
 	r.Recorder.Eventf(s.sbx, nil, "Normal", reason, "Create", what, want.Name)
-	if err := r.waitProxy(ctx, want.Name); err != nil {
+	if err := r.waitProxy(ctx, created); err != nil {
 		if errors.Is(err, docker.ErrUnavailable) {
 			return ctrl.Result{}, err
 		}
@@ -140,19 +165,20 @@ func (r *SandboxReconciler) ensureProxy(ctx context.Context, s *sandboxScope, wa
 }
 
 // waitProxy probes the proxy from inside its container until squid answers.
-func (r *SandboxReconciler) waitProxy(ctx context.Context, name string) error {
+func (r *SandboxReconciler) waitProxy(ctx context.Context, proxy *docker.Container) error {
+	name := proxy.Name
 	ctx, cancel := context.WithTimeout(ctx, proxyProbeTimeout)
 	defer cancel()
 	delay := 50 * time.Millisecond
 	for {
-		code, err := r.Engine.Exec(ctx, name, docker.ExecSpec{Cmd: []string{sandboxspec.ProxyProbe}})
+		code, err := r.Engine.Exec(ctx, proxy.ID, docker.ExecSpec{Cmd: []string{sandboxspec.ProxyProbe}})
 		if err == nil && code == 0 {
 			return nil
 		}
 		if errors.Is(err, docker.ErrUnavailable) {
 			return err
 		}
-		if c, ierr := r.Engine.InspectContainer(ctx, name); ierr == nil && !c.Running {
+		if c, ierr := r.Engine.InspectContainer(ctx, proxy.ID); ierr == nil && !c.Running {
 			return fmt.Errorf("it exited with code %d; see `docker logs %s`", c.ExitCode, name)
 		}
 		select {
@@ -170,7 +196,7 @@ func (r *SandboxReconciler) waitProxy(ctx context.Context, name string) error {
 func (r *SandboxReconciler) cleanupEgress(ctx context.Context, s *sandboxScope) (ctrl.Result, error) {
 	sbx := s.sbx
 	if len(sbx.Spec.Egress) > 0 {
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, r.removeLegacyEgress(ctx, s)
 	}
 	if sbx.Status.NetworkName == "" && sbx.Status.ProxyName == "" && sbx.Status.ObservedGeneration == sbx.Generation {
 		return ctrl.Result{}, nil
@@ -178,24 +204,50 @@ func (r *SandboxReconciler) cleanupEgress(ctx context.Context, s *sandboxScope) 
 	return ctrl.Result{}, r.deleteEgress(ctx, s)
 }
 
-// deleteEgress removes the proxy, then the network, when they are this
-// sandbox's.
+// deleteEgress removes the proxy, then the network, under their current and
+// legacy names, when they are this sandbox's.
 func (r *SandboxReconciler) deleteEgress(ctx context.Context, s *sandboxScope) error {
-	if err := r.removeOwnedContainer(ctx, s, naming.Proxy(s.id.Key)); err != nil {
-		return err
-	}
-	name := naming.Network(s.id.Key)
-	n, err := r.Engine.InspectNetwork(ctx, name)
-	switch {
-	case errors.Is(err, docker.ErrNotFound):
-	case err != nil:
-		return err
-	case s.id.Owns(n.Labels):
-		if err := r.Engine.RemoveNetwork(ctx, name); err != nil {
+	for _, names := range [][2]string{
+		{naming.Proxy(s.id.Key), naming.Network(s.id.Key)},
+		{naming.LegacyProxy(s.id.Key), naming.LegacyNetwork(s.id.Key)},
+	} {
+		if err := r.removeProxyAndNetwork(ctx, s, names[0], names[1]); err != nil {
 			return err
 		}
 	}
 	s.sbx.Status.ProxyName, s.sbx.Status.ProxyURL, s.sbx.Status.NetworkName = "", "", ""
+	return nil
+}
+
+// removeLegacyEgress removes, once per Sandbox and process, the proxy and
+// network an earlier controller version made under the legacy names: by
+// now the container has been recreated on the network of the current name.
+func (r *SandboxReconciler) removeLegacyEgress(ctx context.Context, s *sandboxScope) error {
+	if _, done := r.legacyChecked.Load(s.sbx.UID); done {
+		return nil
+	}
+	if err := r.removeProxyAndNetwork(ctx, s, naming.LegacyProxy(s.id.Key), naming.LegacyNetwork(s.id.Key)); err != nil {
+		return err
+	}
+	r.legacyChecked.Store(s.sbx.UID, true)
+	return nil
+}
+
+// removeProxyAndNetwork removes the proxy, then the network, of the names
+// when their labels say they are this sandbox's in those roles.
+func (r *SandboxReconciler) removeProxyAndNetwork(ctx context.Context, s *sandboxScope, proxy, network string) error {
+	if err := r.removeOwnedContainer(ctx, s, proxy, afev1.RoleProxy); err != nil {
+		return err
+	}
+	n, err := r.Engine.InspectNetwork(ctx, network)
+	switch {
+	case errors.Is(err, docker.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	case s.id.OwnsAs(n.Labels, afev1.RoleNetwork):
+		return r.Engine.RemoveNetwork(ctx, n.ID)
+	}
 	return nil
 }
 

@@ -53,8 +53,8 @@ var _ = Describe("Sandbox egress", func() {
 		name := got.Status.ContainerName
 
 		By("reporting the topology in the status")
-		Expect(got.Status.NetworkName).To(Equal("afe-" + ns + ".egress-net"))
-		Expect(got.Status.ProxyName).To(Equal("afe-" + ns + ".egress-proxy"))
+		Expect(got.Status.NetworkName).To(Equal("afe-" + ns + ".egress_net"))
+		Expect(got.Status.ProxyName).To(Equal("afe-" + ns + ".egress_proxy"))
 		Expect(got.Status.ProxyURL).To(Equal("http://afe-proxy:3128"))
 		Expect(dockertest.Objects(label)).To(ConsistOf(
 			"container/"+name, "container/"+got.Status.ProxyName, "volume/"+got.Status.VolumeName, "network/"+got.Status.NetworkName))

@@ -77,14 +77,13 @@ func (r *SandboxReconciler) reconcileWorkspace(ctx context.Context, s *sandboxSc
 			return ctrl.Result{RequeueAfter: snapshotRetry}, err
 		}
 	}
-	spec := sandboxspec.Volume(s.id)
-	v, err := r.Engine.EnsureVolume(ctx, spec)
+	v, err := r.ensureWorkspaceVolume(ctx, s)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if !s.id.Owns(v.Labels) {
+	if v == nil {
 		setCondition(s.sbx, afev1.WorkspaceReadyCondition, false, afev1.NameConflictReason,
-			fmt.Sprintf("Volume %s belongs to another sandbox or controller instance and is not adopted", v.Name))
+			fmt.Sprintf("Volume %s belongs to another sandbox or controller instance and is not adopted", naming.Volume(s.id.Key)))
 		return ctrl.Result{RequeueAfter: conflictRetry}, nil
 	}
 	if restore {
@@ -102,6 +101,53 @@ func (r *SandboxReconciler) reconcileWorkspace(ctx context.Context, s *sandboxSc
 	return ctrl.Result{}, nil
 }
 
+// ensureWorkspaceVolume returns the sandbox's workspace volume, made when it
+// has none (a legacy-named one of an earlier controller version is kept).
+// A volume of the name left by an earlier Sandbox of this namespace and name
+// is an orphan and is replaced at once; nil means the name is taken by an
+// object that is not ours to touch.
+func (r *SandboxReconciler) ensureWorkspaceVolume(ctx context.Context, s *sandboxScope) (*docker.Volume, error) {
+	v, err := workspaceVolume(ctx, r.Engine, s.id)
+	if err == nil || !errors.Is(err, docker.ErrNotFound) {
+		return v, err
+	}
+	v, err = r.Engine.EnsureVolume(ctx, sandboxspec.Volume(s.id))
+	if err != nil {
+		return nil, err
+	}
+	if s.id.OwnsAs(v.Labels, afev1.RoleWorkspace) {
+		return v, nil
+	}
+	if !s.id.Stale(v.Labels, afev1.RoleWorkspace) {
+		return nil, nil
+	}
+	if err := r.removeStale(ctx, s, v.Labels); err != nil {
+		return nil, err
+	}
+	logf.FromContext(ctx).Info("Removing the workspace volume of an earlier sandbox of this name", "volume", v.Name)
+	if err := r.Engine.RemoveVolume(ctx, v.Name); err != nil {
+		return nil, err
+	}
+	v, err = r.Engine.EnsureVolume(ctx, sandboxspec.Volume(s.id))
+	if err != nil || !s.id.OwnsAs(v.Labels, afev1.RoleWorkspace) {
+		return nil, err
+	}
+	return v, nil
+}
+
+// removeStale removes the containers of the earlier Sandbox of this
+// namespace and name that labels (a stale object's) name: they hold the
+// objects of that Sandbox, which no longer exists.
+func (r *SandboxReconciler) removeStale(ctx context.Context, s *sandboxScope, labels map[string]string) error {
+	logf.FromContext(ctx).Info("Removing the containers of an earlier sandbox of this name", "uid", labels[afev1.LabelSandboxUID])
+	return removeContainers(ctx, r.Engine, map[string]string{
+		afev1.LabelController: s.id.Instance,
+		afev1.LabelNamespace:  s.id.Namespace,
+		afev1.LabelSandbox:    s.id.Name,
+		afev1.LabelSandboxUID: labels[afev1.LabelSandboxUID],
+	})
+}
+
 // reconcileContainer runs the hardened container and keeps it running with
 // the current spec: a lost container is recreated with a fresh workspace, a
 // drifted one is recreated keeping the workspace.
@@ -115,7 +161,15 @@ func (r *SandboxReconciler) reconcileContainer(ctx context.Context, s *sandboxSc
 	if err != nil && !errors.Is(err, docker.ErrNotFound) {
 		return ctrl.Result{}, err
 	}
-	if have != nil && !s.id.Owns(have.Labels) {
+	if have != nil && s.id.Stale(have.Labels, afev1.RoleSandbox) {
+		// Left by an earlier Sandbox of this name: an orphan, not a
+		// conflict.
+		if err := r.removeStale(ctx, s, have.Labels); err != nil {
+			return ctrl.Result{}, err
+		}
+		have = nil
+	}
+	if have != nil && !s.id.OwnsAs(have.Labels, afev1.RoleSandbox) {
 		setCondition(sbx, afev1.ContainerReadyCondition, false, afev1.NameConflictReason,
 			fmt.Sprintf("Container %s belongs to another sandbox or controller instance and is not adopted", want.Name))
 		return ctrl.Result{RequeueAfter: conflictRetry}, nil
@@ -206,7 +260,7 @@ func (r *SandboxReconciler) recordLoss(sbx *afev1.Sandbox, have *docker.Containe
 	if have != nil {
 		what = fmt.Sprintf("exited with code %d", have.ExitCode)
 	}
-	name := sbx.Status.ContainerName
+	name := naming.Container(naming.Key(sbx.Namespace, sbx.Name))
 	logf.Log.Info("Sandbox container lost", "sandbox", sbx.Namespace+"/"+sbx.Name, "container", name, "what", what)
 	now := metav1.Now()
 	sbx.Status.Recreations++ // counted in the metrics once written
@@ -254,8 +308,8 @@ func (r *SandboxReconciler) recreateAfterLoss(ctx context.Context, s *sandboxSco
 }
 
 // removeOwnedContainer removes the named container when it is this
-// sandbox's; another object's container is left alone.
-func (r *SandboxReconciler) removeOwnedContainer(ctx context.Context, s *sandboxScope, name string) error {
+// sandbox's in the role; another object's container is left alone.
+func (r *SandboxReconciler) removeOwnedContainer(ctx context.Context, s *sandboxScope, name, role string) error {
 	c, err := r.Engine.InspectContainer(ctx, name)
 	if errors.Is(err, docker.ErrNotFound) {
 		return nil
@@ -263,24 +317,25 @@ func (r *SandboxReconciler) removeOwnedContainer(ctx context.Context, s *sandbox
 	if err != nil {
 		return err
 	}
-	if !s.id.Owns(c.Labels) {
+	if !s.id.OwnsAs(c.Labels, role) {
 		return nil
 	}
 	return r.Engine.RemoveContainer(ctx, c.ID)
 }
 
-// removeOwnedVolume removes the workspace volume when it is this sandbox's.
+// removeOwnedVolume removes the workspace volume, under its current and its
+// legacy name, when it is this sandbox's.
 func (r *SandboxReconciler) removeOwnedVolume(ctx context.Context, s *sandboxScope) error {
-	name := naming.Volume(s.id.Key)
-	v, err := r.Engine.InspectVolume(ctx, name)
-	if errors.Is(err, docker.ErrNotFound) {
-		return nil
+	for {
+		v, err := workspaceVolume(ctx, r.Engine, s.id)
+		if errors.Is(err, docker.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := r.Engine.RemoveVolume(ctx, v.Name); err != nil {
+			return err
+		}
 	}
-	if err != nil {
-		return err
-	}
-	if !s.id.Owns(v.Labels) {
-		return nil
-	}
-	return r.Engine.RemoveVolume(ctx, name)
 }

@@ -82,7 +82,7 @@ func (r *SandboxReconciler) restoreWorkspace(ctx context.Context, s *sandboxScop
 	}
 	started := time.Now()
 	n, err := r.Engine.CopyWorkspace(ctx, docker.CopySpec{
-		Name:   naming.Volume(s.id.Key) + "-restore",
+		Name:   naming.Restore(s.id.Key),
 		Image:  s.sbx.Spec.Image,
 		Labels: s.id.Labels(afev1.RoleSnapshotCopy),
 		From:   docker.Mount{Type: docker.MountVolume, Source: from},

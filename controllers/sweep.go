@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -12,6 +13,7 @@ import (
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/naming"
 )
 
 // Sweeper periodically looks at every labelled Docker object of this
@@ -90,6 +92,10 @@ func sweepAndResync(ctx context.Context, c client.Reader, engine docker.Engine, 
 			log.Info("Sandbox container not running; reconciling", "sandbox", sbx.Namespace+"/"+sbx.Name)
 			enqueue(sbx.Namespace, sbx.Name)
 		}
+		for _, sbx := range statusForged(list.Items, containers) {
+			log.Info("Sandbox status names objects that are not its own; reconciling", "sandbox", sbx.Namespace+"/"+sbx.Name)
+			enqueue(sbx.Namespace, sbx.Name)
+		}
 	}
 	orphan := func(l map[string]string) bool {
 		uid := l[afev1.LabelSandboxUID]
@@ -105,7 +111,7 @@ func sweepAndResync(ctx context.Context, c client.Reader, engine docker.Engine, 
 	for _, n := range networks {
 		if orphan(n.Labels) {
 			log.Info("Removing orphaned network", "network", n.Name)
-			errs = append(errs, engine.RemoveNetwork(ctx, n.Name))
+			errs = append(errs, engine.RemoveNetwork(ctx, n.ID))
 		}
 	}
 	for _, v := range volumes {
@@ -138,6 +144,41 @@ func notRunning(sandboxes []afev1.Sandbox, containers []docker.Container) []*afe
 		}
 	}
 	return out
+}
+
+// statusForged returns the Sandboxes whose status names Docker objects other
+// than their own: written by someone else than the controller (anyone who
+// may write sandboxes/status can). Nothing acts on those fields; a reconcile
+// writes them again.
+func statusForged(sandboxes []afev1.Sandbox, containers []docker.Container) []*afev1.Sandbox {
+	ids := map[string]string{} // uid: the ID of its running sandbox container
+	for _, ct := range containers {
+		if ct.Running && ct.Labels[afev1.LabelRole] == afev1.RoleSandbox {
+			ids[ct.Labels[afev1.LabelSandboxUID]] = ct.ID
+		}
+	}
+	var out []*afev1.Sandbox
+	for i := range sandboxes {
+		sbx := &sandboxes[i]
+		if !sbx.DeletionTimestamp.IsZero() {
+			continue
+		}
+		st, key := &sbx.Status, naming.Key(sbx.Namespace, sbx.Name)
+		id, running := ids[string(sbx.UID)]
+		if !oneOf(st.ContainerName, naming.Container(key)) ||
+			!oneOf(st.VolumeName, naming.Volume(key), naming.LegacyVolume(key)) ||
+			!oneOf(st.NetworkName, naming.Network(key)) ||
+			!oneOf(st.ProxyName, naming.Proxy(key)) ||
+			running && st.ContainerID != "" && st.ContainerID != id {
+			out = append(out, sbx)
+		}
+	}
+	return out
+}
+
+// oneOf is true when v is empty or one of the names.
+func oneOf(v string, names ...string) bool {
+	return v == "" || slices.Contains(names, v)
 }
 
 // removeContainers removes every container carrying all the labels.

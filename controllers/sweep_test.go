@@ -59,3 +59,31 @@ func TestNotRunning(t *testing.T) {
 		})
 	}
 }
+
+func TestStatusForged(t *testing.T) {
+	key := "ns.a"
+	running := docker.Container{ID: "c1", Running: true, Labels: map[string]string{afev1.LabelSandboxUID: "a", afev1.LabelRole: afev1.RoleSandbox}}
+	tests := map[string]struct {
+		status afev1.SandboxStatus
+		forged bool
+	}{
+		"empty":               {afev1.SandboxStatus{}, false},
+		"own names":           {afev1.SandboxStatus{ContainerName: "afe-" + key, ContainerID: "c1", VolumeName: "afe-" + key + "_ws", NetworkName: "afe-" + key + "_net", ProxyName: "afe-" + key + "_proxy"}, false},
+		"legacy volume":       {afev1.SandboxStatus{VolumeName: "afe-" + key + "-ws"}, false},
+		"another's container": {afev1.SandboxStatus{ContainerName: "afe-victim.v"}, true},
+		"another's ID":        {afev1.SandboxStatus{ContainerID: "c2"}, true},
+		"another's volume":    {afev1.SandboxStatus{VolumeName: "afe-victim.v_ws"}, true},
+		"another's network":   {afev1.SandboxStatus{NetworkName: "bridge"}, true},
+		"another's proxy":     {afev1.SandboxStatus{ProxyName: "afe-victim.v_proxy"}, true},
+		"a legacy proxy name": {afev1.SandboxStatus{ProxyName: "afe-" + key + "-proxy"}, true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			sbx := afev1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", UID: "a"}, Status: tc.status}
+			got := len(statusForged([]afev1.Sandbox{sbx}, []docker.Container{running})) == 1
+			if got != tc.forged {
+				t.Errorf("statusForged = %v, want %v", got, tc.forged)
+			}
+		})
+	}
+}

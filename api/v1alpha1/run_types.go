@@ -68,6 +68,12 @@ const (
 	GitFailedReason = "GitFailed"
 	// SnapshotFailedReason: a Snapshot Run could not copy the workspace.
 	SnapshotFailedReason = "SnapshotFailed"
+	// RunLimitReachedReason: the sandbox already runs as many Runs as the
+	// controller's --max-runs-per-sandbox allows; the Run waits its turn.
+	RunLimitReachedReason = "RunLimitReached"
+	// AttemptsExhaustedReason: every attempt the Run's maxAttempts allows was cut
+	// short (by restarts of the controller or losses of the sandbox).
+	AttemptsExhaustedReason = "AttemptsExhausted"
 )
 
 // RunBuiltin is an operation the controller performs for a Run instead of a
@@ -200,6 +206,26 @@ type RunSpec struct {
 	// +kubebuilder:validation:Pattern=`^/[^\x00\n]*$`
 	// +optional
 	WorkingDir string `json:"workingDir,omitempty"`
+	// maxAttempts bounds how often the Run is started: an attempt cut
+	// short by a restart of the controller or a loss of the sandbox is
+	// executed again, up to this many attempts in all; past it the Run ends
+	// Failed with reason AttemptsExhausted.
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	MaxAttempts *int32 `json:"maxAttempts,omitempty"`
+}
+
+// DefaultRunMaxAttempts is spec.maxAttempts when unset.
+const DefaultRunMaxAttempts = 3
+
+// MaxAttemptsOrDefault is spec.maxAttempts, or its default.
+func (s *RunSpec) MaxAttemptsOrDefault() int32 {
+	if s.MaxAttempts == nil || *s.MaxAttempts < 1 {
+		return DefaultRunMaxAttempts
+	}
+	return *s.MaxAttempts
 }
 
 // RunStatus is the outcome of a Run.
@@ -208,22 +234,26 @@ type RunStatus struct {
 	// exit code), TimedOut, Failed (it could not be executed at all).
 	// +optional
 	Phase RunPhase `json:"phase,omitempty"`
-	// ok is true when the command exited with 0.
+	// ok is true when the command exited with 0. Present, true or false,
+	// once the Run has ended; absent before.
 	// +optional
-	OK bool `json:"ok,omitempty"`
+	OK *bool `json:"ok,omitempty"`
 	// exitCode of the command (137 when killed). MergeAndCI: ciScript's
-	// exit code, 1 on a conflict. Snapshot: 0.
+	// exit code, 1 on a conflict. Snapshot: 0. Present once the Run has
+	// ended: -1 when it Failed without the command ever exiting.
 	// +optional
 	ExitCode *int32 `json:"exitCode,omitempty"`
-	// timedOut is true when the deadline killed the command.
+	// timedOut is true when the deadline killed the command. Present, true
+	// or false, once the Run has ended.
 	// +optional
-	TimedOut bool `json:"timedOut,omitempty"`
+	TimedOut *bool `json:"timedOut,omitempty"`
 	// output is stdout and stderr, interleaved as written: the last 32 KiB.
 	// +optional
 	Output string `json:"output,omitempty"`
-	// outputTruncated is true when output lost its beginning.
+	// outputTruncated is true when output lost its beginning. Present, true
+	// or false, once the Run has ended.
 	// +optional
-	OutputTruncated bool `json:"outputTruncated,omitempty"`
+	OutputTruncated *bool `json:"outputTruncated,omitempty"`
 	// result holds the keys of the last stdout line that parses as a JSON
 	// object. For builtin MergeAndCI: merged (bool), conflicts (a list of
 	// {lane, files}), ci_passed (bool), ci_output (its last 4 KiB),
@@ -288,3 +318,6 @@ type RunList struct {
 func init() {
 	register(&Run{}, &RunList{})
 }
+
+// Succeeded is true when the Run ended with ok true.
+func (s *RunStatus) Succeeded() bool { return s.OK != nil && *s.OK }

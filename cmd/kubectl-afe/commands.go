@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
@@ -105,7 +106,7 @@ func runCommand(c client.WithWatch, ns string, args []string, stdout, stderr io.
 }
 
 func printOutput(run *afev1.Run, stdout, stderr io.Writer) {
-	if run.Status.OutputTruncated {
+	if ptr.Deref(run.Status.OutputTruncated, false) {
 		_, _ = fmt.Fprintf(stderr, "(output truncated: the last %d bytes follow)\n", len(run.Status.Output))
 	}
 	_, _ = fmt.Fprint(stdout, run.Status.Output)

@@ -55,6 +55,7 @@ func run() int {
 	flag.StringVar(&denyEnv, "deny-env", "", "Comma-separated env names refused in sandboxes, added to the built-in list ("+strings.Join(sandboxspec.DefaultDenyEnv, ",")+").")
 	flag.StringVar(&opts.Instance, "instance", "default", "The name of this controller instance, the afe.controller label of its Docker objects.")
 	flag.IntVar(&opts.MaxConcurrentReconciles, "max-concurrent-reconciles", 8, "Reconciles run in parallel per kind. They mostly wait on the engine, so more than the cores helps (see make bench).")
+	flag.IntVar(&opts.MaxRunsPerSandbox, "max-runs-per-sandbox", controllers.DefaultMaxRunsPerSandbox, "Runs executing in one sandbox at once; more wait Pending (reason RunLimitReached) and start in the order they were created.")
 	flag.DurationVar(&opts.ResyncPeriod, "resync-period", 2*time.Minute, "How often every labelled Docker object is listed at once: a loss the event stream missed is repaired, orphans are removed. Ready sandboxes cost no Docker request in between.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)

@@ -222,8 +222,8 @@ func (b *bench) runTrue(ctx context.Context) ([]row, error) {
 		if err := b.c.Get(ctx, client.ObjectKeyFromObject(run), run); err != nil {
 			return nil, err
 		}
-		if run.Status.Phase != afev1.RunCompleted || !run.Status.OK {
-			return nil, fmt.Errorf("run %s ended %s, ok=%v", run.Name, run.Status.Phase, run.Status.OK)
+		if run.Status.Phase != afev1.RunCompleted || !run.Status.Succeeded() {
+			return nil, fmt.Errorf("run %s ended %s, ok=%v", run.Name, run.Status.Phase, run.Status.Succeeded())
 		}
 
 		start = time.Now()

@@ -166,7 +166,7 @@ var _ = Describe("Crash convergence", func() {
 					} else {
 						g.Expect(tk.Status.Phase).To(Equal(afev1.TicketPausedPhase), name)
 					}
-					g.Expect(objects).To(ConsistOf("container/afe-"+ns+"."+name, "volume/afe-"+ns+"."+name+"-ws"), "%s is %s: %+v", name, s, tk.Status)
+					g.Expect(objects).To(ConsistOf("container/afe-"+ns+"."+name, "volume/afe-"+ns+"."+name+"_ws"), "%s is %s: %+v", name, s, tk.Status)
 				}
 			}
 			sandboxes := &afev1.SandboxList{}

@@ -98,16 +98,16 @@ var _ = Describe("Engine faults", func() {
 		k("patch", "sandbox/early", "--type=merge", "-p", `{"spec":{"env":[{"name":"CHANGED","value":"yes"}]}}`)
 		Eventually(jsonpath("sandbox/early", `{.status.conditions[?(@.type=="Ready")].reason}`)).Should(Equal(afev1.EngineUnavailableReason))
 		Expect(dockertest.Objects(afev1.LabelController + "=" + inst)).To(ConsistOf(
-			"container/afe-default.early", "volume/afe-default.early-ws",
-			"container/afe-default.steady", "volume/afe-default.steady-ws",
-			"container/afe-default.quiet", "volume/afe-default.quiet-ws"))
+			"container/afe-default.early", "volume/afe-default.early_ws",
+			"container/afe-default.steady", "volume/afe-default.steady_ws",
+			"container/afe-default.quiet", "volume/afe-default.quiet_ws"))
 		// Losses while the controller cannot see the engine.
 		Expect(dockertest.RemoveContainer("afe-default.early")).To(Succeed())
 		Expect(dockertest.RemoveContainer("afe-default.quiet")).To(Succeed())
 		Consistently(func() []string {
 			return dockertest.Objects(afev1.LabelController + "=" + inst)
-		}, "2s").Should(ConsistOf("volume/afe-default.early-ws", "container/afe-default.steady", "volume/afe-default.steady-ws",
-			"volume/afe-default.quiet-ws"), "nothing is deleted while the engine is away")
+		}, "2s").Should(ConsistOf("volume/afe-default.early_ws", "container/afe-default.steady", "volume/afe-default.steady_ws",
+			"volume/afe-default.quiet_ws"), "nothing is deleted while the engine is away")
 
 		By("restoring: the stream reconnects, a resync runs, the loss is repaired")
 		restored := time.Now()

@@ -178,7 +178,7 @@ var _ = Describe("The manager binary with kubectl", Ordered, func() {
 		mustKubectl("wait", "-n", ns, "--for=condition=Ready", "sandbox/sample", "--timeout=60s")
 		Consistently(func() []string {
 			return dockertest.Objects(afev1.LabelController + "=" + instance)
-		}, "3s").Should(ConsistOf("container/"+before.Name, "volume/afe-"+ns+".sample-ws"))
+		}, "3s").Should(ConsistOf("container/"+before.Name, "volume/afe-"+ns+".sample_ws"))
 		after, err := dockertest.Inspect(before.Name)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(after.ID).To(Equal(before.ID))
@@ -232,7 +232,7 @@ spec:
 		key := "afe-" + ns + ".sample-ticket"
 		Consistently(func() []string {
 			return dockertest.Objects(afev1.LabelTicket + "=sample-ticket")
-		}, "3s").Should(ConsistOf("container/"+key, "container/"+key+"-proxy", "network/"+key+"-net", "volume/"+key+"-ws"))
+		}, "3s").Should(ConsistOf("container/"+key, "container/"+key+"_proxy", "network/"+key+"_net", "volume/"+key+"_ws"))
 		row := strings.Fields(mustKubectl("get", "tk", "sample-ticket", "-n", ns, "--no-headers"))
 		Expect(row[:4]).To(Equal([]string{"sample-ticket", "Active", "Ready", "1/1"}))
 		header := strings.Fields(strings.SplitN(mustKubectl("get", "tickets", "-n", ns), "\n", 2)[0])

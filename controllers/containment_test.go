@@ -1,0 +1,240 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/runexec"
+	"afe.dev/sandbox/test/dockertest"
+)
+
+// groupProcesses lists the processes of the container whose real, effective
+// or saved group is gid, from the engine's side; a container that is gone
+// has none.
+func groupProcesses(container string, gid int) []string {
+	out, err := exec.Command("docker", "top", container, "-o", "pid,rgid,egid,sgid,stat,args").CombinedOutput()
+	if err != nil {
+		return nil
+	}
+	var found []string
+	for _, line := range strings.Split(string(out), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 5 || strings.HasPrefix(f[4], "Z") {
+			continue
+		}
+		for _, g := range f[1:4] {
+			if g == strconv.Itoa(gid) {
+				found = append(found, strings.TrimSpace(line))
+				break
+			}
+		}
+	}
+	return found
+}
+
+// Workload containment (docs/threat-model.md): a Run ends at its deadline
+// whatever its processes do.
+var _ = Describe("Run deadlines against hostile workloads", func() {
+	var ctx context.Context
+	var ns string
+	var sbx *afev1.Sandbox
+	BeforeEach(func() {
+		ctx = context.Background()
+		ns = newNamespace(ctx)
+		sbx = newSandbox(ns, "hostile")
+		Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
+		sbx = waitReady(ctx, sbx)
+		DeferCleanup(func() { deleteAndWaitGone(ctx, sbx) })
+	})
+
+	const timeout = 3
+	// endsTimedOut runs the script with a deadline of timeout seconds and
+	// checks that the Run ends TimedOut within timeout + killGrace (and the
+	// controller's own latency), with nothing of it left in the sandbox.
+	endsTimedOut := func(name, script string) *afev1.Run {
+		run := newRun(ns, name, sbx.Name)
+		run.Spec.Script = script
+		run.Spec.TimeoutSeconds = ptr.To[int32](timeout)
+		Expect(k8sClient.Create(ctx, run)).To(Succeed())
+		running := waitRunPhase(ctx, run, afev1.RunRunning)
+		gid := runexec.GID(string(running.UID), running.Status.Attempts)
+		var got *afev1.Run
+		Eventually(func(g Gomega) {
+			got = getRun(ctx, run)(g)
+			g.Expect(got.Status.Phase.Terminal()).To(BeTrue())
+		}, "30s", "50ms").Should(Succeed())
+		Expect(got.Status.Phase).To(Equal(afev1.RunTimedOut), "status %+v", got.Status)
+		Expect(got.Status.TimedOut).To(HaveValue(BeTrue()))
+		Expect(got.Status.Attempts).To(BeEquivalentTo(1))
+		took := time.Duration(got.Status.DurationMilliseconds) * time.Millisecond
+		over := took - timeout*time.Second
+		GinkgoWriter.Printf("%s: TimedOut %s after its deadline (grace %s): %s\n", name, over, killGrace,
+			meta.FindStatusCondition(got.Status.Conditions, afev1.RunCompletedCondition).Message)
+		Expect(over).To(BeNumerically("<", killGrace+2*time.Second), "the Run ended %s after its deadline", over)
+		// Nothing of the attempt in the container it ran in, nor in the
+		// sandbox's container now (a recreated one, if it came to that).
+		Expect(groupProcesses(running.Status.ContainerID, gid)).To(BeEmpty())
+		now := waitReady(ctx, sbx)
+		Expect(groupProcesses(now.Status.ContainerID, gid)).To(BeEmpty())
+		return got
+	}
+
+	It("ends a fork-hopper, which forks and exits faster than a kill can find it", func() {
+		endsTimedOut("hopper", `echo start; hop() { hop & exit 0; }; hop & sleep 600`)
+	})
+
+	It("ends a workload that kills every process not its own, the killer included", func() {
+		// Every process of another group, but for the sandbox's keep-alive
+		// and init (killing those would end the sandbox itself).
+		endsTimedOut("killer", `me=""; while read -r k a rest; do [ "$k" = Gid: ] && me=$a; done < /proc/self/status
+while :; do
+  for s in /proc/[0-9]*/status; do
+    g=""; pp=""; while read -r k a rest; do
+      case "$k" in Gid:) g=$a;; PPid:) pp=$a;; esac
+    done < "$s" 2>/dev/null
+    p=${s#/proc/}; p=${p%/status}
+    [ -n "$g" ] && [ "$g" != "$me" ] && [ "$p" != 1 ] && [ "$pp" != 1 ] && kill -9 "$p" 2>/dev/null
+  done
+done`)
+	})
+
+	It("ends a Run whose daemon holds its output open after the command exited", func() {
+		got := endsTimedOut("daemon", `hop() { hop & exit 0; }; (setsid sh -c 'hop() { hop & exit 0; }; hop' &); echo parent done; exit 0`)
+		Expect(got.Status.Output).To(ContainSubstring("parent done"))
+	})
+})
+
+// killless is the real engine, but the kill script never runs: what a
+// workload that kills the killer, or outpaces it, amounts to.
+type killless struct{ docker.Engine }
+
+func (k killless) Exec(ctx context.Context, container string, spec docker.ExecSpec) (int, error) {
+	if len(spec.Cmd) > 3 && spec.Cmd[3] == "afe-kill" {
+		return 0, nil
+	}
+	return k.Engine.Exec(ctx, container, spec)
+}
+
+var _ = Describe("Run deadline fallback", func() {
+	It("removes the sandbox container when processes of the attempt survive every kill", func() {
+		engine, err := docker.New("")
+		Expect(err).NotTo(HaveOccurred())
+		ctx := context.Background()
+		// Not this instance's labels: the sweep would remove the container.
+		labels := map[string]string{"afe.test": "fallback-" + rand.String(6)}
+		c, err := engine.RunContainer(ctx, docker.ContainerSpec{Name: "afe-test-fallback-" + rand.String(6), Image: dockertest.TestImage,
+			Labels: labels, Network: "none", Command: []string{"sleep", "600"}, User: "1000:1000", Init: true})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() { _ = engine.RemoveContainer(ctx, c.ID) })
+		a := &attempt{container: c.Name, containerID: c.ID, gid: 2_000_000_077, sandboxGID: 1000}
+		_, err = engine.Exec(ctx, c.ID, docker.ExecSpec{Cmd: []string{"sh", "-c", "sleep 600 >/dev/null 2>&1 &"}, User: "1000:2000000077"})
+		Expect(err).NotTo(HaveOccurred())
+
+		r := &RunReconciler{Engine: killless{engine}}
+		t0 := time.Now()
+		Expect(r.endAttempt(ctx, a, 1000)).To(BeTrue(), "the container had to go")
+		Expect(time.Since(t0)).To(BeNumerically("<", killGrace+time.Second))
+		_, err = engine.InspectContainer(ctx, c.ID)
+		Expect(err).To(MatchError(docker.ErrNotFound))
+
+		// With the kill working, the container stays.
+		c2, err := engine.RunContainer(ctx, docker.ContainerSpec{Name: "afe-test-fallback-" + rand.String(6), Image: dockertest.TestImage,
+			Labels: labels, Network: "none", Command: []string{"sleep", "600"}, User: "1000:1000", Init: true})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() { _ = engine.RemoveContainer(ctx, c2.ID) })
+		_, err = engine.Exec(ctx, c2.ID, docker.ExecSpec{Cmd: []string{"sh", "-c", "sleep 600 >/dev/null 2>&1 &"}, User: "1000:2000000077"})
+		Expect(err).NotTo(HaveOccurred())
+		a2 := &attempt{container: c2.Name, containerID: c2.ID, gid: 2_000_000_077, sandboxGID: 1000}
+		Expect((&RunReconciler{Engine: engine}).endAttempt(ctx, a2, 1000)).To(BeFalse())
+		Expect(groupProcesses(c2.ID, 2_000_000_077)).To(BeEmpty())
+	})
+})
+
+var _ = Describe("Run attempts and slots", func() {
+	var ctx context.Context
+	var ns string
+	BeforeEach(func() {
+		ctx = context.Background()
+		ns = newNamespace(ctx)
+	})
+
+	It("ends a Run Failed with AttemptsExhausted once maxAttempts attempts were cut short", func() {
+		run := newRun(ns, "crashy", "later")
+		run.Spec.Command = []string{"echo", "executed"}
+		run.Spec.MaxAttempts = ptr.To[int32](2)
+		Expect(k8sClient.Create(ctx, run)).To(Succeed())
+		pending := waitRunPhase(ctx, run, afev1.RunPending)
+		// As a controller that crashed during its second attempt left it.
+		crashed := pending.DeepCopy()
+		crashed.Status.Phase, crashed.Status.Attempts = afev1.RunRunning, 2
+		Expect(k8sClient.Status().Patch(ctx, crashed, client.MergeFrom(pending))).To(Succeed())
+		sbx := newSandbox(ns, "later")
+		Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
+		DeferCleanup(func() { deleteAndWaitGone(ctx, sbx) })
+		got := waitRunPhase(ctx, run, afev1.RunFailed)
+		c := meta.FindStatusCondition(got.Status.Conditions, afev1.RunCompletedCondition)
+		Expect(c.Reason).To(Equal(afev1.AttemptsExhaustedReason))
+		Expect(got.Status.Attempts).To(BeEquivalentTo(2))
+		Expect(got.Status.Output).NotTo(ContainSubstring("executed"))
+	})
+
+	It("runs at most --max-runs-per-sandbox Runs in a sandbox at once, the others in creation order", func() {
+		sbx := newSandbox(ns, "busy")
+		Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
+		DeferCleanup(func() { deleteAndWaitGone(ctx, sbx) })
+		waitReady(ctx, sbx)
+		limit := DefaultMaxRunsPerSandbox
+		var runs []*afev1.Run
+		for i := 0; i < limit+2; i++ {
+			run := newRun(ns, fmt.Sprintf("run-%02d", i), sbx.Name)
+			run.Spec.Command = []string{"sleep", "4"}
+			Expect(k8sClient.Create(ctx, run)).To(Succeed())
+			runs = append(runs, run)
+		}
+		// While the first ones run, the last two wait with the reason.
+		Eventually(func(g Gomega) {
+			running := 0
+			for _, r := range runs[:limit] {
+				if getRun(ctx, r)(g).Status.Phase == afev1.RunRunning {
+					running++
+				}
+			}
+			g.Expect(running).To(Equal(limit))
+			for _, r := range runs[limit:] {
+				got := getRun(ctx, r)(g)
+				g.Expect(got.Status.Phase).To(Equal(afev1.RunPending))
+				g.Expect(meta.FindStatusCondition(got.Status.Conditions, afev1.RunCompletedCondition).Reason).To(Equal(afev1.RunLimitReachedReason))
+			}
+		}, "30s").Should(Succeed())
+		var ended []*afev1.Run
+		for _, r := range runs {
+			ended = append(ended, waitRunPhase(ctx, r, afev1.RunCompleted))
+		}
+		// Never more than the limit at once, and the late ones started
+		// once earlier ones had ended, first the first.
+		for i, a := range ended {
+			overlapping := 0
+			for _, b := range ended {
+				if !b.Status.StartTime.After(a.Status.StartTime.Time) && b.Status.CompletionTime.After(a.Status.StartTime.Time) {
+					overlapping++
+				}
+			}
+			Expect(overlapping).To(BeNumerically("<=", limit), "run %d started while %d ran", i, overlapping)
+		}
+		Expect(ended[limit].Status.StartTime.After(ended[0].Status.StartTime.Time)).To(BeTrue())
+		Expect(ended[limit+1].Status.StartTime.Before(ended[limit].Status.StartTime)).To(BeFalse(), "creation order")
+	})
+})
