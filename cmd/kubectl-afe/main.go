@@ -3,7 +3,7 @@
 //	kubectl afe run SANDBOX [--timeout S] [--workdir DIR] -- CMD [ARG...]
 //	kubectl afe run SANDBOX --script 'make test'
 //	kubectl afe logs RUN
-//	kubectl afe shell SANDBOX [-- CMD [ARG...]]
+//	kubectl afe shell SANDBOX [--instance NAME] [-- CMD [ARG...]]
 //
 // run creates a Run, waits for it, prints its output and exits with its exit
 // code (124 when it timed out, 125 when it could not be executed). It
@@ -32,7 +32,9 @@ const usage = `Usage:
   kubectl afe logs RUN
   kubectl afe shell SANDBOX [-- COMMAND [ARG...]]
 
-Global flags: --kubeconfig FILE, --context NAME, -n/--namespace NAME
+Global flags: --kubeconfig FILE, --context NAME, -n/--namespace NAME,
+  --instance NAME (the controller's --instance, default "default": shell
+  reaches only containers that controller made)
 `
 
 // exitError carries the exit code the plugin ends with.
@@ -40,9 +42,10 @@ type exitError struct{ code int }
 
 func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 
-// globals are kubectl's connection flags.
+// globals are kubectl's connection flags, and the controller's instance.
 type globals struct {
 	kubeconfig, context, namespace string
+	instance                       string
 }
 
 func main() {
@@ -77,7 +80,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	case "logs":
 		return logsCommand(c, ns, rest[1:], stdout, stderr)
 	case "shell":
-		return shellCommand(c, ns, rest[1:])
+		return shellCommand(c, ns, g.instance, rest[1:])
 	case "help", "-h", "--help":
 		_, _ = fmt.Fprint(stdout, usage)
 		return nil
@@ -87,10 +90,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 }
 
-// parseGlobals takes kubectl's connection flags out of args, wherever they
-// are before a "--".
+// parseGlobals takes kubectl's connection flags and --instance out of args,
+// wherever they are before a "--".
 func parseGlobals(args []string) (globals, []string, error) {
-	var g globals
+	g := globals{instance: "default"}
 	var rest []string
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -107,6 +110,8 @@ func parseGlobals(args []string) (globals, []string, error) {
 			target = &g.context
 		case "-n", "--namespace":
 			target = &g.namespace
+		case "--instance":
+			target = &g.instance
 		default:
 			rest = append(rest, a)
 			continue
@@ -119,6 +124,9 @@ func parseGlobals(args []string) (globals, []string, error) {
 			value = args[i]
 		}
 		*target = value
+	}
+	if g.instance == "" {
+		return g, nil, errors.New("--instance must not be empty")
 	}
 	return g, rest, nil
 }
