@@ -7,7 +7,9 @@
 //
 // run creates a Run, waits for it, prints its output and exits with its exit
 // code (124 when it timed out, 125 when it could not be executed). It
-// honours --kubeconfig, --context and -n/--namespace like kubectl.
+// honours --kubeconfig, --context and -n/--namespace like kubectl. Output
+// written to a terminal has its control characters escaped; written to a
+// pipe or a file it is passed on byte for byte.
 package main
 
 import (
@@ -49,14 +51,15 @@ type globals struct {
 }
 
 func main() {
-	err := run(os.Args[1:], os.Stdout, os.Stderr)
+	stdout, stderr := outputFor(os.Stdout), outputFor(os.Stderr)
+	err := run(os.Args[1:], stdout, stderr)
 	var exit exitError
 	switch {
 	case err == nil:
 	case errors.As(err, &exit):
 		os.Exit(exit.code)
 	default:
-		_, _ = fmt.Fprintln(os.Stderr, "kubectl-afe:", err)
+		_, _ = fmt.Fprintln(stderr, "kubectl-afe:", err)
 		os.Exit(1)
 	}
 }
