@@ -92,9 +92,19 @@ func runCommand(c client.WithWatch, ns string, args []string, stdout, stderr io.
 		return exitError{125}
 	}
 	if run.Status.ExitCode != nil && *run.Status.ExitCode != 0 {
-		return exitError{int(*run.Status.ExitCode)}
+		return exitError{exitCodeOf(*run.Status.ExitCode)}
 	}
 	return nil
+}
+
+// exitCodeOf is the plugin's exit code for a Run's non-zero exit code. An
+// exit status holds 0 to 255 and the rest is cut off (256 would read as
+// success), so a code outside 1..255 ends the plugin with 1.
+func exitCodeOf(code int32) int {
+	if code < 1 || code > 255 {
+		return 1
+	}
+	return int(code)
 }
 
 func printOutput(run *afev1.Run, stdout, stderr io.Writer) {
