@@ -2,15 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
-	"syscall"
-	"time"
 
-	"golang.org/x/term"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -18,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/docker"
 )
 
 // waitRun watches the Run until it ends.
@@ -100,9 +93,19 @@ func runCommand(c client.WithWatch, ns string, args []string, stdout, stderr io.
 		return exitError{125}
 	}
 	if run.Status.ExitCode != nil && *run.Status.ExitCode != 0 {
-		return exitError{int(*run.Status.ExitCode)}
+		return exitError{exitCodeOf(*run.Status.ExitCode)}
 	}
 	return nil
+}
+
+// exitCodeOf is the plugin's exit code for a Run's non-zero exit code. An
+// exit status holds 0 to 255 and the rest is cut off (256 would read as
+// success), so a code outside 1..255 ends the plugin with 1.
+func exitCodeOf(code int32) int {
+	if code < 1 || code > 255 {
+		return 1
+	}
+	return int(code)
 }
 
 func printOutput(run *afev1.Run, stdout, stderr io.Writer) {
@@ -126,52 +129,4 @@ func logsCommand(c client.Client, ns string, args []string, stdout, stderr io.Wr
 	}
 	printOutput(run, stdout, stderr)
 	return nil
-}
-
-// shellCommand opens a shell (or runs a command) in the sandbox container,
-// through the docker CLI, as the sandbox's user in /workspace. It is refused
-// unless this machine reaches the sandbox's engine and finds that very
-// container there.
-func shellCommand(c client.Client, ns string, args []string) error {
-	if len(args) == 0 {
-		return fmt.Errorf("shell needs a SANDBOX")
-	}
-	sbx := &afev1.Sandbox{}
-	ctx := context.Background()
-	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: args[0]}, sbx); err != nil {
-		return err
-	}
-	if sbx.Status.ContainerName == "" || !meta.IsStatusConditionTrue(sbx.Status.Conditions, afev1.SandboxReadyCondition) {
-		return fmt.Errorf("sandbox %s is not Ready", sbx.Name)
-	}
-	engine, err := docker.New("")
-	if err != nil {
-		return err
-	}
-	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := engine.Ping(pingCtx); err != nil {
-		return fmt.Errorf("refused: the sandbox's Docker engine is not reachable from here (DOCKER_HOST=%q): %w", os.Getenv("DOCKER_HOST"), err)
-	}
-	ct, err := engine.InspectContainer(pingCtx, sbx.Status.ContainerName)
-	if err != nil || ct.Labels[afev1.LabelSandboxUID] != string(sbx.UID) {
-		return fmt.Errorf("refused: container %s of sandbox %s is not on the Docker engine reached from here", sbx.Status.ContainerName, sbx.Name)
-	}
-	command := args[1:]
-	if len(command) > 0 && command[0] == "--" {
-		command = command[1:]
-	}
-	if len(command) == 0 {
-		command = []string{"/bin/sh"}
-	}
-	dockerBin, err := exec.LookPath("docker")
-	if err != nil {
-		return errors.New("shell needs the docker CLI on PATH")
-	}
-	flags := "-i"
-	if term.IsTerminal(int(os.Stdin.Fd())) {
-		flags = "-it"
-	}
-	argv := append([]string{"docker", "exec", flags, "--user", sbx.Spec.User, "--workdir", "/workspace", ct.ID}, command...)
-	return syscall.Exec(dockerBin, argv, os.Environ())
 }

@@ -3,11 +3,13 @@
 //	kubectl afe run SANDBOX [--timeout S] [--workdir DIR] -- CMD [ARG...]
 //	kubectl afe run SANDBOX --script 'make test'
 //	kubectl afe logs RUN
-//	kubectl afe shell SANDBOX [-- CMD [ARG...]]
+//	kubectl afe shell SANDBOX [--instance NAME] [-- CMD [ARG...]]
 //
 // run creates a Run, waits for it, prints its output and exits with its exit
 // code (124 when it timed out, 125 when it could not be executed). It
-// honours --kubeconfig, --context and -n/--namespace like kubectl.
+// honours --kubeconfig, --context and -n/--namespace like kubectl. Output
+// written to a terminal has its control characters escaped; written to a
+// pipe or a file it is passed on byte for byte.
 package main
 
 import (
@@ -32,7 +34,9 @@ const usage = `Usage:
   kubectl afe logs RUN
   kubectl afe shell SANDBOX [-- COMMAND [ARG...]]
 
-Global flags: --kubeconfig FILE, --context NAME, -n/--namespace NAME
+Global flags: --kubeconfig FILE, --context NAME, -n/--namespace NAME,
+  --instance NAME (the controller's --instance, default "default": shell
+  reaches only containers that controller made)
 `
 
 // exitError carries the exit code the plugin ends with.
@@ -40,20 +44,22 @@ type exitError struct{ code int }
 
 func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 
-// globals are kubectl's connection flags.
+// globals are kubectl's connection flags, and the controller's instance.
 type globals struct {
 	kubeconfig, context, namespace string
+	instance                       string
 }
 
 func main() {
-	err := run(os.Args[1:], os.Stdout, os.Stderr)
+	stdout, stderr := outputFor(os.Stdout), outputFor(os.Stderr)
+	err := run(os.Args[1:], stdout, stderr)
 	var exit exitError
 	switch {
 	case err == nil:
 	case errors.As(err, &exit):
 		os.Exit(exit.code)
 	default:
-		_, _ = fmt.Fprintln(os.Stderr, "kubectl-afe:", err)
+		_, _ = fmt.Fprintln(stderr, "kubectl-afe:", err)
 		os.Exit(1)
 	}
 }
@@ -77,7 +83,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	case "logs":
 		return logsCommand(c, ns, rest[1:], stdout, stderr)
 	case "shell":
-		return shellCommand(c, ns, rest[1:])
+		return shellCommand(c, ns, g.instance, rest[1:])
 	case "help", "-h", "--help":
 		_, _ = fmt.Fprint(stdout, usage)
 		return nil
@@ -87,10 +93,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 }
 
-// parseGlobals takes kubectl's connection flags out of args, wherever they
-// are before a "--".
+// parseGlobals takes kubectl's connection flags and --instance out of args,
+// wherever they are before a "--".
 func parseGlobals(args []string) (globals, []string, error) {
-	var g globals
+	g := globals{instance: "default"}
 	var rest []string
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -107,6 +113,8 @@ func parseGlobals(args []string) (globals, []string, error) {
 			target = &g.context
 		case "-n", "--namespace":
 			target = &g.namespace
+		case "--instance":
+			target = &g.instance
 		default:
 			rest = append(rest, a)
 			continue
@@ -119,6 +127,9 @@ func parseGlobals(args []string) (globals, []string, error) {
 			value = args[i]
 		}
 		*target = value
+	}
+	if g.instance == "" {
+		return g, nil, errors.New("--instance must not be empty")
 	}
 	return g, rest, nil
 }

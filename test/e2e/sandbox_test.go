@@ -103,19 +103,39 @@ var _ = Describe("The manager binary with kubectl", Ordered, func() {
 		_, _, code = afe("", "run", "sample", "--", "/no/such/binary")
 		Expect(code).To(Equal(125))
 
-		out, errs, code = afe("id -u; pwd\n", "shell", "sample")
+		out, errs, code = afe("id -u; id -g; pwd\n", "--instance", instance, "shell", "sample")
 		Expect(code).To(BeZero(), errs)
-		Expect(out).To(Equal("1000\n/workspace\n"))
+		Expect(out).To(Equal("1000\n1000\n/workspace\n"))
+
+		By("refusing a shell into the container of another controller instance")
+		_, errs, code = afe("id -u\n", "shell", "sample")
+		Expect(code).NotTo(BeZero())
+		Expect(errs).To(ContainSubstring(`refused: container afe-` + ns + `.sample is not the sandbox container of sandbox sample for controller instance "default"`))
+
+		By("passing a workload's output on byte for byte to a pipe, escaped to a terminal")
+		hostile := "\x1b]52;c;aGk=\x07\x1b[2J\rcleared\u009b31m\n"
+		out, errs, code = afe("", "run", "sample", "--", "printf", `\033]52;c;aGk=\007\033[2J\rcleared\302\23331m\n`)
+		Expect(code).To(BeZero(), errs)
+		Expect(out).To(Equal(hostile))
+		hostileRun := strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(errs), "run/"), " created")
+		out, _, code = afe("", "logs", hostileRun)
+		Expect(code).To(BeZero())
+		Expect(out).To(Equal(hostile))
+		tty, reader := openPTY()
+		cmd := exec.Command(plugin, "--kubeconfig", cp.Kubeconfig, "-n", ns, "logs", hostileRun)
+		cmd.Stdout = tty
+		Expect(cmd.Run()).To(Succeed())
+		Expect(readAvailable(reader)).To(Equal(`\x1b]52;c;aGk=\a\x1b[2J\rcleared\u009b31m` + "\n"))
 
 		By("honouring KUBECONFIG and --namespace=NS, as kubectl does")
-		cmd := exec.Command(plugin, "--namespace="+ns, "logs", name)
+		cmd = exec.Command(plugin, "--namespace="+ns, "logs", name)
 		cmd.Env = append(os.Environ(), "KUBECONFIG="+cp.Kubeconfig)
 		viaEnv, err := cmd.CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), string(viaEnv))
 		Expect(string(viaEnv)).To(Equal("hello from the sandbox\n"))
 
 		By("refusing a shell when the engine is not reachable")
-		cmd = exec.Command(plugin, "--kubeconfig", cp.Kubeconfig, "-n", ns, "shell", "sample")
+		cmd = exec.Command(plugin, "--kubeconfig", cp.Kubeconfig, "-n", ns, "--instance", instance, "shell", "sample")
 		cmd.Env = append(os.Environ(), "DOCKER_HOST=unix:///nonexistent/docker.sock")
 		refused, err := cmd.CombinedOutput()
 		Expect(err).To(HaveOccurred())
@@ -259,6 +279,27 @@ spec:
 	It("removes every Docker object on delete", func() {
 		mustKubectl("delete", "-n", ns, "sandbox/sample", "--timeout=60s")
 		Expect(dockertest.Objects(afev1.LabelNamespace + "=" + ns)).To(BeEmpty())
+	})
+
+	It("opens the plugin's shell as the sandbox's uid and its own gid when spec.user is a bare uid", func() {
+		Expect(mustKubectlStdin(`apiVersion: sandbox.afe.dev/v1alpha1
+kind: Sandbox
+metadata:
+  name: bare-uid
+spec:
+  image: afe/busybox:dev
+  user: "2000"
+`, "apply", "-n", ns, "-f", "-")).To(Equal("sandbox.sandbox.afe.dev/bare-uid created"))
+		mustKubectl("wait", "-n", ns, "--for=condition=Ready", "sandbox/bare-uid", "--timeout=90s")
+		cmd := exec.Command(pluginBin(), "--kubeconfig", cp.Kubeconfig, "-n", ns, "--instance", instance, "shell", "bare-uid")
+		cmd.Stdin = strings.NewReader("id -u; id -g\n")
+		out, err := cmd.Output()
+		Expect(err).NotTo(HaveOccurred())
+		// A bare --user 2000 would run with the group of uid 2000 in the
+		// image, root's when the image does not know it.
+		Expect(string(out)).To(Equal("2000\n2000\n"))
+		mustKubectl("delete", "-n", ns, "sandbox/bare-uid", "--timeout=60s")
+		Expect(dockertest.Objects(afev1.LabelNamespace + "=" + ns + "," + afev1.LabelSandbox + "=bare-uid")).To(BeEmpty())
 	})
 
 	It("stops on SIGTERM", func() {

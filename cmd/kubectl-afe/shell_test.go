@@ -1,0 +1,206 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/naming"
+	"afe.dev/sandbox/test/dockertest"
+)
+
+// The shell reaches the container whose name is derived from the Sandbox
+// and whose labels name that Sandbox (UID, namespace, name), the sandbox
+// role and the controller's instance, by its ID. Every case also forges
+// status.containerName and containerID towards a running container that
+// is right in every label: the plugin must never go there.
+func TestShellTarget(t *testing.T) {
+	engine, skip, err := dockertest.Require()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if skip != "" {
+		t.Skip(skip)
+	}
+	const instance = "plugin-test"
+	run := fmt.Sprintf("shell-%d-%d", os.Getpid(), time.Now().UnixNano())
+	t.Cleanup(func() { dockertest.RemoveAll("afe.test=" + run) })
+	ns := "plugin-" + run
+
+	// rightLabels are the labels the controller of instance gives the
+	// sandbox container of sbx.
+	rightLabels := func(sbx *afev1.Sandbox) map[string]string {
+		return map[string]string{
+			afev1.LabelTicket:     sbx.Name,
+			afev1.LabelNamespace:  sbx.Namespace,
+			afev1.LabelSandbox:    sbx.Name,
+			afev1.LabelSandboxUID: string(sbx.UID),
+			afev1.LabelScope:      "main",
+			afev1.LabelRole:       afev1.RoleSandbox,
+			afev1.LabelController: instance,
+			"afe.test":            run,
+		}
+	}
+	tests := map[string]struct {
+		// change makes the container at the derived name differ from the
+		// controller's; nil labels mean no container there.
+		change  func(labels map[string]string) map[string]string
+		stopped bool
+		noUID   bool
+		refused string
+	}{
+		"the sandbox's own container": {change: func(l map[string]string) map[string]string { return l }},
+		"another sandbox's UID": {change: func(l map[string]string) map[string]string {
+			l[afev1.LabelSandboxUID] = "another-uid"
+			return l
+		}, refused: "label afe.sandbox-uid"},
+		"no UID label": {change: func(l map[string]string) map[string]string {
+			delete(l, afev1.LabelSandboxUID)
+			return l
+		}, refused: "label afe.sandbox-uid"},
+		"the proxy's role": {change: func(l map[string]string) map[string]string {
+			l[afev1.LabelRole] = afev1.RoleProxy
+			return l
+		}, refused: "label afe.role"},
+		"no role": {change: func(l map[string]string) map[string]string {
+			delete(l, afev1.LabelRole)
+			return l
+		}, refused: "label afe.role"},
+		"another instance": {change: func(l map[string]string) map[string]string {
+			l[afev1.LabelController] = "other"
+			return l
+		}, refused: "label afe.controller"},
+		"another namespace": {change: func(l map[string]string) map[string]string {
+			l[afev1.LabelNamespace] = "other"
+			return l
+		}, refused: "label afe.namespace"},
+		"another sandbox name": {change: func(l map[string]string) map[string]string {
+			l[afev1.LabelSandbox] = "other"
+			return l
+		}, refused: "label afe.sandbox"},
+		"no container at the name; status names a right one": {
+			change:  func(map[string]string) map[string]string { return nil },
+			refused: "is not on the Docker engine",
+		},
+		"stopped": {change: func(l map[string]string) map[string]string { return l }, stopped: true, refused: "not running"},
+		"a Sandbox without UID, a container with an empty UID label": {change: func(l map[string]string) map[string]string {
+			l[afev1.LabelSandboxUID] = ""
+			return l
+		}, noUID: true, refused: "has no UID"},
+	}
+	i := 0
+	for name, tc := range tests {
+		i++
+		sbx := &afev1.Sandbox{ObjectMeta: metav1.ObjectMeta{
+			Namespace: ns, Name: fmt.Sprintf("sbx-%d", i), UID: types.UID(fmt.Sprintf("uid-%s-%d", run, i)),
+		}}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			decoy, err := engine.RunContainer(ctx, docker.ContainerSpec{
+				Name: "afe-decoy-" + run + "-" + sbx.Name, Image: dockertest.TestImage,
+				Command: []string{"sleep", "3600"}, Network: "none", Labels: rightLabels(sbx),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sbx.Status.ContainerName, sbx.Status.ContainerID = decoy.Name, decoy.ID
+
+			var made *docker.Container
+			if labels := tc.change(rightLabels(sbx)); labels != nil {
+				command := []string{"sleep", "3600"}
+				if tc.stopped {
+					command = []string{"true"}
+				}
+				made, err = engine.RunContainer(ctx, docker.ContainerSpec{
+					Name:  naming.Container(naming.Key(sbx.Namespace, sbx.Name)),
+					Image: dockertest.TestImage, Command: command, Network: "none",
+					Labels: labels,
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for tc.stopped && made.Running {
+					time.Sleep(50 * time.Millisecond)
+					if made, err = engine.InspectContainer(ctx, made.ID); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if tc.noUID {
+				sbx.UID = ""
+			}
+
+			got, err := shellTarget(ctx, engine, sbx, instance)
+			if tc.refused != "" {
+				if err == nil {
+					t.Fatalf("reached container %s (%s); want refused", got.Name, got.ID)
+				}
+				if !strings.HasPrefix(err.Error(), "refused: ") || !strings.Contains(err.Error(), tc.refused) {
+					t.Fatalf("error %q does not say it refused because of %q", err, tc.refused)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(made.ID, got.ID); d != "" {
+				t.Fatalf("reached another container than the sandbox's (decoy %s): %s", decoy.ID, d)
+			}
+		})
+	}
+}
+
+// The shell runs as the sandbox's uid:gid, numerically, never as the raw
+// user string (a bare uid would run with the group the image gives it, or
+// root's), by the container's ID.
+func TestShellArgv(t *testing.T) {
+	tests := map[string]struct {
+		user    string
+		command []string
+		tty     bool
+		want    []string
+		refused bool
+	}{
+		"uid:gid": {user: "1000:2000", want: []string{"docker", "exec", "-i", "--user", "1000:2000", "--workdir", "/workspace", "ID", "/bin/sh"}},
+		"a bare uid gets its own gid": {user: "1234", command: []string{"id", "-g"},
+			want: []string{"docker", "exec", "-i", "--user", "1234:1234", "--workdir", "/workspace", "ID", "id", "-g"}},
+		"leading zeros are read as numbers": {user: "01000:0100", tty: true,
+			want: []string{"docker", "exec", "-it", "--user", "1000:100", "--workdir", "/workspace", "ID", "/bin/sh"}},
+		"root is refused":          {user: "0", refused: true},
+		"root's group is refused":  {user: "1000:0", refused: true},
+		"a user name is refused":   {user: "nobody", refused: true},
+		"a group name is refused":  {user: "1000:users", refused: true},
+		"an empty user is refused": {user: "", refused: true},
+		"a flag is refused":        {user: "--privileged", refused: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			sbx := &afev1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "s"}}
+			sbx.Spec.User = tc.user
+			got, err := shellArgv(sbx, "ID", tc.command, tc.tty)
+			if tc.refused {
+				if err == nil {
+					t.Fatalf("user %q gave %q; want refused", tc.user, got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Fatal(d)
+			}
+		})
+	}
+}

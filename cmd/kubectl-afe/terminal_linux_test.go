@@ -1,0 +1,78 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// openPTY opens a pseudo-terminal: the side a program writes to, and the
+// side that reads what it wrote.
+func openPTY(t *testing.T) (tty, reader *os.File) {
+	t.Helper()
+	// Non-blocking, so that reads honour a deadline.
+	fd, err := syscall.Open("/dev/ptmx", syscall.O_RDWR|syscall.O_NOCTTY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("open /dev/ptmx: %v", err)
+	}
+	unlock, n := int32(0), uint32(0)
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), syscall.TIOCSPTLCK, uintptr(unsafe.Pointer(&unlock))); e != 0 {
+		t.Fatalf("unlock pty: %v", e)
+	}
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), syscall.TIOCGPTN, uintptr(unsafe.Pointer(&n))); e != 0 {
+		t.Fatalf("pty number: %v", e)
+	}
+	master := os.NewFile(uintptr(fd), "/dev/ptmx")
+	t.Cleanup(func() { _ = master.Close() })
+	slave, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatalf("open pty: %v", err)
+	}
+	t.Cleanup(func() { _ = slave.Close() })
+	return slave, master
+}
+
+// outputFor asks the file itself whether it is a terminal.
+func TestOutputFor(t *testing.T) {
+	hostile := "\x1b]52;c;aGk=\x07\x1b[2J\u009b"
+	escaped := `\x1b]52;c;aGk=\a\x1b[2J\u009b`
+
+	tty, reader := openPTY(t)
+	if _, err := io.WriteString(outputFor(tty), hostile); err != nil {
+		t.Fatal(err)
+	}
+	if err := reader.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4096)
+	n, err := reader.Read(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(escaped, string(buf[:n])); d != "" {
+		t.Errorf("on a terminal: %s", d)
+	}
+
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = r.Close() }()
+	if _, err := io.WriteString(outputFor(w), hostile); err != nil {
+		t.Fatal(err)
+	}
+	_ = w.Close()
+	piped, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(hostile, string(piped)); d != "" {
+		t.Errorf("to a pipe: %s", d)
+	}
+}

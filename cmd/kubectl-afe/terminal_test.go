@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestEscapeControls(t *testing.T) {
+	tests := map[string]struct {
+		in, want string
+	}{
+		"plain text":                  {"hello, world", "hello, world"},
+		"newlines and tabs":           {"a\tb\nc\n\n", "a\tb\nc\n\n"},
+		"UTF-8 text":                  {"héllo wörld ✓ 日本 🙂", "héllo wörld ✓ 日本 🙂"},
+		"the replacement character":   {"\uFFFD", "\uFFFD"},
+		"a backslash stays":           {`C:\x1b`, `C:\x1b`},
+		"ESC alone":                   {"\x1b", `\x1b`},
+		"CSI: clear the screen":       {"\x1b[2J\x1b[H", `\x1b[2J\x1b[H`},
+		"CSI: colour":                 {"\x1b[31mred\x1b[0m", `\x1b[31mred\x1b[0m`},
+		"OSC 52 clipboard write, BEL": {"\x1b]52;c;aGk=\x07", `\x1b]52;c;aGk=\a`},
+		"OSC 52 clipboard write, ST":  {"\x1b]52;c;aGk=\x1b\\", `\x1b]52;c;aGk=\x1b\`},
+		"OSC title":                   {"\x1b]0;owned\x07", `\x1b]0;owned\a`},
+		"BEL":                         {"ding\a", `ding\a`},
+		"carriage return hides text":  {"rm -rf /\rls      ", `rm -rf /\rls      `},
+		"CRLF":                        {"line\r\n", "line\\r\n"},
+		"backspace, form feed, VT":    {"a\bb\fc\vd", `a\bb\fc\vd`},
+		"NUL and other C0":            {"\x00\x01\x1f", `\x00\x01\x1f`},
+		"DEL":                         {"x\x7fy", `x\x7fy`},
+		"C1 CSI in UTF-8":             {"\u009b2J", `\u009b2J`},
+		"C1 OSC and ST in UTF-8":      {"\u009d52;c;aGk=\u009c", `\u009d52;c;aGk=\u009c`},
+		"C1 NEL in UTF-8":             {"a\u0085b", `a\u0085b`},
+		"first after C1 is kept":      {"\u00a0\u00e9", "\u00a0\u00e9"},
+		"raw C1 byte (not UTF-8)":     {"\x9b2J", `\x9b2J`},
+		"invalid UTF-8":               {"\xff\xfe ok", `\xff\xfe ok`},
+		"truncated UTF-8":             {"ab\xe2\x9c", `ab\xe2\x9c`},
+		"overlong ESC":                {"\xc0\x9b", `\xc0\x9b`},
+		"surrogate half":              {"\xed\xa0\x80", `\xed\xa0\x80`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := string(escapeControls([]byte(tc.in)))
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Fatal(d)
+			}
+		})
+	}
+}
+
+// Nothing a terminal acts on survives escaping, whatever the bytes.
+func TestEscapeControlsLeavesNoControl(t *testing.T) {
+	all := make([]byte, 0, 256*3)
+	for b := 0; b < 256; b++ {
+		all = append(all, byte(b), 'x')
+	}
+	for r := rune(0x80); r <= 0x9f; r++ {
+		all = append(all, string(r)...)
+	}
+	for _, r := range string(escapeControls(all)) {
+		if (r < 0x20 && r != '\n' && r != '\t') || (r >= 0x7f && r <= 0x9f) || r == 0xFFFD {
+			t.Fatalf("control %U left in the escaped output", r)
+		}
+	}
+}
+
+// On a terminal the writer escapes; to a pipe or a file it passes every byte
+// on as it is.
+func TestForTerminal(t *testing.T) {
+	hostile := []byte("out\x1b]52;c;aGk=\x07\r\u009b\xff\n")
+	tests := map[string]struct {
+		terminal bool
+		want     string
+	}{
+		"piped: byte for byte": {false, string(hostile)},
+		"terminal: escaped":    {true, `out\x1b]52;c;aGk=\a\r\u009b\xff` + "\n"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var buf bytes.Buffer
+			n, err := forTerminal(&buf, tc.terminal).Write(hostile)
+			if err != nil || n != len(hostile) {
+				t.Fatalf("Write = %d, %v; want %d, nil", n, err, len(hostile))
+			}
+			if d := cmp.Diff(tc.want, buf.String()); d != "" {
+				t.Fatal(d)
+			}
+		})
+	}
+}
