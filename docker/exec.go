@@ -66,7 +66,10 @@ func (c *Client) Exec(ctx context.Context, containerName string, spec ExecSpec) 
 		// once Exec has returned.
 		_ = attach.CloseWrite()
 		attach.Close()
-		<-copied
+		if err := <-copied; err != nil && !errors.Is(err, io.EOF) {
+			// A read cut short by the close: expected here.
+			return -1, errors.Join(ctx.Err(), err)
+		}
 		return -1, ctx.Err()
 	case err := <-copied:
 		if err != nil && !errors.Is(err, io.EOF) {
