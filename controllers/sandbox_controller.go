@@ -55,10 +55,18 @@ type Options struct {
 	MaxConcurrentReconciles int
 	// SweepPeriod overrides ResyncPeriod for the sweep (tests use a short one).
 	SweepPeriod time.Duration
+	// DenyGIDs are gids a sandbox's user may not have: the group of the
+	// engine's socket, the host's privileged groups and --deny-gids.
+	DenyGIDs []int
+	// AllowedUIDs and AllowedGIDs are --allowed-uids and --allowed-gids;
+	// empty allows any.
+	AllowedUIDs sandboxspec.IDRanges
+	AllowedGIDs sandboxspec.IDRanges
 }
 
 func (o Options) validation() sandboxspec.Options {
-	return sandboxspec.Options{WorkspaceRoot: o.WorkspaceRoot, DenyEnv: o.DenyEnv}
+	return sandboxspec.Options{WorkspaceRoot: o.WorkspaceRoot, DenyEnv: o.DenyEnv,
+		DenyGIDs: o.DenyGIDs, AllowedUIDs: o.AllowedUIDs, AllowedGIDs: o.AllowedGIDs}
 }
 
 // SandboxReconciler reconciles Sandboxes into Docker objects.
@@ -159,6 +167,9 @@ func (r *SandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (re
 
 func (r *SandboxReconciler) reconcileNormal(ctx context.Context, s *sandboxScope) (ctrl.Result, error) {
 	if err := sandboxspec.Validate(&s.sbx.Spec.SandboxTemplateSpec, r.Options.validation()); err != nil {
+		if err := r.removeRefusedContainer(ctx, s); err != nil {
+			return ctrl.Result{}, err
+		}
 		return r.invalidSpec(ctx, s, err)
 	}
 	env, err := r.resolveEnv(ctx, s.sbx)
@@ -185,7 +196,8 @@ func (r *SandboxReconciler) reconcileNormal(ctx context.Context, s *sandboxScope
 }
 
 // invalidSpec reports a spec the controller cannot honour. Nothing is created;
-// objects of an earlier, valid spec are left as they are.
+// objects of an earlier, valid spec are left as they are (but for a container
+// whose user the policy now refuses: see removeRefusedContainer).
 func (r *SandboxReconciler) invalidSpec(ctx context.Context, s *sandboxScope, err error) (ctrl.Result, error) {
 	ie, ok := sandboxspec.AsInvalid(err)
 	if !ok {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/sandboxspec"
 )
 
 // waitRun watches the Run until it ends.
@@ -171,6 +173,20 @@ func shellCommand(c client.Client, ns string, args []string) error {
 	if term.IsTerminal(int(os.Stdin.Fd())) {
 		flags = "-it"
 	}
-	argv := append([]string{"docker", "exec", flags, "--user", sbx.Spec.User, "--workdir", "/workspace", ct.ID}, command...)
+	user, err := shellUser(ct)
+	if err != nil {
+		return err
+	}
+	argv := append([]string{"docker", "exec", flags, "--user", user, "--workdir", "/workspace", ct.ID}, command...)
 	return syscall.Exec(dockerBin, argv, os.Environ())
+}
+
+// shellUser is the user a shell runs as: the container's own numeric
+// uid:gid, never a bare uid, with which the engine would add the groups the
+// image's /etc/group gives that user.
+func shellUser(ct *docker.Container) (string, error) {
+	if _, _, err := sandboxspec.ParseUser(ct.User); err != nil || !strings.Contains(ct.User, ":") {
+		return "", fmt.Errorf("refused: container %s runs as %q, not a numeric uid:gid", ct.Name, ct.User)
+	}
+	return ct.User, nil
 }
