@@ -11,6 +11,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -73,8 +74,8 @@ func credentials(status string) (gids, groups []string) {
 }
 
 // The boundaries between a Sandbox's author and the engine's host: the
-// groups a sandbox may run as.
-var _ = Describe("Tenant isolation: groups", func() {
+// groups a sandbox may run as, and the Secrets it may read.
+var _ = Describe("Tenant isolation: groups and Secrets", func() {
 	var ctx context.Context
 	var ns string
 	BeforeEach(func() {
@@ -259,5 +260,41 @@ var _ = Describe("Tenant isolation: groups", func() {
 
 		deleteAndWaitGone(ctx, sbx)
 		Expect(dockertest.Objects(label)).To(BeEmpty())
+	})
+
+	DescribeTable("refuses a Secret holding Kubernetes API credentials, and creates nothing",
+		func(secret *corev1.Secret, key, messagePart string) {
+			secret.Namespace = ns
+			Expect(k8sClient.Create(ctx, secret)).To(Succeed())
+			sbx := newSandbox(ns, "creds")
+			sbx.Spec.Env = []afev1.EnvVar{
+				{Name: "PLAIN", Value: "x"},
+				{Name: "TOKEN", ValueFrom: &afev1.EnvVarSource{SecretKeyRef: afev1.SecretKeySelector{Name: secret.Name, Key: key}}},
+			}
+			Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
+			expectRefused(sbx, afev1.SecretNotAllowedReason, messagePart)
+		},
+		Entry("a service-account token", &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "robot-token", Annotations: map[string]string{corev1.ServiceAccountNameKey: "robot"}},
+			Type:       corev1.SecretTypeServiceAccountToken,
+			Data:       map[string][]byte{corev1.ServiceAccountTokenKey: []byte("eyJhbGciOiJSUzI1NiJ9.e30.c2ln")},
+		}, corev1.ServiceAccountTokenKey, "Secret robot-token is a service-account token"),
+		Entry("a bootstrap token", &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "bootstrap-token-abcdef"},
+			Type:       corev1.SecretTypeBootstrapToken,
+			Data:       map[string][]byte{"token-id": []byte("abcdef"), "token-secret": []byte("0123456789abcdef")},
+		}, "token-secret", "Secret bootstrap-token-abcdef is a bootstrap token"),
+	)
+
+	It("reads a Secret of the sandbox's own namespace only", func() {
+		other := newNamespace(ctx)
+		Expect(k8sClient.Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: "elsewhere"},
+			Data:       map[string][]byte{"k": []byte("theirs")},
+		})).To(Succeed())
+		sbx := newSandbox(ns, "cross")
+		sbx.Spec.Env = []afev1.EnvVar{{Name: "T", ValueFrom: &afev1.EnvVarSource{SecretKeyRef: afev1.SecretKeySelector{Name: "elsewhere", Key: "k"}}}}
+		Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
+		expectRefused(sbx, afev1.SecretNotFoundReason, "Secret elsewhere does not exist")
 	})
 })

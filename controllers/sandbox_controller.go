@@ -210,7 +210,7 @@ func (r *SandboxReconciler) invalidSpec(ctx context.Context, s *sandboxScope, er
 	}
 	setCondition(s.sbx, condType, false, ie.Reason, ie.Message)
 	s.sbx.Status.ObservedGeneration = s.sbx.Generation
-	if ie.Reason == afev1.SecretNotFoundReason {
+	if ie.Reason == afev1.SecretNotFoundReason || ie.Reason == afev1.SecretNotAllowedReason {
 		// Secrets are not watched (nor cached): look again in a while.
 		return ctrl.Result{RequeueAfter: 15 * time.Second}, nil
 	}

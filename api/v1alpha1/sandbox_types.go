@@ -63,6 +63,10 @@ const (
 	DeniedEnvReason = "DeniedEnv"
 	// SecretNotFoundReason: an env valueFrom names a missing Secret or key.
 	SecretNotFoundReason = "SecretNotFound"
+	// SecretNotAllowedReason: an env valueFrom names a Secret that holds
+	// Kubernetes API credentials (a service-account token or a bootstrap
+	// token), which never enter a sandbox. Nothing was created.
+	SecretNotAllowedReason = "SecretNotAllowed"
 	// UserNotAllowedReason: the user's uid or gid is refused by the
 	// controller's policy (--deny-gids, --allowed-uids, --allowed-gids, or a
 	// gid of the controller's Run groups). Nothing was created, and a
@@ -163,6 +167,8 @@ type SandboxResources struct {
 }
 
 // SecretKeySelector selects a key of a Secret in the Sandbox's namespace.
+// Secrets of type kubernetes.io/service-account-token and
+// bootstrap.kubernetes.io/token are refused (reason SecretNotAllowed).
 type SecretKeySelector struct {
 	// name of the Secret.
 	// +kubebuilder:validation:MinLength=1
