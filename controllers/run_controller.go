@@ -163,9 +163,11 @@ func (r *RunReconciler) reconcile(ctx context.Context, req ctrl.Request) error {
 // executed again after the restart.
 func (r *RunReconciler) start(ctx context.Context, before, run *afev1.Run, sbx *afev1.Sandbox, ct *docker.Container) error {
 	log := logf.FromContext(ctx)
-	uid, sandboxGID, err := sandboxspec.ParseUser(sbx.Spec.User)
-	if err != nil {
-		return r.fail(ctx, before, run, afev1.InvalidSpecReason, "The sandbox's user is invalid: "+err.Error())
+	// The sandbox's user is checked here too: the Sandbox read may be newer
+	// than its Ready condition, and the kill runs with the sandbox's group.
+	uid, sandboxGID, err := sandboxspec.ValidateUser(sbx.Spec.User, r.Options.validation())
+	if ie, ok := sandboxspec.AsInvalid(err); ok {
+		return r.fail(ctx, before, run, ie.Reason, "The sandbox's user is refused: "+ie.Message)
 	}
 	var job *snapshotJob
 	switch run.Spec.Builtin {
@@ -341,7 +343,7 @@ func (r *RunReconciler) reconcileDelete(ctx context.Context, run *afev1.Run) err
 	if a := r.execs.get(run.UID); a != nil && !a.done.Load() {
 		sbx := &afev1.Sandbox{}
 		if err := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.SandboxRef.Name}, sbx); err == nil {
-			if uid, _, err := sandboxspec.ParseUser(sbx.Spec.User); err == nil {
+			if uid, _, err := sandboxspec.ValidateUser(sbx.Spec.User, r.Options.validation()); err == nil {
 				r.kill(ctx, a, uid)
 			}
 		}

@@ -58,6 +58,13 @@ type Options struct {
 	// MaxRunsPerSandbox is --max-runs-per-sandbox: how many Runs execute in
 	// one sandbox at once (0: DefaultMaxRunsPerSandbox).
 	MaxRunsPerSandbox int
+	// DenyGIDs are gids a sandbox's user may not have: the group of the
+	// engine's socket, the host's privileged groups and --deny-gids.
+	DenyGIDs []int
+	// AllowedUIDs and AllowedGIDs are --allowed-uids and --allowed-gids;
+	// empty allows any.
+	AllowedUIDs sandboxspec.IDRanges
+	AllowedGIDs sandboxspec.IDRanges
 }
 
 // MaxRunsPerSandboxOrDefault is MaxRunsPerSandbox, or its default.
@@ -69,7 +76,8 @@ func (o Options) MaxRunsPerSandboxOrDefault() int {
 }
 
 func (o Options) validation() sandboxspec.Options {
-	return sandboxspec.Options{WorkspaceRoot: o.WorkspaceRoot, DenyEnv: o.DenyEnv}
+	return sandboxspec.Options{WorkspaceRoot: o.WorkspaceRoot, DenyEnv: o.DenyEnv,
+		DenyGIDs: o.DenyGIDs, AllowedUIDs: o.AllowedUIDs, AllowedGIDs: o.AllowedGIDs}
 }
 
 // SandboxReconciler reconciles Sandboxes into Docker objects.
@@ -173,6 +181,9 @@ func (r *SandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (re
 
 func (r *SandboxReconciler) reconcileNormal(ctx context.Context, s *sandboxScope) (ctrl.Result, error) {
 	if err := sandboxspec.Validate(&s.sbx.Spec.SandboxTemplateSpec, r.Options.validation()); err != nil {
+		if err := r.removeRefusedContainer(ctx, s); err != nil {
+			return ctrl.Result{}, err
+		}
 		return r.invalidSpec(ctx, s, err)
 	}
 	env, err := r.resolveEnv(ctx, s.sbx)
@@ -199,7 +210,8 @@ func (r *SandboxReconciler) reconcileNormal(ctx context.Context, s *sandboxScope
 }
 
 // invalidSpec reports a spec the controller cannot honour. Nothing is created;
-// objects of an earlier, valid spec are left as they are.
+// objects of an earlier, valid spec are left as they are (but for a container
+// whose user the policy now refuses: see removeRefusedContainer).
 func (r *SandboxReconciler) invalidSpec(ctx context.Context, s *sandboxScope, err error) (ctrl.Result, error) {
 	ie, ok := sandboxspec.AsInvalid(err)
 	if !ok {
@@ -212,7 +224,7 @@ func (r *SandboxReconciler) invalidSpec(ctx context.Context, s *sandboxScope, er
 	}
 	setCondition(s.sbx, condType, false, ie.Reason, ie.Message)
 	s.sbx.Status.ObservedGeneration = s.sbx.Generation
-	if ie.Reason == afev1.SecretNotFoundReason {
+	if ie.Reason == afev1.SecretNotFoundReason || ie.Reason == afev1.SecretNotAllowedReason {
 		// Secrets are not watched (nor cached): look again in a while.
 		return ctrl.Result{RequeueAfter: 15 * time.Second}, nil
 	}

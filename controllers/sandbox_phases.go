@@ -44,6 +44,9 @@ func (r *SandboxReconciler) resolveEnv(ctx context.Context, sbx *afev1.Sandbox) 
 		if err != nil {
 			return nil, fmt.Errorf("get secret %s: %w", ref.Name, err)
 		}
+		if err := checkSecret(e.Name, secret); err != nil {
+			return nil, err
+		}
 		v, ok := secret.Data[ref.Key]
 		if !ok {
 			return nil, &sandboxspec.InvalidError{Reason: afev1.SecretNotFoundReason,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -19,6 +20,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/internal/hostgroups"
+	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/test/dockertest"
 )
 
@@ -33,6 +36,13 @@ var (
 	// live there, under names such as allowed.test.
 	egressNetwork = fmt.Sprintf("afe-envtest-egress-%d", os.Getpid())
 )
+
+// The suite's user policy: testDeniedGID is on --deny-gids, and uids and
+// gids must lie in testAllowedIDs (--allowed-uids, --allowed-gids), which
+// leaves out the groups of Runs.
+const testDeniedGID = 4711
+
+var testAllowedIDs = sandboxspec.IDRanges{{Min: 1, Max: 60000}}
 
 func TestControllers(t *testing.T) {
 	RegisterFailHandler(Fail)
@@ -79,6 +89,10 @@ var _ = BeforeSuite(func() {
 	})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(startTestServers(engine)).To(Succeed())
+	// The user policy as the manager computes it, plus testDeniedGID (a gid
+	// the allowed ranges admit, so only the deny list refuses it).
+	denyGIDs, err := hostgroups.DenyGIDs(strconv.Itoa(testDeniedGID), hostgroups.SocketPath(engine.Host()), "/etc/group")
+	Expect(err).NotTo(HaveOccurred())
 	var ctx context.Context
 	ctx, cancelManager = context.WithCancel(context.Background())
 	Expect(SetupAll(ctx, mgr, engine, Options{
@@ -91,6 +105,9 @@ var _ = BeforeSuite(func() {
 		EgressNetwork:           egressNetwork,
 		EgressAllowPrivate:      true, // the test servers have private addresses
 		ProxyImage:              "afe/egress-proxy:dev",
+		DenyGIDs:                denyGIDs,
+		AllowedUIDs:             testAllowedIDs,
+		AllowedGIDs:             testAllowedIDs,
 	})).To(Succeed())
 	go func() {
 		defer GinkgoRecover()

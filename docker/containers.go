@@ -183,6 +183,7 @@ func (c *Client) InspectContainer(ctx context.Context, name string) (*Container,
 	if info.Config != nil {
 		out.Image = info.Config.Image
 		out.Labels = info.Config.Labels
+		out.User = info.Config.User
 	}
 	if st := info.State; st != nil {
 		out.State = st.Status

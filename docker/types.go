@@ -115,6 +115,8 @@ type Container struct {
 	StartedAt time.Time
 	// IPs maps each attached network to the container's IPv4 address there.
 	IPs map[string]string
+	// User is the user the container's processes run as, as configured.
+	User string
 }
 
 // VolumeSpec is a named volume.

@@ -63,6 +63,15 @@ const (
 	DeniedEnvReason = "DeniedEnv"
 	// SecretNotFoundReason: an env valueFrom names a missing Secret or key.
 	SecretNotFoundReason = "SecretNotFound"
+	// SecretNotAllowedReason: an env valueFrom names a Secret that holds
+	// Kubernetes API credentials (a service-account token or a bootstrap
+	// token), which never enter a sandbox. Nothing was created.
+	SecretNotAllowedReason = "SecretNotAllowed"
+	// UserNotAllowedReason: the user's uid or gid is refused by the
+	// controller's policy (--deny-gids, --allowed-uids, --allowed-gids, or a
+	// gid of the controller's Run groups). Nothing was created, and a
+	// container of the sandbox running as such a user is removed.
+	UserNotAllowedReason = "UserNotAllowed"
 	// WorkspaceOutsideRootReason: a Folder workspace resolves outside
 	// --workspace-root, or Folder workspaces are disabled.
 	WorkspaceOutsideRootReason = "WorkspaceOutsideRoot"
@@ -158,6 +167,8 @@ type SandboxResources struct {
 }
 
 // SecretKeySelector selects a key of a Secret in the Sandbox's namespace.
+// Secrets of type kubernetes.io/service-account-token and
+// bootstrap.kubernetes.io/token are refused (reason SecretNotAllowed).
 type SecretKeySelector struct {
 	// name of the Secret.
 	// +kubebuilder:validation:MinLength=1
@@ -262,9 +273,13 @@ type SandboxTemplateSpec struct {
 	// +optional
 	Resources SandboxResources `json:"resources,omitempty"`
 
-	// user is the numeric "uid" or "uid:gid" the sandbox runs as. uid 0 and
-	// gid 0 (root, in any spelling) are refused; names are refused because an
-	// image could map them to root.
+	// user is the numeric "uid" or "uid:gid" the sandbox runs as (a bare uid
+	// is uid:uid). uid 0 and gid 0 (root, in any spelling) are refused; names
+	// are refused because an image could map them to root. The controller
+	// also refuses gids on its --deny-gids list (the group of the engine's
+	// socket, the host's privileged groups) and ids outside --allowed-uids and
+	// --allowed-gids (reason UserNotAllowed). The gid is the only group the
+	// sandbox's processes get: the image's /etc/group adds none.
 	// +kubebuilder:default="1000:1000"
 	// +kubebuilder:validation:MaxLength=21
 	// +kubebuilder:validation:XValidation:rule="self.matches('^0*[1-9][0-9]{0,9}(:0*[1-9][0-9]{0,9})?$')",message="user must be a numeric non-root uid or uid:gid (0, root and names are refused)"

@@ -4,6 +4,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"net/http"
 	"os"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/controllers"
 	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/hostgroups"
 	"afe.dev/sandbox/internal/sandboxspec"
 )
 
@@ -42,6 +44,9 @@ func run() int {
 		leaderElect            bool
 		dockerHost, denyEnv    string
 		opts                   controllers.Options
+		denyGIDs, groupFile    string
+		allowedUIDs            string
+		allowedGIDs            string
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "The address the metrics endpoint binds to; 0 disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "The address the health probes bind to.")
@@ -57,6 +62,10 @@ func run() int {
 	flag.IntVar(&opts.MaxConcurrentReconciles, "max-concurrent-reconciles", 8, "Reconciles run in parallel per kind. They mostly wait on the engine, so more than the cores helps (see make bench).")
 	flag.IntVar(&opts.MaxRunsPerSandbox, "max-runs-per-sandbox", controllers.DefaultMaxRunsPerSandbox, "Runs executing in one sandbox at once; more wait Pending (reason RunLimitReached) and start in the order they were created.")
 	flag.DurationVar(&opts.ResyncPeriod, "resync-period", 2*time.Minute, "How often every labelled Docker object is listed at once: a loss the event stream missed is repaired, orphans are removed. Ready sandboxes cost no Docker request in between.")
+	flag.StringVar(&denyGIDs, "deny-gids", "", "Comma-separated gids or group names (of --host-group-file) a sandbox's gid may not be, added to the list that always applies and cannot be shortened: the group owning the engine's socket (a local engine) and the host's groups "+strings.Join(hostgroups.Privileged, ",")+" (those that exist). gid 0 is always refused; a denied gid among the Run groups (2000000000-2099999999) stops the manager.")
+	flag.StringVar(&allowedUIDs, "allowed-uids", "", "Comma-separated uids and ranges (1000-65535,70000) a sandbox's user must be in; empty allows any uid but 0.")
+	flag.StringVar(&allowedGIDs, "allowed-gids", "", "Comma-separated gids and ranges (1000-65535,70000) a sandbox's group must be in; empty allows any gid but 0 and the denied ones. The groups the controller gives Run commands are its own and not checked against it.")
+	flag.StringVar(&groupFile, "host-group-file", "/etc/group", "The engine host's group file, where the privileged groups and the names in --deny-gids are looked up; a missing file holds no names (in a Deployment, mount the node's /etc/group).")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -75,6 +84,11 @@ func run() int {
 		return 1
 	}
 	defer func() { _ = engine.Close() }()
+	if err := userPolicy(&opts, engine.Host(), denyGIDs, groupFile, allowedUIDs, allowedGIDs); err != nil {
+		log.Error(err, "Invalid sandbox user policy")
+		return 1
+	}
+	log.Info("Sandbox user policy", "denyGIDs", opts.DenyGIDs, "allowedUIDs", opts.AllowedUIDs.String(), "allowedGIDs", opts.AllowedGIDs.String())
 
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                 scheme,
@@ -113,4 +127,20 @@ func run() int {
 		return 1
 	}
 	return 0
+}
+
+// userPolicy sets the options that bound a sandbox's user from the flags;
+// the socket of a local engine (host) is looked at for its group.
+func userPolicy(opts *controllers.Options, host, denyGIDs, groupFile, allowedUIDs, allowedGIDs string) error {
+	var err error
+	if opts.DenyGIDs, err = hostgroups.DenyGIDs(denyGIDs, hostgroups.SocketPath(host), groupFile); err != nil {
+		return err
+	}
+	if opts.AllowedUIDs, err = sandboxspec.ParseIDRanges(allowedUIDs); err != nil {
+		return fmt.Errorf("--allowed-uids: %w", err)
+	}
+	if opts.AllowedGIDs, err = sandboxspec.ParseIDRanges(allowedGIDs); err != nil {
+		return fmt.Errorf("--allowed-gids: %w", err)
+	}
+	return nil
 }

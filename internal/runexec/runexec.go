@@ -69,6 +69,14 @@ const (
 	gidSpan = 100_000_000
 )
 
+// GIDMin and GIDMax bound the groups GID returns: they are the controller's
+// own process tags, so a sandbox's user may not take one, and none may be a
+// privileged group of the engine's host.
+const (
+	GIDMin = gidBase
+	GIDMax = gidBase + gidSpan - 1
+)
+
 // GID is the group of one attempt of a Run.
 func GID(runUID string, attempt int32) int {
 	h := fnv.New32a()

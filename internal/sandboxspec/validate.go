@@ -69,6 +69,13 @@ type Options struct {
 	WorkspaceRoot string
 	// DenyEnv are refused env names, besides DefaultDenyEnv.
 	DenyEnv []string
+	// DenyGIDs are gids a sandbox's user may not have: the group of the
+	// engine's socket, the host's privileged groups and --deny-gids.
+	DenyGIDs []int
+	// AllowedUIDs and AllowedGIDs are --allowed-uids and --allowed-gids;
+	// empty allows any (root, DenyGIDs and the Run groups aside).
+	AllowedUIDs IDRanges
+	AllowedGIDs IDRanges
 }
 
 // Validate checks a sandbox spec.
@@ -76,8 +83,8 @@ func Validate(spec *afev1.SandboxTemplateSpec, opts Options) error {
 	if strings.TrimSpace(spec.Image) == "" || strings.ContainsAny(spec.Image, " \t\n\r") {
 		return invalid(afev1.InvalidSpecReason, "Image %q is not a valid image reference", spec.Image)
 	}
-	if _, _, err := ParseUser(spec.User); err != nil {
-		return invalid(afev1.InvalidSpecReason, "%v", err)
+	if _, _, err := ValidateUser(spec.User, opts); err != nil {
+		return err
 	}
 	if err := ValidateEgress(spec.Egress); err != nil {
 		return invalid(afev1.InvalidSpecReason, "%v", err)

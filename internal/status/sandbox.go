@@ -22,6 +22,8 @@ var terminalReasons = map[string]bool{
 	afev1.InvalidSpecReason:          true,
 	afev1.DeniedEnvReason:            true,
 	afev1.SecretNotFoundReason:       true,
+	afev1.SecretNotAllowedReason:     true,
+	afev1.UserNotAllowedReason:       true,
 	afev1.WorkspaceOutsideRootReason: true,
 	afev1.NameConflictReason:         true,
 	afev1.SnapshotNotFoundReason:     true,

@@ -66,6 +66,36 @@ var _ = Describe("The manager binary with kubectl", Ordered, func() {
 		Expect(c.Config.Labels).To(HaveKeyWithValue(afev1.LabelController, instance))
 	})
 
+	It("refuses, with no flag given, the group that owns the engine's socket", func() {
+		socket := strings.TrimPrefix(os.Getenv("DOCKER_HOST"), "unix://")
+		if socket == "" {
+			socket = "/var/run/docker.sock"
+		}
+		fi, err := os.Stat(socket)
+		if err != nil {
+			Skip("the engine is not reached through a local socket: " + err.Error())
+		}
+		gid := fi.Sys().(*syscall.Stat_t).Gid
+		if gid == 0 {
+			Skip("the engine's socket belongs to root's group, refused anyway")
+		}
+		sbx := fmt.Sprintf(`apiVersion: sandbox.afe.dev/v1alpha1
+kind: Sandbox
+metadata:
+  name: socket-group
+spec:
+  image: %s
+  user: "1000:%d"
+`, dockertest.TestImage, gid)
+		Expect(mustKubectlStdin(sbx, "apply", "-n", ns, "-f", "-")).To(ContainSubstring("socket-group created"))
+		mustKubectl("wait", "-n", ns, "sandbox/socket-group", "--timeout=60s",
+			`--for=jsonpath={.status.conditions[?(@.type=="Ready")].reason}=`+afev1.UserNotAllowedReason)
+		Expect(mustKubectl("get", "sbx", "socket-group", "-n", ns, "-o", "jsonpath={.status.phase}")).To(Equal(string(afev1.SandboxFailed)))
+		_, err = dockertest.Inspect("afe-" + ns + ".socket-group")
+		Expect(err).To(HaveOccurred(), "a container was made")
+		mustKubectl("delete", "-n", ns, "sandbox/socket-group", "--timeout=60s")
+	})
+
 	It("serves the kubectl plugin: run, logs, shell", func() {
 		plugin := pluginBin()
 		afe := func(stdin string, args ...string) (string, string, int) {
