@@ -248,7 +248,7 @@ var _ = Describe("Tenant isolation: groups and Secrets", func() {
 		run.Spec.Script = "grep -E '^(Gid|Groups):' /proc/self/status"
 		Expect(k8sClient.Create(ctx, run)).To(Succeed())
 		done := waitRunPhase(ctx, run, afev1.RunCompleted)
-		Expect(done.Status.OK).To(BeTrue(), "output: %s", done.Status.Output)
+		Expect(done.Status.OK).To(HaveValue(BeTrue()), "output: %s", done.Status.Output)
 		runGID := strconv.Itoa(runexec.GID(string(done.UID), 1))
 		Expect(testAllowedIDs.Allows(runexec.GID(string(done.UID), 1))).To(BeFalse())
 		gids, groups := credentials(done.Status.Output)

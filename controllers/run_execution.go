@@ -179,6 +179,11 @@ func (r *RunReconciler) executeCommand(ctx context.Context, run *afev1.Run, a *a
 	if !o.timedOut && len(run.Spec.Command) > 0 {
 		o.execErr = execFailure(code, o.output)
 	}
+	if o.execErr != "" && r.containerGone(ctx, a) {
+		// The engine could not enter a container that was going away:
+		// a loss of the sandbox, not a command that cannot run.
+		o.execErr, o.lost = "", true
+	}
 }
 
 // step runs one exec of an attempt as the sandbox's uid with the attempt's

@@ -222,14 +222,15 @@ type WorkspaceSpec struct {
 	// +optional
 	HostPath string `json:"hostPath,omitempty"`
 
-	// fromSnapshot names a snapshot volume, afe-<key>-snap-<n>, made by a
+	// fromSnapshot names a snapshot volume, afe-<key>_snap-<n> (or -snap-<n>
+	// from before the upgrade), made by a
 	// Snapshot Run in this namespace: the workspace volume starts as a copy
 	// of it, when it is created and when it is recreated after a loss.
 	// Changing it later leaves the current workspace as it is. A missing
 	// snapshot stops the sandbox with reason SnapshotNotFound before
 	// anything is created. Volume workspaces only.
 	// +kubebuilder:validation:MaxLength=200
-	// +kubebuilder:validation:Pattern=`^afe-[A-Za-z0-9][A-Za-z0-9_.-]*-snap-[0-9]{1,9}$`
+	// +kubebuilder:validation:Pattern=`^afe-[A-Za-z0-9][A-Za-z0-9_.-]*[-_]snap-[0-9]{1,9}$`
 	// +optional
 	FromSnapshot string `json:"fromSnapshot,omitempty"`
 }
