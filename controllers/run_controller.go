@@ -143,7 +143,10 @@ func (r *RunReconciler) start(ctx context.Context, before, run *afev1.Run, sbx *
 			return r.fail(ctx, before, run, afev1.InvalidSpecReason, "The Run's spec is invalid: "+err.Error())
 		}
 	case afev1.BuiltinSnapshot:
-		if job, err = r.snapshotJobOf(sbx); err != nil {
+		if job, err = r.snapshotJobOf(ctx, sbx); err != nil {
+			if _, ok := sandboxspec.AsInvalid(err); !ok {
+				return err
+			}
 			return r.fail(ctx, before, run, afev1.SnapshotFailedReason, "The sandbox's workspace cannot be copied: "+err.Error())
 		}
 	}

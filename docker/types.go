@@ -115,6 +115,20 @@ type Container struct {
 	StartedAt time.Time
 	// IPs maps each attached network to the container's IPv4 address there.
 	IPs map[string]string
+	// Pid is the host process ID of the container's first process while it
+	// runs (InspectContainer only; zero otherwise).
+	Pid int
+	// Mounts are the container's mounts as the engine reports them.
+	Mounts []MountPoint
+}
+
+// MountPoint is one mount of a container as the engine reports it.
+type MountPoint struct {
+	Type MountType
+	// Source is the host path of a bind mount, or the volume's path on the
+	// engine's host.
+	Source      string
+	Destination string
 }
 
 // VolumeSpec is a named volume.

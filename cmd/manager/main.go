@@ -51,11 +51,12 @@ func run() int {
 	flag.StringVar(&opts.ProxyImage, "proxy-image", "afe/egress-proxy:dev", "The egress proxy image.")
 	flag.StringVar(&opts.EgressNetwork, "egress-network", "bridge", "The network egress proxies reach the outside through.")
 	flag.BoolVar(&opts.EgressAllowPrivate, "egress-allow-private", false, "Let egress proxies reach private, loopback and link-local addresses.")
-	flag.StringVar(&opts.WorkspaceRoot, "workspace-root", "", "The host folder Folder workspaces must resolve inside; empty refuses Folder workspaces.")
+	flag.StringVar(&opts.WorkspaceRoot, "workspace-root", "", "The host folder Folder workspaces live under, in a folder per namespace (<root>/<namespace>/...); empty refuses Folder workspaces.")
 	flag.StringVar(&denyEnv, "deny-env", "", "Comma-separated env names refused in sandboxes, added to the built-in list ("+strings.Join(sandboxspec.DefaultDenyEnv, ",")+").")
 	flag.StringVar(&opts.Instance, "instance", "default", "The name of this controller instance, the afe.controller label of its Docker objects.")
 	flag.IntVar(&opts.MaxConcurrentReconciles, "max-concurrent-reconciles", 8, "Reconciles run in parallel per kind. They mostly wait on the engine, so more than the cores helps (see make bench).")
 	flag.DurationVar(&opts.ResyncPeriod, "resync-period", 2*time.Minute, "How often every labelled Docker object is listed at once: a loss the event stream missed is repaired, orphans are removed. Ready sandboxes cost no Docker request in between.")
+	flag.BoolVar(&opts.WorkspaceRootShared, "workspace-root-shared", false, "The Docker engine sees --workspace-root at the same path as the controller. Needed for Folder workspaces when the engine is not on a local unix socket (tcp://, ssh://): they are refused otherwise.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -107,6 +108,9 @@ func run() int {
 	}
 
 	log.Info("Starting the manager", "docker", engine.Host(), "instance", opts.Instance)
+	if opts.WorkspaceRoot != "" && !engine.IsLocal() && !opts.WorkspaceRootShared {
+		log.Info("Folder workspaces are refused: the Docker engine is not on a local unix socket; set --workspace-root-shared if it sees --workspace-root at the same path", "docker", engine.Host())
+	}
 	if err := mgr.Start(ctx); err != nil {
 		log.Error(err, "The manager stopped")
 		return 1
