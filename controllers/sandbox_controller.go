@@ -65,13 +65,6 @@ type Options struct {
 	// empty allows any.
 	AllowedUIDs sandboxspec.IDRanges
 	AllowedGIDs sandboxspec.IDRanges
-	// WorkspaceRootShared is --workspace-root-shared: a remote engine sees
-	// WorkspaceRoot at the same path as the controller.
-	WorkspaceRootShared bool
-	// EngineRemote is true when the engine is not on a local unix socket;
-	// SetupAll sets it from the engine. Folder workspaces are then refused
-	// unless WorkspaceRootShared.
-	EngineRemote bool
 }
 
 // MaxRunsPerSandboxOrDefault is MaxRunsPerSandbox, or its default.
@@ -84,8 +77,7 @@ func (o Options) MaxRunsPerSandboxOrDefault() int {
 
 func (o Options) validation() sandboxspec.Options {
 	return sandboxspec.Options{WorkspaceRoot: o.WorkspaceRoot, DenyEnv: o.DenyEnv,
-		DenyGIDs: o.DenyGIDs, AllowedUIDs: o.AllowedUIDs, AllowedGIDs: o.AllowedGIDs,
-		EngineRemote: o.EngineRemote, WorkspaceRootShared: o.WorkspaceRootShared}
+		DenyGIDs: o.DenyGIDs, AllowedUIDs: o.AllowedUIDs, AllowedGIDs: o.AllowedGIDs}
 }
 
 // SandboxReconciler reconciles Sandboxes into Docker objects.
@@ -107,9 +99,6 @@ type SandboxReconciler struct {
 	// legacyChecked holds the UIDs whose legacy-named proxy and network
 	// (docs/upgrade.md) this process has looked for.
 	legacyChecked sync.Map
-	// folderLocks holds a *sync.Mutex per namespace, held across the check
-	// of a Folder workspace and the creation of its container.
-	folderLocks sync.Map
 }
 
 // finalizedMemory is how long a finalized UID is remembered.
@@ -221,30 +210,25 @@ func (r *SandboxReconciler) reconcileNormal(ctx context.Context, s *sandboxScope
 }
 
 // invalidSpec reports a spec the controller cannot honour. Nothing is created;
-// objects of an earlier, valid spec are left as they are, but for a
-// container whose user the policy now refuses (see removeRefusedContainer)
-// and the container of a Folder workspace that is no longer acceptable.
+// objects of an earlier, valid spec are left as they are (but for a container
+// whose user the policy now refuses: see removeRefusedContainer).
 func (r *SandboxReconciler) invalidSpec(ctx context.Context, s *sandboxScope, err error) (ctrl.Result, error) {
 	ie, ok := sandboxspec.AsInvalid(err)
 	if !ok {
 		return ctrl.Result{}, err
 	}
-	if s.sbx.Spec.Workspace.Type == afev1.WorkspaceFolder && folderRefusedReasons[ie.Reason] {
-		return r.refuseFolder(ctx, s, err)
-	}
-	return r.refuse(ctx, s, afev1.ContainerReadyCondition, ie)
-}
-
-// refuse sets the condition of a spec that cannot be honoured.
-func (r *SandboxReconciler) refuse(ctx context.Context, s *sandboxScope, condType string, ie *sandboxspec.InvalidError) (ctrl.Result, error) {
 	logf.FromContext(ctx).Info("Sandbox spec cannot be honoured", "reason", ie.Reason, "message", ie.Message)
+	condType := afev1.ContainerReadyCondition
+	if s.sbx.Spec.Workspace.Type == afev1.WorkspaceFolder && ie.Reason == afev1.WorkspaceOutsideRootReason {
+		condType = afev1.WorkspaceReadyCondition
+	}
 	setCondition(s.sbx, condType, false, ie.Reason, ie.Message)
 	s.sbx.Status.ObservedGeneration = s.sbx.Generation
 	if ie.Reason == afev1.SecretNotFoundReason || ie.Reason == afev1.SecretNotAllowedReason {
 		// Secrets are not watched (nor cached): look again in a while.
 		return ctrl.Result{RequeueAfter: 15 * time.Second}, nil
 	}
-	return ctrl.Result{}, reconcile.TerminalError(ie)
+	return ctrl.Result{}, reconcile.TerminalError(err)
 }
 
 // reconcileDelete removes the sandbox's Docker objects, newest first, then
@@ -353,9 +337,6 @@ func (r *SandboxReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&afev1.Sandbox{}, builder.WithPredicates(specOrDeletionChanged())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Options.MaxConcurrentReconciles)}).
 		Named("sandbox")
-	// Both sides of a Folder workspace conflict look again when either
-	// changes.
-	b = b.Watches(&afev1.Sandbox{}, handler.EnqueueRequestsFromMapFunc(r.folderNeighbours), builder.WithPredicates(folderChanged()))
 	if r.DockerEvents != nil {
 		b = b.WatchesRawSource(source.Channel(r.DockerEvents, &handler.TypedEnqueueRequestForObject[*afev1.Sandbox]{}))
 	}

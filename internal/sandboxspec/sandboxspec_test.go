@@ -31,12 +31,13 @@ func validSpec() afev1.SandboxTemplateSpec {
 }
 
 func TestValidate(t *testing.T) {
-	// Validate checks a Folder's path as written; what is on the disk
-	// (symbolic links, files, missing folders) is TestResolveFolder's.
 	root := t.TempDir()
-	inside := filepath.Join(root, "ns", "tk-1")
+	inside := filepath.Join(root, "tk-1")
 	outside := t.TempDir()
-	must(t, os.MkdirAll(inside, 0o755))
+	must(t, os.Mkdir(inside, 0o755))
+	must(t, os.Symlink(outside, filepath.Join(root, "escape")))
+	must(t, os.WriteFile(filepath.Join(root, "file"), nil, 0o644))
+
 	tests := map[string]struct {
 		mutate     func(*afev1.SandboxTemplateSpec)
 		opts       Options
@@ -88,25 +89,26 @@ func TestValidate(t *testing.T) {
 			opts:       Options{WorkspaceRoot: root},
 			wantReason: afev1.WorkspaceOutsideRootReason,
 		},
-		"folder is the namespace folder": {
+		"folder through a symlink out": {
 			mutate: func(s *afev1.SandboxTemplateSpec) {
-				s.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: filepath.Dir(inside)}
+				s.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: filepath.Join(root, "escape")}
 			},
 			opts:       Options{WorkspaceRoot: root},
 			wantReason: afev1.WorkspaceOutsideRootReason,
 		},
-		"folder on a remote engine": {
+		"folder is a file": {
 			mutate: func(s *afev1.SandboxTemplateSpec) {
-				s.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: inside}
+				s.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: filepath.Join(root, "file")}
 			},
-			opts:       Options{WorkspaceRoot: root, EngineRemote: true},
-			wantReason: afev1.WorkspaceNotSharedReason,
+			opts:       Options{WorkspaceRoot: root},
+			wantReason: afev1.InvalidSpecReason,
 		},
-		"folder on a remote engine that shares the root": {
+		"folder missing": {
 			mutate: func(s *afev1.SandboxTemplateSpec) {
-				s.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: inside}
+				s.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: filepath.Join(root, "nope")}
 			},
-			opts: Options{WorkspaceRoot: root, EngineRemote: true, WorkspaceRootShared: true},
+			opts:       Options{WorkspaceRoot: root},
+			wantReason: afev1.InvalidSpecReason,
 		},
 		"docker socket as folder": {
 			mutate: func(s *afev1.SandboxTemplateSpec) {

@@ -56,8 +56,6 @@ type Inspected struct {
 	}
 	State struct {
 		Running bool
-		// Pid is the host process ID of the container's first process.
-		Pid int
 	}
 	HostConfig struct {
 		NetworkMode    string
