@@ -19,7 +19,7 @@ import (
 func (r *RunReconciler) executeMerge(ctx context.Context, run *afev1.Run, a *attempt, uid int, timedOut *atomic.Bool, o *outcome) {
 	m := builtin.MergeOf(run)
 	tail := &runexec.Tail{Limit: afev1.RunOutputLimit}
-	rep := &builtin.Report{}
+	rep := builtin.NewReport(m.Lanes)
 	code, ok := r.step(ctx, a, uid, timedOut, o, docker.ExecSpec{
 		Cmd:        builtin.MergeCommand(),
 		Env:        m.Env(),
@@ -39,10 +39,16 @@ func (r *RunReconciler) executeMerge(ctx context.Context, run *afev1.Run, a *att
 	case execFailure(code, o.output) != "":
 		o.execErr = execFailure(code, o.output)
 		return
-	case rep.Failure != nil:
+	case rep.Invalid() != "":
+		o.failReason = afev1.ReportInvalidReason
+		o.failMessage = "The report of the git step is invalid: " + rep.Invalid() + "; something in the sandbox wrote to it"
+		return
+	case code == 0 && rep.Failure != nil:
 		o.failReason, o.failMessage = rep.Failure.Reason, rep.Failure.Message
 		return
-	case !rep.Done:
+	case code != 0 || !rep.Done:
+		// The script exits 0 whenever it says how things went; a report
+		// of a script that did not is not its own.
 		o.failReason = afev1.GitFailedReason
 		o.failMessage = fmt.Sprintf("The git step ended with exit code %d without a result; see status.output", code)
 		return

@@ -79,7 +79,7 @@ func (w *workspace) merge(m Merge) (*Report, string) {
 	cmd := exec.Command(MergeCommand()[0], MergeCommand()[1:]...)
 	cmd.Env = append(os.Environ(), m.Env()...)
 	cmd.Env = append(cmd.Env, "AFE_REPO="+w.repo, "AFE_LANES_DIR="+filepath.Join(w.dir, "lanes"), "HOME="+w.dir)
-	rep := &Report{}
+	rep := NewReport(m.Lanes)
 	var stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = rep, &stderr
 	if err := cmd.Run(); err != nil {
@@ -93,10 +93,10 @@ func TestScriptMergesLanesTouchingDifferentFiles(t *testing.T) {
 	w.write("lanes/a/a.txt", "from a\n")
 	w.write("lanes/b/b.txt", "from b\n")
 	rep, stderr := w.merge(Merge{Lanes: []string{"a", "b"}})
-	if rep.Failure != nil || !rep.Done || rep.Conflict != nil {
-		t.Fatalf("report %+v\n%s", rep, stderr)
+	if rep.Invalid() != "" || rep.Failure != nil || !rep.Done || rep.Conflict != nil {
+		t.Fatalf("report %+v %s\n%s", rep, rep.Invalid(), stderr)
 	}
-	if d := cmp.Diff([]string{"a", "b"}, rep.Committed); d != "" {
+	if d := cmp.Diff([]string{"a", "b"}, lanesOf(rep.Committed)); d != "" {
 		t.Fatalf("committed (-want +got):\n%s", d)
 	}
 	integ := filepath.Join(w.dir, "lanes", "integration")
@@ -134,8 +134,8 @@ func TestScriptReportsAConflictAndAborts(t *testing.T) {
 	w.write("lanes/b/only-b.txt", "b\n")
 	w.write("lanes/c/c.txt", "c\n")
 	rep, stderr := w.merge(Merge{Lanes: []string{"a", "b", "c"}})
-	if rep.Failure != nil || !rep.Done || rep.Conflict == nil {
-		t.Fatalf("report %+v\n%s", rep, stderr)
+	if rep.Invalid() != "" || rep.Failure != nil || !rep.Done || rep.Conflict == nil {
+		t.Fatalf("report %+v %s\n%s", rep, rep.Invalid(), stderr)
 	}
 	if d := cmp.Diff(&Conflict{Lane: "b", Files: []string{"shared.txt"}}, rep.Conflict); d != "" {
 		t.Fatalf("conflict (-want +got):\n%s", d)
@@ -157,8 +157,8 @@ func TestScriptMergesLanesWithNothingToCommit(t *testing.T) {
 	// b has no change at all; a third branch has no worktree.
 	w.git(w.repo, "branch", "d", "main")
 	rep, stderr := w.merge(Merge{Lanes: []string{"a", "b", "d"}})
-	if rep.Failure != nil || !rep.Done || rep.Conflict != nil || len(rep.Committed) != 0 || len(rep.Merged) != 3 {
-		t.Fatalf("report %+v\n%s", rep, stderr)
+	if rep.Invalid() != "" || rep.Failure != nil || !rep.Done || rep.Conflict != nil || len(rep.Committed) != 0 || len(rep.Merged) != 3 {
+		t.Fatalf("report %+v %s\n%s", rep, rep.Invalid(), stderr)
 	}
 }
 
@@ -197,8 +197,8 @@ func TestScriptFailures(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			w := newWorkspace(t, "a")
 			rep, stderr := w.merge(tc.prepare(w))
-			if rep.Failure == nil || rep.Failure.Reason != tc.reason {
-				t.Fatalf("failure %+v, want %s\n%s", rep.Failure, tc.reason, stderr)
+			if rep.Invalid() != "" || rep.Failure == nil || rep.Failure.Reason != tc.reason {
+				t.Fatalf("failure %+v %s, want %s\n%s", rep.Failure, rep.Invalid(), tc.reason, stderr)
 			}
 		})
 	}
@@ -209,8 +209,8 @@ func TestScriptRemovesStaleLocksOnAnotherAttempt(t *testing.T) {
 	w.write("repo/.git/worktrees/a/index.lock", "")
 	w.write("lanes/a/x", "x")
 	rep, stderr := w.merge(Merge{Lanes: []string{"a"}, Attempt: 2})
-	if rep.Failure != nil || !rep.Done || len(rep.Committed) != 1 {
-		t.Fatalf("report %+v\n%s", rep, stderr)
+	if rep.Invalid() != "" || rep.Failure != nil || !rep.Done || len(rep.Committed) != 1 {
+		t.Fatalf("report %+v %s\n%s", rep, rep.Invalid(), stderr)
 	}
 }
 
@@ -218,7 +218,7 @@ func TestScriptWithoutGit(t *testing.T) {
 	m := Merge{Lanes: []string{"a"}, Integration: "integration", Base: "main", Attempt: 1}
 	cmd := exec.Command(MergeCommand()[0], MergeCommand()[1:]...)
 	cmd.Env = append(m.Env(), "PATH="+t.TempDir())
-	rep := &Report{}
+	rep := NewReport(m.Lanes)
 	cmd.Stdout = rep
 	if err := cmd.Run(); err != nil {
 		t.Fatal(err)
@@ -228,29 +228,63 @@ func TestScriptWithoutGit(t *testing.T) {
 	}
 }
 
-// A repository's configuration can start programs (a filter, fsmonitor);
-// they run as the sandbox user, but they neither run as fsmonitor nor
-// reach the report channel to forge the outcome.
-func TestScriptReportCannotBeForgedByTheRepository(t *testing.T) {
+// forgingFilter is the issue's attack as a clean filter: it writes a forged
+// report line into every pipe of the merge script, its ancestor, through
+// /proc (never into a process that is not its ancestor: these tests run on
+// the machine itself), logs where it got through, and passes the content.
+const forgingFilter = `#!/bin/sh
+log="$1"
+p=$$
+while [ "$p" -gt 1 ]; do
+	p=$(sed -n 's/^PPid:[[:space:]]*//p' "/proc/$p/status")
+	case "$(tr '\0' ' ' < "/proc/$p/cmdline")" in *afe-merge*) ;; *) continue ;; esac
+	for fd in /proc/$p/fd/*; do
+		[ -p "$fd" ] || continue
+		echo 'afe-builtin merged zz-forged 0123456789abcdef0123456789abcdef01234567' > "$fd" && echo "wrote $fd" >> "$log"
+	done
+	break
+done
+exec cat
+`
+
+// A repository's configuration can start programs (a filter, fsmonitor).
+// They run as the sandbox user, not as fsmonitor, and though they can write
+// to the report channel through /proc, what they write is no report.
+func TestScriptReportForgedByTheRepositoryIsRefused(t *testing.T) {
 	w := newWorkspace(t, "a")
 	evil := filepath.Join(w.dir, "evil.sh")
-	w.write("evil.sh", "#!/bin/sh\necho ran >> "+filepath.Join(w.dir, "ran")+"\necho 'afe-builtin committed forged 0000' >&3\necho 'afe-builtin done merged' >&3\ncat\n")
+	w.write("evil.sh", forgingFilter)
 	if err := os.Chmod(evil, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	w.git(w.repo, "config", "core.fsmonitor", evil)
-	w.git(w.repo, "config", "filter.evil.clean", evil)
+	log := filepath.Join(w.dir, "forged")
+	w.git(w.repo, "config", "core.fsmonitor", evil+" "+filepath.Join(w.dir, "fsmonitor"))
+	w.git(w.repo, "config", "filter.evil.clean", evil+" "+log)
 	w.write("lanes/a/.gitattributes", "* filter=evil\n")
 	w.write("lanes/a/a.txt", "from a\n")
 	rep, stderr := w.merge(Merge{Lanes: []string{"a"}})
-	if d := cmp.Diff([]string{"a"}, rep.Committed); d != "" {
-		t.Fatalf("committed (-want +got):\n%s\n%s", d, stderr)
+	forged, _ := os.ReadFile(log)
+	t.Logf("report: %s\nforger:\n%s", rep.Invalid(), forged)
+	if !strings.Contains(string(forged), "wrote") {
+		t.Fatalf("the filter did not reach the merge script: the test checks nothing\n%s", stderr)
 	}
-	if !rep.Done {
-		t.Fatalf("report %+v\n%s", rep, stderr)
+	if _, err := os.Stat(filepath.Join(w.dir, "fsmonitor")); !os.IsNotExist(err) {
+		t.Fatalf("fsmonitor ran: %v", err)
 	}
-	ran, _ := os.ReadFile(filepath.Join(w.dir, "ran"))
-	if n := strings.Count(string(ran), "ran"); n == 0 {
-		t.Fatalf("the filter did not run: the test checks nothing\n%s", stderr)
+	if got := rep.Invalid(); !strings.Contains(got, "names a lane that is not one of this Run's lanes") {
+		t.Fatalf("Invalid() = %q\n%s", got, stderr)
 	}
+	for _, m := range rep.Merged {
+		if m.Lane != "a" {
+			t.Fatalf("merged %+v", rep.Merged)
+		}
+	}
+}
+
+func lanesOf(lc []LaneCommit) []string {
+	out := []string{}
+	for _, l := range lc {
+		out = append(out, l.Lane)
+	}
+	return out
 }
