@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
@@ -14,6 +15,8 @@ import (
 	. "github.com/onsi/gomega"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/internal/builtin"
+	"afe.dev/sandbox/internal/runexec"
 	"afe.dev/sandbox/test/dockertest"
 )
 
@@ -198,6 +201,52 @@ var _ = Describe("Builtin MergeAndCI report channel", func() {
 		Expect(got.Status.Result).To(BeEmpty())
 	})
 
+	It("fails a Run whose report does not match the repository once git has exited", func() {
+		c := sbx.Status.ContainerName
+		inContainer(c, gitRepo, "a", "b")
+		inContainer(c, `echo from a > /workspace/lanes/a/a.txt; echo from b > /workspace/lanes/b/b.txt`)
+		// Lane b's clean filter, run after lane a was committed, moves
+		// lane a's branch back to main: the script reports a commit of
+		// lane a that its branch no longer names.
+		inContainer(c, `printf '#!/bin/sh\nenv -u GIT_DIR -u GIT_INDEX_FILE -u GIT_WORK_TREE git -C /workspace/repo update-ref refs/heads/a refs/heads/main\nexec cat\n' > /workspace/move.sh
+chmod +x /workspace/move.sh
+cd /workspace/repo && git config filter.move.clean /workspace/move.sh
+echo '* filter=move' > /workspace/lanes/b/.gitattributes`)
+		run := newMergeRun(ns, "moved", sbx.Name, "a", "b")
+		Expect(k8sClient.Create(ctx, run)).To(Succeed())
+		got := waitRunEnded(ctx, run)
+		cond := findCondition(got.Status.Conditions, afev1.RunCompletedCondition)
+		GinkgoWriter.Printf("condition: %s: %s\n", cond.Reason, cond.Message)
+		Expect(got.Status.Phase).To(Equal(afev1.RunFailed))
+		Expect(cond.Reason).To(Equal(afev1.ReportInvalidReason))
+		Expect(cond.Message).To(MatchRegexp(`does not match the repository: it says lane a was committed as [0-9a-f]{40}, but its branch is at [0-9a-f]{40}`))
+		Expect(got.Status.Result).To(BeEmpty())
+	})
+
+	It("checks the report with a group no other process of the sandbox has, out of their reach", func() {
+		c := sbx.Status.ContainerName
+		inContainer(c, gitRepo, "a", "b", "c", "d")
+		inContainer(c, `for l in a b c d; do echo "from $l" > /workspace/lanes/$l/$l.txt; done`)
+		out, err := exec.Command("docker", "exec", "-d", c, "sh", "-c", neighbourForger).CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(out))
+		DeferCleanup(func() { _, _ = dockertest.Exec(c, "touch", "/workspace/stop") })
+
+		run := newMergeRun(ns, "neighbour", sbx.Name, "a", "b", "c", "d")
+		run.Spec.CIScript = "true"
+		Expect(k8sClient.Create(ctx, run)).To(Succeed())
+		got := waitRunEnded(ctx, run)
+		inContainer(c, `touch /workspace/stop`)
+		check := builtin.CheckGID(string(got.UID), 1, 1000)
+		attempt := runexec.GID(string(got.UID), 1)
+		log := inContainer(c, `sort /workspace/neighbour.log | uniq -c`)
+		GinkgoWriter.Printf("the neighbour's attempts (check group %d, attempt group %d):\n%s\n", check, attempt, log)
+		Expect(got.Status.Phase).To(Equal(afev1.RunCompleted), findCondition(got.Status.Conditions, afev1.RunCompletedCondition).Message)
+		Expect(got.Status.OK).To(HaveValue(BeTrue()), got.Status.Output)
+		Expect(result(got)["lanes"]).To(HaveLen(4))
+		Expect(log).To(MatchRegexp(`refused %d(\n|$)`, check), "the neighbour found the check's processes: the test tries the check's channel")
+		Expect(log).To(MatchRegexp(`refused %d(\n|$)`, attempt), "the neighbour found the git step's processes")
+		Expect(log).NotTo(MatchRegexp(`wrote (%d|%d)(\n|$)`, check, attempt), "a process of the Run was reached")
+	})
 })
 
 // waitRunEnded waits until the Run has ended, whatever its phase.
@@ -209,3 +258,27 @@ func waitRunEnded(ctx context.Context, run *afev1.Run) *afev1.Run {
 	}).WithTimeout(3 * time.Minute).Should(Succeed())
 	return got
 }
+
+// neighbourForger stands for the workload's other processes (the sandbox's
+// own command, another Run): it runs as the sandbox's user and group all
+// along, and tries to write a forged line into every file descriptor of
+// every other process (but init's and its own children's), logging the
+// group of each process and whether it got through, until /workspace/stop
+// exists.
+const neighbourForger = `line='afe-check lane a - out'
+while [ ! -e /workspace/stop ]; do
+	for p in /proc/[0-9]*; do
+		case "${p#/proc/}" in 1|$$) continue ;; esac
+		g= pp=
+		while read -r k r e rest; do
+			case "$k" in
+			PPid:) pp=$r ;;
+			Gid:) g=$r; break ;;
+			esac
+		done < "$p/status" 2>/dev/null
+		[ -z "$g" ] || [ "$pp" = $$ ] && continue
+		for fd in "$p"/fd/*; do
+			if printf '%s\n' "$line" 2>/dev/null > "$fd"; then echo "wrote $g"; else echo "refused $g"; fi
+		done
+	done
+done >> /workspace/neighbour.log 2>&1`

@@ -76,8 +76,10 @@ const (
 	AttemptsExhaustedReason = "AttemptsExhausted"
 	// ReportInvalidReason: the report of a MergeAndCI Run's git step could
 	// not be trusted: it went past its bounds, named a lane that is not one
-	// of the Run's (or one twice), or said something the step never says.
-	// Something in the sandbox wrote to it; the message says what was wrong.
+	// of the Run's (or one twice), said something the step never says, or
+	// did not match the repository once git had exited. Something in the
+	// sandbox wrote to it, or changed the repository under the step; the
+	// message says what was wrong.
 	ReportInvalidReason = "ReportInvalid"
 )
 

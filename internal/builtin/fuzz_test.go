@@ -10,7 +10,9 @@ import (
 // The report comes from a channel the workload can write to: whatever the
 // bytes and however they are cut, the parser gives the same report, keeps
 // its bounds, names only the Run's lanes, each once and in order, with hex
-// commits, and the result is valid JSON.
+// commits, and the result is valid JSON. Verify, fed the same bytes as the
+// check's output, accepts only a report whose every commit the check
+// confirms.
 func FuzzReport(f *testing.F) {
 	a, b, base, integ := hx('a'), hx('b'), hx('0'), hx('9')
 	f.Add([]byte("afe-builtin committed a "+a+"\nafe-builtin base "+base+"\nafe-builtin merged a "+a+"\nafe-builtin merged b/c "+b+
@@ -19,6 +21,8 @@ func FuzzReport(f *testing.F) {
 		"afe-builtin truncated b/c\nafe-builtin integration "+integ+"\nafe-builtin done conflict\n"), uint8(1))
 	f.Add([]byte("afe-builtin error ref-not-found lane d\nnoise\nafe-builtin\n"), uint8(7))
 	f.Add([]byte("afe-builtin base "+base+"\nafe-builtin merged a "+a+"\nafe-builtin merged zz-forged "+a+"\n"), uint8(5))
+	f.Add([]byte("afe-check lane a "+a+" in\nafe-check lane b/c - out\nafe-check lane d "+b+" in\nafe-check integration "+integ+
+		"\nafe-check base "+base+" in\nafe-check done\n"), uint8(2))
 	lanes := []string{"a", "b/c", "d"}
 	f.Fuzz(func(t *testing.T, out []byte, chunk uint8) {
 		whole := NewReport(lanes)
@@ -32,6 +36,23 @@ func FuzzReport(f *testing.F) {
 			t.Fatalf("cut in pieces of %d: %+v, at once: %+v", size, b, a)
 		}
 		checkReport(t, whole, lanes)
+
+		chk := NewCheck(lanes)
+		_, _ = chk.Write(out)
+		if whole.Invalid() == "" && whole.Done && whole.Failure == nil && whole.Verify(chk, 0) == "" {
+			at := map[string]LaneState{}
+			for _, l := range chk.Lanes {
+				at[l.Lane] = l
+			}
+			for _, m := range whole.Merged {
+				if s := at[m.Lane]; s.Commit != m.Commit || !s.In {
+					t.Fatalf("verified lane %s at %s, the check says %+v", m.Lane, m.Commit, s)
+				}
+			}
+			if whole.Integration != chk.Integration || whole.Base != chk.Base {
+				t.Fatalf("verified %s/%s, the check says %s/%s", whole.Integration, whole.Base, chk.Integration, chk.Base)
+			}
+		}
 
 		o, _ := whole.Outcome("integration", &CI{ExitCode: 1, Output: string(out)})
 		for k, v := range Fields(o) {

@@ -19,7 +19,8 @@
 # The programs git starts (filters, merge drivers) do not inherit stdout,
 # but run as the same user and group, so they can open it again through
 # /proc: the controller reads only the lines and the order this script
-# writes, within bounds.
+# writes, within bounds, and checks what they say against the repository
+# once the script has exited (check.sh).
 exec 3>&1 1>&2
 say() { { printf 'afe-builtin'; printf ' %s' "$@"; printf '\n'; } >&3; }
 fail() { say error "$@"; exit 0; }

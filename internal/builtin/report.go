@@ -74,7 +74,9 @@ const (
 // writes it, for the Run's own lanes: each lane is named at most once per
 // step and only in the Run's order, every commit is a hex object name, and
 // the whole is bounded. Anything else makes the report invalid (Invalid),
-// and nothing of it is an outcome.
+// and nothing of it is an outcome. A valid report may still lie (a filter
+// can write well-formed lines too): what it says is verified against the
+// repository once the git part has exited (Verify).
 type Report struct {
 	mu     sync.Mutex
 	stream lines

@@ -88,6 +88,30 @@ func (w *workspace) merge(m Merge) (*Report, string) {
 	return rep, stderr.String()
 }
 
+// check runs the check script after a merge of m and returns what it
+// found of the report.
+func (w *workspace) check(m Merge, rep *Report) string {
+	w.t.Helper()
+	if m.Integration == "" {
+		m.Integration = "integration"
+	}
+	if m.Base == "" {
+		m.Base = "main"
+	}
+	cmd := exec.Command(CheckCommand()[0], CheckCommand()[1:]...)
+	cmd.Env = append(os.Environ(), m.Env()...)
+	cmd.Env = append(cmd.Env, "AFE_REPO="+w.repo, "AFE_LANES_DIR="+filepath.Join(w.dir, "lanes"), "HOME="+w.dir)
+	chk := NewCheck(m.Lanes)
+	var stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = chk, &stderr
+	code := 0
+	if err := cmd.Run(); err != nil {
+		code = -1
+		w.t.Logf("check: %v\n%s", err, stderr.String())
+	}
+	return rep.Verify(chk, code)
+}
+
 func TestScriptMergesLanesTouchingDifferentFiles(t *testing.T) {
 	w := newWorkspace(t, "a", "b")
 	w.write("lanes/a/a.txt", "from a\n")
@@ -98,6 +122,9 @@ func TestScriptMergesLanesTouchingDifferentFiles(t *testing.T) {
 	}
 	if d := cmp.Diff([]string{"a", "b"}, lanesOf(rep.Committed)); d != "" {
 		t.Fatalf("committed (-want +got):\n%s", d)
+	}
+	if why := w.check(Merge{Lanes: []string{"a", "b"}}, rep); why != "" {
+		t.Fatalf("the check refuses the report: %s", why)
 	}
 	integ := filepath.Join(w.dir, "lanes", "integration")
 	for _, f := range []string{"a.txt", "b.txt", "shared.txt"} {
@@ -119,6 +146,9 @@ func TestScriptMergesLanesTouchingDifferentFiles(t *testing.T) {
 	w.write("lanes/integration/litter.txt", "x")
 	w.write("lanes/integration/shared.txt", "changed\n")
 	again, stderr := w.merge(Merge{Lanes: []string{"a", "b"}, Attempt: 2})
+	if why := w.check(Merge{Lanes: []string{"a", "b"}}, again); why != "" {
+		t.Fatalf("%s: the check refuses the report: %s", By, why)
+	}
 	if again.Integration != rep.Integration || len(again.Committed) != 0 {
 		t.Fatalf("%s: integration %s, was %s; committed %v\n%s", By, again.Integration, rep.Integration, again.Committed, stderr)
 	}
@@ -136,6 +166,9 @@ func TestScriptReportsAConflictAndAborts(t *testing.T) {
 	rep, stderr := w.merge(Merge{Lanes: []string{"a", "b", "c"}})
 	if rep.Invalid() != "" || rep.Failure != nil || !rep.Done || rep.Conflict == nil {
 		t.Fatalf("report %+v %s\n%s", rep, rep.Invalid(), stderr)
+	}
+	if why := w.check(Merge{Lanes: []string{"a", "b", "c"}}, rep); why != "" {
+		t.Fatalf("the check refuses the report: %s", why)
 	}
 	if d := cmp.Diff(&Conflict{Lane: "b", Files: []string{"shared.txt"}}, rep.Conflict); d != "" {
 		t.Fatalf("conflict (-want +got):\n%s", d)
@@ -159,6 +192,9 @@ func TestScriptMergesLanesWithNothingToCommit(t *testing.T) {
 	rep, stderr := w.merge(Merge{Lanes: []string{"a", "b", "d"}})
 	if rep.Invalid() != "" || rep.Failure != nil || !rep.Done || rep.Conflict != nil || len(rep.Committed) != 0 || len(rep.Merged) != 3 {
 		t.Fatalf("report %+v %s\n%s", rep, rep.Invalid(), stderr)
+	}
+	if why := w.check(Merge{Lanes: []string{"a", "b", "d"}}, rep); why != "" {
+		t.Fatalf("the check refuses the report: %s", why)
 	}
 }
 
@@ -278,6 +314,55 @@ func TestScriptReportForgedByTheRepositoryIsRefused(t *testing.T) {
 		if m.Lane != "a" {
 			t.Fatalf("merged %+v", rep.Merged)
 		}
+	}
+}
+
+// The check reads the repository the workload configures, but starts none
+// of the programs it names: no filter, fsmonitor or hook, and no transport,
+// which a partial clone starts to fetch a missing commit.
+func TestScriptCheckStartsNoProgramOfTheRepository(t *testing.T) {
+	w := newWorkspace(t, "a")
+	w.write("lanes/a/a.txt", "from a\n")
+	rep, stderr := w.merge(Merge{Lanes: []string{"a"}})
+	if rep.Invalid() != "" || !rep.Done {
+		t.Fatalf("report %+v %s\n%s", rep, rep.Invalid(), stderr)
+	}
+	ran := filepath.Join(w.dir, "ran")
+	evil := filepath.Join(w.dir, "evil.sh")
+	w.write("evil.sh", "#!/bin/sh\necho \"$0 $*\" >> "+ran+"\nexit 1\n")
+	if err := os.Chmod(evil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w.write("hooks/reference-transaction", "#!/bin/sh\necho hook >> "+ran+"\n")
+	if err := os.Chmod(filepath.Join(w.dir, "hooks/reference-transaction"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range [][2]string{
+		{"core.fsmonitor", evil},
+		{"core.hooksPath", filepath.Join(w.dir, "hooks")},
+		{"filter.evil.clean", evil},
+		{"filter.evil.smudge", evil},
+		{"core.repositoryformatversion", "1"},
+		{"extensions.partialClone", "origin"},
+		{"remote.origin.promisor", "true"},
+		{"remote.origin.url", "ext::" + evil + " %S"},
+		{"remote.origin.uploadpack", evil},
+		{"protocol.allow", "always"},
+		{"protocol.ext.allow", "always"},
+		{"core.sshCommand", evil},
+	} {
+		w.git(w.repo, "config", kv[0], kv[1])
+	}
+	w.write("repo/.gitattributes", "* filter=evil\n")
+	// A lane whose branch names a commit the repository lacks: git would
+	// fetch it from the promisor remote.
+	w.write("repo/.git/refs/heads/a", "1234567890123456789012345678901234567890\n")
+	why := w.check(Merge{Lanes: []string{"a"}}, rep)
+	if !strings.Contains(why, "it says lane a was committed as "+rep.Merged[0].Commit+", but its branch is missing") {
+		t.Fatalf("Verify() = %q", why)
+	}
+	if got, err := os.ReadFile(ran); err == nil || !os.IsNotExist(err) {
+		t.Fatalf("the check started a program of the repository: %q", got)
 	}
 }
 
