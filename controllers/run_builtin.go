@@ -13,13 +13,15 @@ import (
 )
 
 // executeMerge runs MergeAndCI: the git part (internal/builtin's script) as
-// one exec, then, when every lane merged, ciScript as a second exec in the
-// integration worktree. Both run as the sandbox's user with the attempt's
-// group under the attempt's one deadline, so a timeout kills either.
+// one exec, the check of its report against the repository as a second,
+// then, when every lane merged, ciScript as a third in the integration
+// worktree. All run as the sandbox's user under the attempt's one deadline,
+// so a timeout kills any of them; the git part and ciScript with the
+// attempt's group, the check with a group of its own.
 func (r *RunReconciler) executeMerge(ctx context.Context, run *afev1.Run, a *attempt, uid int, timedOut *atomic.Bool, o *outcome) {
 	m := builtin.MergeOf(run)
 	tail := &runexec.Tail{Limit: afev1.RunOutputLimit}
-	rep := &builtin.Report{}
+	rep := builtin.NewReport(m.Lanes)
 	code, ok := r.step(ctx, a, uid, timedOut, o, docker.ExecSpec{
 		Cmd:        builtin.MergeCommand(),
 		Env:        m.Env(),
@@ -39,12 +41,20 @@ func (r *RunReconciler) executeMerge(ctx context.Context, run *afev1.Run, a *att
 	case execFailure(code, o.output) != "":
 		o.execErr = execFailure(code, o.output)
 		return
-	case rep.Failure != nil:
+	case rep.Invalid() != "":
+		o.failReason = afev1.ReportInvalidReason
+		o.failMessage = "The report of the git step is invalid: " + rep.Invalid() + "; something in the sandbox wrote to it"
+		return
+	case code == 0 && rep.Failure != nil:
 		o.failReason, o.failMessage = rep.Failure.Reason, rep.Failure.Message
 		return
-	case !rep.Done:
+	case code != 0 || !rep.Done:
+		// The script exits 0 whenever it says how things went; a report
+		// of a script that did not is not its own.
 		o.failReason = afev1.GitFailedReason
 		o.failMessage = fmt.Sprintf("The git step ended with exit code %d without a result; see status.output", code)
+		return
+	case !r.checkMerge(ctx, run, a, uid, timedOut, o, m, rep, tail):
 		return
 	case rep.Conflict != nil:
 		out, code := rep.Outcome(m.Integration, nil)
@@ -85,4 +95,45 @@ func (r *RunReconciler) executeMerge(ctx context.Context, run *afev1.Run, a *att
 	}
 	out, code := rep.Outcome(m.Integration, &builtin.CI{ExitCode: code, Output: ci.String()})
 	o.exitCode, o.result = code, builtin.Fields(out)
+}
+
+// checkMerge verifies the git part's report against the repository, once
+// the git part has exited, with the check script as the sandbox's user and
+// a group of its own (builtin.CheckGID): nothing of the workload can write
+// to its output, nor trace it. It returns false when the Run ends there
+// (failed, timed out, or without an outcome), recorded in o.
+func (r *RunReconciler) checkMerge(ctx context.Context, run *afev1.Run, a *attempt, uid int, timedOut *atomic.Bool, o *outcome, m builtin.Merge, rep *builtin.Report, tail *runexec.Tail) bool {
+	ca := &attempt{
+		number:      a.number,
+		gid:         builtin.CheckGID(string(run.UID), a.number, a.sandboxGID),
+		sandboxGID:  a.sandboxGID,
+		sandbox:     a.sandbox,
+		container:   a.container,
+		containerID: a.containerID,
+	}
+	chk := builtin.NewCheck(m.Lanes)
+	code, ok := r.step(ctx, ca, uid, timedOut, o, docker.ExecSpec{
+		Cmd:        builtin.CheckCommand(),
+		Env:        m.Env(),
+		WorkingDir: "/",
+		Stdout:     chk,
+		Stderr:     tail,
+	})
+	o.output, o.truncated = tail.String(), tail.Truncated()
+	if !ok {
+		// Its processes are not of the attempt's group, which the
+		// deadline kills: they are killed here.
+		r.kill(context.WithoutCancel(ctx), ca, uid)
+		return false
+	}
+	if timedOut.Load() {
+		o.exitCode, o.timedOut = code, true
+		return false
+	}
+	if why := rep.Verify(chk, code); why != "" {
+		o.failReason = afev1.ReportInvalidReason
+		o.failMessage = "The report of the git step does not match the repository: " + why
+		return false
+	}
+	return true
 }

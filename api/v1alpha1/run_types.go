@@ -74,6 +74,13 @@ const (
 	// AttemptsExhaustedReason: every attempt the Run's maxAttempts allows was cut
 	// short (by restarts of the controller or losses of the sandbox).
 	AttemptsExhaustedReason = "AttemptsExhausted"
+	// ReportInvalidReason: the report of a MergeAndCI Run's git step could
+	// not be trusted: it went past its bounds, named a lane that is not one
+	// of the Run's (or one twice), said something the step never says, or
+	// did not match the repository once git had exited. Something in the
+	// sandbox wrote to it, or changed the repository under the step; the
+	// message says what was wrong.
+	ReportInvalidReason = "ReportInvalid"
 )
 
 // RunBuiltin is an operation the controller performs for a Run instead of a

@@ -1,7 +1,8 @@
 // Package builtin holds the pure parts of the builtin Runs: the git script
-// of MergeAndCI with its inputs and the parser of what it reports, the
-// composition of status.result, the names of snapshot volumes, and the
-// checks of git ref names.
+// of MergeAndCI with its inputs, the bounded parser of what it reports and
+// the check of that report against the repository, the composition of
+// status.result, the names of snapshot volumes, and the checks of git ref
+// names.
 //
 // The git script is a constant: every input reaches it through the
 // environment, so no user string is ever part of a script's text.
@@ -67,6 +68,8 @@ func (m Merge) Env() []string {
 		"AFE_RUN=" + m.Run,
 		"AFE_DATE=@" + strconv.FormatInt(m.Date.Unix(), 10) + " +0000",
 		"AFE_ATTEMPT=" + strconv.Itoa(int(m.Attempt)),
+		"AFE_MAX_CONFLICT_FILES=" + strconv.Itoa(MaxConflictFiles),
+		"AFE_MAX_CONFLICT_NAMES=" + strconv.Itoa(MaxConflictNames),
 	}
 }
 

@@ -10,9 +10,17 @@
 #                    that an attempt executed again makes the same commits
 #   AFE_ATTEMPT      the attempt; from 2 on, the locks a killed earlier
 #                    attempt may have left are removed
+#   AFE_MAX_CONFLICT_FILES, AFE_MAX_CONFLICT_NAMES
+#                    how many conflicting files, and how many bytes of their
+#                    names, are listed at most
 # Protocol: the lines "afe-builtin WORD ..." on stdout, parsed by the
 # controller (internal/builtin); everything else goes to stderr. The script
 # exits 0 whenever it could say how things went, "error" lines included.
+# The programs git starts (filters, merge drivers) do not inherit stdout,
+# but run as the same user and group, so they can open it again through
+# /proc: the controller reads only the lines and the order this script
+# writes, within bounds, and checks what they say against the repository
+# once the script has exited (check.sh).
 exec 3>&1 1>&2
 say() { { printf 'afe-builtin'; printf ' %s' "$@"; printf '\n'; } >&3; }
 fail() { say error "$@"; exit 0; }
@@ -28,7 +36,8 @@ export GIT_TERMINAL_PROMPT=0 GIT_EDITOR=true GIT_MERGE_AUTOEDIT=no LC_ALL=C
 command -v git >/dev/null 2>&1 || fail git-not-found
 # No hooks, no fsmonitor, no signing, no pager: the same steps whatever the
 # repository's configuration asks for; paths quoted when unusual. git and
-# whatever it starts do not inherit the report channel (fd 3).
+# whatever it starts do not inherit the report channel (fd 3), though they
+# can reopen it (see above).
 g() { git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c commit.gpgSign=false -c core.pager=cat -c core.quotePath=true -c merge.conflictStyle=merge "$@" 3>&-; }
 
 [ -d "$AFE_REPO" ] || fail repository-not-found "$AFE_REPO"
@@ -102,7 +111,13 @@ for lane in $AFE_LANES; do
 		fail git-failed "git merge of lane $lane"
 	fi
 	say conflict "$lane" "$head"
+	n=0 bytes=0
 	for f in $files; do
+		n=$((n + 1)) bytes=$((bytes + ${#f}))
+		if [ "$n" -gt "$AFE_MAX_CONFLICT_FILES" ] || [ "$bytes" -gt "$AFE_MAX_CONFLICT_NAMES" ]; then
+			say truncated "$lane"
+			break
+		fi
 		say file "$lane" "$f"
 	done
 	g -C "$int" merge --abort || fail git-failed "git merge --abort of lane $lane"

@@ -7,15 +7,29 @@ import (
 	"sync"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/internal/runexec"
 )
 
-// Limits of what the git part's report keeps.
+// Bounds of the git part's report. Its channel is a pipe that processes the
+// repository starts (filters, merge drivers) can open too, so whatever it
+// carries, a Report keeps no more than this; a report past a bound is
+// invalid, and so is any line the script does not write.
 const (
-	// MaxConflictFiles is how many conflicting files a result lists.
+	// MaxConflictFiles is how many conflicting files a result lists; the
+	// script lists no more, and says when there were more.
 	MaxConflictFiles = 500
-	// maxReportLine bounds one protocol line; longer ones are dropped.
-	maxReportLine = 16 << 10
+	// MaxConflictNames bounds the bytes of the conflicting files' names the
+	// script lists; it says when there were more.
+	MaxConflictNames = 256 << 10
+	// maxReportLine bounds one line: a C-quoted path of PATH_MAX bytes fits.
+	maxReportLine = 20 << 10
+	// maxReportLines and maxReportBytes bound a report, well above what the
+	// script writes for the most lanes a Run has and MaxConflictFiles
+	// files.
+	maxReportLines = 2048
+	maxReportBytes = 1 << 20
+	// maxFailureDetail bounds the detail of an "error" line kept for a
+	// condition message.
+	maxFailureDetail = 1 << 10
 	// CIOutputLimit is how much of ciScript's output ci_output keeps.
 	CIOutputLimit = 4 << 10
 )
@@ -32,7 +46,8 @@ type LaneCommit struct {
 type Conflict struct {
 	Lane  string   `json:"lane"`
 	Files []string `json:"files"`
-	// FilesTruncated is true when more than MaxConflictFiles conflicted.
+	// FilesTruncated is true when more files conflicted than are listed
+	// (MaxConflictFiles, MaxConflictNames).
 	FilesTruncated bool `json:"files_truncated,omitempty"`
 }
 
@@ -43,14 +58,42 @@ type Failure struct {
 	Message string
 }
 
+// phase is where the git part is in its report.
+type phase int
+
+const (
+	phaseCommit     phase = iota // committing the lanes' worktrees
+	phaseMerge                   // merging the lanes, after "base"
+	phaseFiles                   // listing a conflict's files
+	phaseIntegrated              // after "integration", before "done"
+	phaseEnd                     // after "done" or "error"
+)
+
 // Report is what the git part said on stdout. It is an io.Writer, fed as
-// the output comes.
+// the output comes, and reads only what the script writes, in the order it
+// writes it, for the Run's own lanes: each lane is named at most once per
+// step and only in the Run's order, every commit is a hex object name, and
+// the whole is bounded. Anything else makes the report invalid (Invalid),
+// and nothing of it is an outcome. A valid report may still lie (a filter
+// can write well-formed lines too): what it says is verified against the
+// repository once the git part has exited (Verify).
 type Report struct {
-	mu          sync.Mutex
-	lines       *runexec.Lines
+	mu     sync.Mutex
+	stream lines
+	lanes  []string
+	index  map[string]int
+	phase  phase
+	// next is the position in lanes the next lane named must be at, or
+	// after (while committing).
+	next int
+	// conflictAt is the commit of the lane that conflicted.
+	conflictAt string
+	// names counts the bytes of the conflicting files' names listed.
+	names int
+
 	Base        string
+	Committed   []LaneCommit
 	Merged      []LaneCommit
-	Committed   []string
 	Conflict    *Conflict
 	Integration string
 	// Done is true once the git part said it finished ("done").
@@ -59,61 +102,167 @@ type Report struct {
 	Failure *Failure
 }
 
-// Write parses complete lines.
+// NewReport is the report of a git part merging lanes, in that order.
+func NewReport(lanes []string) *Report {
+	r := &Report{lanes: lanes, index: make(map[string]int, len(lanes))}
+	for i, l := range lanes {
+		r.index[l] = i
+	}
+	r.stream = lines{maxBytes: maxReportBytes, maxLines: maxReportLines, maxLine: maxReportLine, parse: r.parse}
+	return r
+}
+
+// Write parses complete lines; it never fails, so the output is drained
+// whatever it holds.
 func (r *Report) Write(p []byte) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.lines == nil {
-		r.lines = &runexec.Lines{Max: maxReportLine, Line: func(line []byte) { r.parse(string(line)) }}
-	}
-	return r.lines.Write(p)
+	r.stream.write(p)
+	return len(p), nil
+}
+
+// Invalid says why the report cannot be trusted: the first bound it went
+// past or the first line the script does not write. It is "" for a report
+// that can be.
+func (r *Report) Invalid() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stream.invalid
 }
 
 // parse takes one line: "afe-builtin WORD ARGS...", where the last argument
-// of "file" and "error" runs to the end of the line.
-func (r *Report) parse(line string) {
+// of "file" and "error" runs to the end of the line. It returns why the
+// line is refused, or "". A lane is named in refusals only when it is one
+// of the Run's: nothing else of a refused line is repeated.
+func (r *Report) parse(line string) string {
 	rest, ok := strings.CutPrefix(line, reportPrefix)
 	if !ok {
-		return
+		return "is not a line of the report"
+	}
+	if r.phase == phaseEnd {
+		return "comes after the end of the report"
 	}
 	word, rest, _ := strings.Cut(rest, " ")
 	switch word {
 	case "error":
-		if r.Failure == nil {
-			r.Failure = failure(rest)
+		if lane, ok := strings.CutPrefix(rest, "ref-not-found lane "); ok {
+			if _, ok := r.index[lane]; !ok {
+				return "names a lane that is not one of this Run's lanes"
+			}
 		}
-	case "committed":
-		lane, _, _ := strings.Cut(rest, " ")
-		r.Committed = append(r.Committed, lane)
+		r.Failure = failure(rest)
+		r.phase = phaseEnd
+	case "unchanged", "committed":
+		lane, commit, hasCommit := strings.Cut(rest, " ")
+		i, ok := r.index[lane]
+		switch {
+		case !ok:
+			return "names a lane that is not one of this Run's lanes"
+		case r.phase != phaseCommit:
+			return "says " + word + " after the merge began"
+		case i < r.next:
+			return "names lane " + lane + " again, or out of order"
+		case word == "unchanged" && hasCommit:
+			return "is not a line of the report"
+		case word == "committed" && !isCommit(commit):
+			return "gives lane " + lane + " a commit that is not a hex object name"
+		}
+		if word == "committed" {
+			r.Committed = append(r.Committed, LaneCommit{Lane: lane, Commit: commit})
+		}
+		r.next = i + 1
 	case "base":
-		r.Base = rest
-	case "merged":
+		if r.phase != phaseCommit {
+			return "says base twice, or late"
+		}
+		if !isCommit(rest) {
+			return "gives a base that is not a hex object name"
+		}
+		r.Base, r.phase, r.next = rest, phaseMerge, 0
+	case "merged", "conflict":
 		lane, commit, _ := strings.Cut(rest, " ")
-		r.Merged = append(r.Merged, LaneCommit{Lane: lane, Commit: commit})
-	case "conflict":
-		lane, _, _ := strings.Cut(rest, " ")
-		if r.Conflict == nil {
-			r.Conflict = &Conflict{Lane: lane, Files: []string{}}
+		i, ok := r.index[lane]
+		switch {
+		case !ok:
+			return "names a lane that is not one of this Run's lanes"
+		case r.phase != phaseMerge:
+			return "says " + word + " out of place"
+		case i != r.next:
+			return "names lane " + lane + " again, or out of order"
+		case !isCommit(commit):
+			return "gives lane " + lane + " a commit that is not a hex object name"
 		}
-	case "file":
+		r.next++
+		if word == "merged" {
+			r.Merged = append(r.Merged, LaneCommit{Lane: lane, Commit: commit})
+			break
+		}
+		r.Conflict, r.conflictAt, r.phase = &Conflict{Lane: lane, Files: []string{}}, commit, phaseFiles
+	case "file", "truncated":
+		if r.phase != phaseFiles || r.Conflict.FilesTruncated {
+			return "says " + word + " out of place"
+		}
 		lane, file, _ := strings.Cut(rest, " ")
-		if r.Conflict == nil || r.Conflict.Lane != lane {
-			return
+		if lane != r.Conflict.Lane {
+			return "names another lane than the one that conflicted"
 		}
-		if len(r.Conflict.Files) >= MaxConflictFiles {
+		if word == "truncated" {
+			if file != "" {
+				return "is not a line of the report"
+			}
 			r.Conflict.FilesTruncated = true
-			return
+			break
+		}
+		r.names += len(file)
+		if len(r.Conflict.Files) == MaxConflictFiles || r.names > MaxConflictNames {
+			return "lists more conflicting files than the script does"
 		}
 		r.Conflict.Files = append(r.Conflict.Files, unquotePath(file))
 	case "integration":
-		r.Integration = rest
+		if r.phase != phaseFiles && (r.phase != phaseMerge || r.next != len(r.lanes)) {
+			return "says integration before every lane merged or one conflicted"
+		}
+		if !isCommit(rest) {
+			return "gives an integration commit that is not a hex object name"
+		}
+		r.Integration, r.phase = rest, phaseIntegrated
 	case "done":
-		r.Done = true
+		want := "merged"
+		if r.Conflict != nil {
+			want = "conflict"
+		}
+		if r.phase != phaseIntegrated || rest != want {
+			return "says done out of place"
+		}
+		r.Done, r.phase = true, phaseEnd
+	default:
+		return "is not a line of the report"
 	}
+	return ""
+}
+
+// isCommit tells whether s is a full object name as git prints it: 40
+// (SHA-1) or 64 (SHA-256) lowercase hex digits.
+func isCommit(s string) bool {
+	if len(s) != 40 && len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if (s[i] < '0' || s[i] > '9') && (s[i] < 'a' || s[i] > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // failure turns "WORD DETAIL" of an error line into a reason and message.
 func failure(s string) *Failure {
+	s = strings.Map(func(c rune) rune {
+		if c < ' ' || c == 0x7f {
+			return '?'
+		}
+		return c
+	}, strings.ToValidUTF8(s[:min(len(s), maxFailureDetail)], "\uFFFD"))
 	word, detail, _ := strings.Cut(s, " ")
 	switch word {
 	case "git-not-found":

@@ -79,7 +79,7 @@ func (w *workspace) merge(m Merge) (*Report, string) {
 	cmd := exec.Command(MergeCommand()[0], MergeCommand()[1:]...)
 	cmd.Env = append(os.Environ(), m.Env()...)
 	cmd.Env = append(cmd.Env, "AFE_REPO="+w.repo, "AFE_LANES_DIR="+filepath.Join(w.dir, "lanes"), "HOME="+w.dir)
-	rep := &Report{}
+	rep := NewReport(m.Lanes)
 	var stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = rep, &stderr
 	if err := cmd.Run(); err != nil {
@@ -88,16 +88,43 @@ func (w *workspace) merge(m Merge) (*Report, string) {
 	return rep, stderr.String()
 }
 
+// check runs the check script after a merge of m and returns what it
+// found of the report.
+func (w *workspace) check(m Merge, rep *Report) string {
+	w.t.Helper()
+	if m.Integration == "" {
+		m.Integration = "integration"
+	}
+	if m.Base == "" {
+		m.Base = "main"
+	}
+	cmd := exec.Command(CheckCommand()[0], CheckCommand()[1:]...)
+	cmd.Env = append(os.Environ(), m.Env()...)
+	cmd.Env = append(cmd.Env, "AFE_REPO="+w.repo, "AFE_LANES_DIR="+filepath.Join(w.dir, "lanes"), "HOME="+w.dir)
+	chk := NewCheck(m.Lanes)
+	var stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = chk, &stderr
+	code := 0
+	if err := cmd.Run(); err != nil {
+		code = -1
+		w.t.Logf("check: %v\n%s", err, stderr.String())
+	}
+	return rep.Verify(chk, code)
+}
+
 func TestScriptMergesLanesTouchingDifferentFiles(t *testing.T) {
 	w := newWorkspace(t, "a", "b")
 	w.write("lanes/a/a.txt", "from a\n")
 	w.write("lanes/b/b.txt", "from b\n")
 	rep, stderr := w.merge(Merge{Lanes: []string{"a", "b"}})
-	if rep.Failure != nil || !rep.Done || rep.Conflict != nil {
-		t.Fatalf("report %+v\n%s", rep, stderr)
+	if rep.Invalid() != "" || rep.Failure != nil || !rep.Done || rep.Conflict != nil {
+		t.Fatalf("report %+v %s\n%s", rep, rep.Invalid(), stderr)
 	}
-	if d := cmp.Diff([]string{"a", "b"}, rep.Committed); d != "" {
+	if d := cmp.Diff([]string{"a", "b"}, lanesOf(rep.Committed)); d != "" {
 		t.Fatalf("committed (-want +got):\n%s", d)
+	}
+	if why := w.check(Merge{Lanes: []string{"a", "b"}}, rep); why != "" {
+		t.Fatalf("the check refuses the report: %s", why)
 	}
 	integ := filepath.Join(w.dir, "lanes", "integration")
 	for _, f := range []string{"a.txt", "b.txt", "shared.txt"} {
@@ -119,6 +146,9 @@ func TestScriptMergesLanesTouchingDifferentFiles(t *testing.T) {
 	w.write("lanes/integration/litter.txt", "x")
 	w.write("lanes/integration/shared.txt", "changed\n")
 	again, stderr := w.merge(Merge{Lanes: []string{"a", "b"}, Attempt: 2})
+	if why := w.check(Merge{Lanes: []string{"a", "b"}}, again); why != "" {
+		t.Fatalf("%s: the check refuses the report: %s", By, why)
+	}
 	if again.Integration != rep.Integration || len(again.Committed) != 0 {
 		t.Fatalf("%s: integration %s, was %s; committed %v\n%s", By, again.Integration, rep.Integration, again.Committed, stderr)
 	}
@@ -134,8 +164,11 @@ func TestScriptReportsAConflictAndAborts(t *testing.T) {
 	w.write("lanes/b/only-b.txt", "b\n")
 	w.write("lanes/c/c.txt", "c\n")
 	rep, stderr := w.merge(Merge{Lanes: []string{"a", "b", "c"}})
-	if rep.Failure != nil || !rep.Done || rep.Conflict == nil {
-		t.Fatalf("report %+v\n%s", rep, stderr)
+	if rep.Invalid() != "" || rep.Failure != nil || !rep.Done || rep.Conflict == nil {
+		t.Fatalf("report %+v %s\n%s", rep, rep.Invalid(), stderr)
+	}
+	if why := w.check(Merge{Lanes: []string{"a", "b", "c"}}, rep); why != "" {
+		t.Fatalf("the check refuses the report: %s", why)
 	}
 	if d := cmp.Diff(&Conflict{Lane: "b", Files: []string{"shared.txt"}}, rep.Conflict); d != "" {
 		t.Fatalf("conflict (-want +got):\n%s", d)
@@ -157,8 +190,11 @@ func TestScriptMergesLanesWithNothingToCommit(t *testing.T) {
 	// b has no change at all; a third branch has no worktree.
 	w.git(w.repo, "branch", "d", "main")
 	rep, stderr := w.merge(Merge{Lanes: []string{"a", "b", "d"}})
-	if rep.Failure != nil || !rep.Done || rep.Conflict != nil || len(rep.Committed) != 0 || len(rep.Merged) != 3 {
-		t.Fatalf("report %+v\n%s", rep, stderr)
+	if rep.Invalid() != "" || rep.Failure != nil || !rep.Done || rep.Conflict != nil || len(rep.Committed) != 0 || len(rep.Merged) != 3 {
+		t.Fatalf("report %+v %s\n%s", rep, rep.Invalid(), stderr)
+	}
+	if why := w.check(Merge{Lanes: []string{"a", "b", "d"}}, rep); why != "" {
+		t.Fatalf("the check refuses the report: %s", why)
 	}
 }
 
@@ -197,8 +233,8 @@ func TestScriptFailures(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			w := newWorkspace(t, "a")
 			rep, stderr := w.merge(tc.prepare(w))
-			if rep.Failure == nil || rep.Failure.Reason != tc.reason {
-				t.Fatalf("failure %+v, want %s\n%s", rep.Failure, tc.reason, stderr)
+			if rep.Invalid() != "" || rep.Failure == nil || rep.Failure.Reason != tc.reason {
+				t.Fatalf("failure %+v %s, want %s\n%s", rep.Failure, rep.Invalid(), tc.reason, stderr)
 			}
 		})
 	}
@@ -209,8 +245,8 @@ func TestScriptRemovesStaleLocksOnAnotherAttempt(t *testing.T) {
 	w.write("repo/.git/worktrees/a/index.lock", "")
 	w.write("lanes/a/x", "x")
 	rep, stderr := w.merge(Merge{Lanes: []string{"a"}, Attempt: 2})
-	if rep.Failure != nil || !rep.Done || len(rep.Committed) != 1 {
-		t.Fatalf("report %+v\n%s", rep, stderr)
+	if rep.Invalid() != "" || rep.Failure != nil || !rep.Done || len(rep.Committed) != 1 {
+		t.Fatalf("report %+v %s\n%s", rep, rep.Invalid(), stderr)
 	}
 }
 
@@ -218,7 +254,7 @@ func TestScriptWithoutGit(t *testing.T) {
 	m := Merge{Lanes: []string{"a"}, Integration: "integration", Base: "main", Attempt: 1}
 	cmd := exec.Command(MergeCommand()[0], MergeCommand()[1:]...)
 	cmd.Env = append(m.Env(), "PATH="+t.TempDir())
-	rep := &Report{}
+	rep := NewReport(m.Lanes)
 	cmd.Stdout = rep
 	if err := cmd.Run(); err != nil {
 		t.Fatal(err)
@@ -228,29 +264,112 @@ func TestScriptWithoutGit(t *testing.T) {
 	}
 }
 
-// A repository's configuration can start programs (a filter, fsmonitor);
-// they run as the sandbox user, but they neither run as fsmonitor nor
-// reach the report channel to forge the outcome.
-func TestScriptReportCannotBeForgedByTheRepository(t *testing.T) {
+// forgingFilter is the issue's attack as a clean filter: it writes a forged
+// report line into every pipe of the merge script, its ancestor, through
+// /proc (never into a process that is not its ancestor: these tests run on
+// the machine itself), logs where it got through, and passes the content.
+const forgingFilter = `#!/bin/sh
+log="$1"
+p=$$
+while [ "$p" -gt 1 ]; do
+	p=$(sed -n 's/^PPid:[[:space:]]*//p' "/proc/$p/status")
+	case "$(tr '\0' ' ' < "/proc/$p/cmdline")" in *afe-merge*) ;; *) continue ;; esac
+	for fd in /proc/$p/fd/*; do
+		[ -p "$fd" ] || continue
+		echo 'afe-builtin merged zz-forged 0123456789abcdef0123456789abcdef01234567' > "$fd" && echo "wrote $fd" >> "$log"
+	done
+	break
+done
+exec cat
+`
+
+// A repository's configuration can start programs (a filter, fsmonitor).
+// They run as the sandbox user, not as fsmonitor, and though they can write
+// to the report channel through /proc, what they write is no report.
+func TestScriptReportForgedByTheRepositoryIsRefused(t *testing.T) {
 	w := newWorkspace(t, "a")
 	evil := filepath.Join(w.dir, "evil.sh")
-	w.write("evil.sh", "#!/bin/sh\necho ran >> "+filepath.Join(w.dir, "ran")+"\necho 'afe-builtin committed forged 0000' >&3\necho 'afe-builtin done merged' >&3\ncat\n")
+	w.write("evil.sh", forgingFilter)
 	if err := os.Chmod(evil, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	w.git(w.repo, "config", "core.fsmonitor", evil)
-	w.git(w.repo, "config", "filter.evil.clean", evil)
+	log := filepath.Join(w.dir, "forged")
+	w.git(w.repo, "config", "core.fsmonitor", evil+" "+filepath.Join(w.dir, "fsmonitor"))
+	w.git(w.repo, "config", "filter.evil.clean", evil+" "+log)
 	w.write("lanes/a/.gitattributes", "* filter=evil\n")
 	w.write("lanes/a/a.txt", "from a\n")
 	rep, stderr := w.merge(Merge{Lanes: []string{"a"}})
-	if d := cmp.Diff([]string{"a"}, rep.Committed); d != "" {
-		t.Fatalf("committed (-want +got):\n%s\n%s", d, stderr)
+	forged, _ := os.ReadFile(log)
+	t.Logf("report: %s\nforger:\n%s", rep.Invalid(), forged)
+	if !strings.Contains(string(forged), "wrote") {
+		t.Fatalf("the filter did not reach the merge script: the test checks nothing\n%s", stderr)
 	}
-	if !rep.Done {
-		t.Fatalf("report %+v\n%s", rep, stderr)
+	if _, err := os.Stat(filepath.Join(w.dir, "fsmonitor")); !os.IsNotExist(err) {
+		t.Fatalf("fsmonitor ran: %v", err)
 	}
-	ran, _ := os.ReadFile(filepath.Join(w.dir, "ran"))
-	if n := strings.Count(string(ran), "ran"); n == 0 {
-		t.Fatalf("the filter did not run: the test checks nothing\n%s", stderr)
+	if got := rep.Invalid(); !strings.Contains(got, "names a lane that is not one of this Run's lanes") {
+		t.Fatalf("Invalid() = %q\n%s", got, stderr)
 	}
+	for _, m := range rep.Merged {
+		if m.Lane != "a" {
+			t.Fatalf("merged %+v", rep.Merged)
+		}
+	}
+}
+
+// The check reads the repository the workload configures, but starts none
+// of the programs it names: no filter, fsmonitor or hook, and no transport,
+// which a partial clone starts to fetch a missing commit.
+func TestScriptCheckStartsNoProgramOfTheRepository(t *testing.T) {
+	w := newWorkspace(t, "a")
+	w.write("lanes/a/a.txt", "from a\n")
+	rep, stderr := w.merge(Merge{Lanes: []string{"a"}})
+	if rep.Invalid() != "" || !rep.Done {
+		t.Fatalf("report %+v %s\n%s", rep, rep.Invalid(), stderr)
+	}
+	ran := filepath.Join(w.dir, "ran")
+	evil := filepath.Join(w.dir, "evil.sh")
+	w.write("evil.sh", "#!/bin/sh\necho \"$0 $*\" >> "+ran+"\nexit 1\n")
+	if err := os.Chmod(evil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w.write("hooks/reference-transaction", "#!/bin/sh\necho hook >> "+ran+"\n")
+	if err := os.Chmod(filepath.Join(w.dir, "hooks/reference-transaction"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range [][2]string{
+		{"core.fsmonitor", evil},
+		{"core.hooksPath", filepath.Join(w.dir, "hooks")},
+		{"filter.evil.clean", evil},
+		{"filter.evil.smudge", evil},
+		{"core.repositoryformatversion", "1"},
+		{"extensions.partialClone", "origin"},
+		{"remote.origin.promisor", "true"},
+		{"remote.origin.url", "ext::" + evil + " %S"},
+		{"remote.origin.uploadpack", evil},
+		{"protocol.allow", "always"},
+		{"protocol.ext.allow", "always"},
+		{"core.sshCommand", evil},
+	} {
+		w.git(w.repo, "config", kv[0], kv[1])
+	}
+	w.write("repo/.gitattributes", "* filter=evil\n")
+	// A lane whose branch names a commit the repository lacks: git would
+	// fetch it from the promisor remote.
+	w.write("repo/.git/refs/heads/a", "1234567890123456789012345678901234567890\n")
+	why := w.check(Merge{Lanes: []string{"a"}}, rep)
+	if !strings.Contains(why, "it says lane a was committed as "+rep.Merged[0].Commit+", but its branch is missing") {
+		t.Fatalf("Verify() = %q", why)
+	}
+	if got, err := os.ReadFile(ran); err == nil || !os.IsNotExist(err) {
+		t.Fatalf("the check started a program of the repository: %q", got)
+	}
+}
+
+func lanesOf(lc []LaneCommit) []string {
+	out := []string{}
+	for _, l := range lc {
+		out = append(out, l.Lane)
+	}
+	return out
 }
