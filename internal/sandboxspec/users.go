@@ -82,7 +82,7 @@ func (r IDRanges) String() string {
 
 // ValidateUser checks a sandbox's user against the controller's policy and
 // returns its uid and gid. Besides what ParseUser refuses, it refuses a gid
-// of the controller's Run groups (runexec.GIDMin to GIDMax), a gid on the
+// the controller reserves (runexec.GIDMin and above: Runs and checks), a gid on the
 // deny list, and a uid or gid outside the allowed ranges. The gid is the only
 // group the sandbox's processes get: the controller always gives the engine
 // uid:gid, so the image's /etc/group adds no supplementary group.
@@ -92,10 +92,12 @@ func ValidateUser(user string, opts Options) (uid, gid int, err error) {
 		return 0, 0, invalid(afev1.InvalidSpecReason, "%v", err)
 	}
 	switch {
-	case gid >= runexec.GIDMin && gid <= runexec.GIDMax:
+	case gid >= runexec.GIDMin:
+		// The Run groups, and above them the groups of the checks of
+		// builtin Runs (builtin.CheckGID): no workload may hold one.
 		return 0, 0, invalid(afev1.UserNotAllowedReason,
-			"User %q: gid %d is in %d-%d, the groups the controller reserves for the processes of Runs; choose another gid",
-			user, gid, runexec.GIDMin, runexec.GIDMax)
+			"User %q: gid %d is %d or above, the groups the controller reserves for the processes of Runs; choose another gid",
+			user, gid, runexec.GIDMin)
 	case slices.Contains(opts.DenyGIDs, gid):
 		return 0, 0, invalid(afev1.UserNotAllowedReason,
 			"User %q: gid %d is on the controller's deny list (--deny-gids: the group of the engine's socket and the host's privileged groups); choose another gid",

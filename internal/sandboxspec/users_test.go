@@ -110,7 +110,7 @@ func TestValidateUser(t *testing.T) {
 		"gid above the ranges":         {user: "1000:65536", opts: policy, want: result{Reason: afev1.UserNotAllowedReason}},
 		"a Run group":                  {user: "1000:2000000000", want: result{Reason: afev1.UserNotAllowedReason}},
 		"the last Run group":           {user: "1000:2099999999", want: result{Reason: afev1.UserNotAllowedReason}},
-		"above the Run groups":         {user: "1000:2100000000", want: result{1000, 2100000000, ""}},
+		"above the Run groups: checks": {user: "1000:2100000000", want: result{0, 0, afev1.UserNotAllowedReason}},
 		"below the Run groups":         {user: "1000:1999999999", want: result{1000, 1999999999, ""}},
 		"a Run group as uid only":      {user: "2000000123", want: result{Reason: afev1.UserNotAllowedReason}},
 		"a Run group allowed by range": {user: "1000:2000000001", opts: Options{AllowedGIDs: IDRanges{{1, 2147483646}}}, want: result{Reason: afev1.UserNotAllowedReason}},
