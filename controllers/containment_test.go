@@ -110,11 +110,6 @@ while :; do
   done
 done`)
 	})
-
-	It("ends a Run whose daemon holds its output open after the command exited", func() {
-		got := endsTimedOut("daemon", `hop() { hop & exit 0; }; (setsid sh -c 'hop() { hop & exit 0; }; hop' &); echo parent done; exit 0`)
-		Expect(got.Status.Output).To(ContainSubstring("parent done"))
-	})
 })
 
 // killless is the real engine, but the kill script never runs: what a
