@@ -165,7 +165,11 @@ func (r *RunReconciler) start(ctx context.Context, before, run *afev1.Run, sbx *
 	log := logf.FromContext(ctx)
 	// The sandbox's user is checked here too: the Sandbox read may be newer
 	// than its Ready condition, and the kill runs with the sandbox's group.
-	uid, sandboxGID, err := sandboxspec.ValidateUser(sbx.Spec.User, r.Options.validation())
+	vopts, err := r.Options.validation()
+	if err != nil {
+		return err
+	}
+	uid, sandboxGID, err := sandboxspec.ValidateUser(sbx.Spec.User, vopts)
 	if ie, ok := sandboxspec.AsInvalid(err); ok {
 		return r.fail(ctx, before, run, ie.Reason, "The sandbox's user is refused: "+ie.Message)
 	}
@@ -343,8 +347,10 @@ func (r *RunReconciler) reconcileDelete(ctx context.Context, run *afev1.Run) err
 	if a := r.execs.get(run.UID); a != nil && !a.done.Load() {
 		sbx := &afev1.Sandbox{}
 		if err := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.SandboxRef.Name}, sbx); err == nil {
-			if uid, _, err := sandboxspec.ValidateUser(sbx.Spec.User, r.Options.validation()); err == nil {
-				r.kill(ctx, a, uid)
+			if vopts, err := r.Options.validation(); err == nil {
+				if uid, _, err := sandboxspec.ValidateUser(sbx.Spec.User, vopts); err == nil {
+					r.kill(ctx, a, uid)
+				}
 			}
 		}
 		a.cancel()

@@ -29,6 +29,7 @@ import (
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/hostgroups"
 	"afe.dev/sandbox/internal/metrics"
 	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/internal/status"
@@ -59,8 +60,9 @@ type Options struct {
 	// one sandbox at once (0: DefaultMaxRunsPerSandbox).
 	MaxRunsPerSandbox int
 	// DenyGIDs are gids a sandbox's user may not have: the group of the
-	// engine's socket, the host's privileged groups and --deny-gids.
-	DenyGIDs []int
+	// engine's socket, the host's privileged groups and --deny-gids. Nil
+	// denies none but those sandboxspec always refuses.
+	DenyGIDs *hostgroups.DenyList
 	// AllowedUIDs and AllowedGIDs are --allowed-uids and --allowed-gids;
 	// empty allows any.
 	AllowedUIDs sandboxspec.IDRanges
@@ -75,9 +77,16 @@ func (o Options) MaxRunsPerSandboxOrDefault() int {
 	return o.MaxRunsPerSandbox
 }
 
-func (o Options) validation() sandboxspec.Options {
+// validation is the settings validation depends on. It fails, as the engine
+// being unavailable, while the group of the engine's socket is unknown: no
+// sandbox user can be judged without it.
+func (o Options) validation() (sandboxspec.Options, error) {
+	deny, err := o.DenyGIDs.GIDs()
+	if err != nil {
+		return sandboxspec.Options{}, fmt.Errorf("%w: %w", docker.ErrUnavailable, err)
+	}
 	return sandboxspec.Options{WorkspaceRoot: o.WorkspaceRoot, DenyEnv: o.DenyEnv,
-		DenyGIDs: o.DenyGIDs, AllowedUIDs: o.AllowedUIDs, AllowedGIDs: o.AllowedGIDs}
+		DenyGIDs: deny, AllowedUIDs: o.AllowedUIDs, AllowedGIDs: o.AllowedGIDs}, nil
 }
 
 // SandboxReconciler reconciles Sandboxes into Docker objects.
@@ -180,7 +189,11 @@ func (r *SandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (re
 }
 
 func (r *SandboxReconciler) reconcileNormal(ctx context.Context, s *sandboxScope) (ctrl.Result, error) {
-	if err := sandboxspec.Validate(&s.sbx.Spec.SandboxTemplateSpec, r.Options.validation()); err != nil {
+	vopts, err := r.Options.validation()
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := sandboxspec.Validate(&s.sbx.Spec.SandboxTemplateSpec, vopts); err != nil {
 		if err := r.removeRefusedContainer(ctx, s); err != nil {
 			return ctrl.Result{}, err
 		}

@@ -49,7 +49,11 @@ func (r *SandboxReconciler) removeRefusedContainer(ctx context.Context, s *sandb
 	if !s.id.Owns(c.Labels) {
 		return nil
 	}
-	if _, _, err := sandboxspec.ValidateUser(c.User, r.Options.validation()); err == nil {
+	vopts, err := r.Options.validation()
+	if err != nil {
+		return err
+	}
+	if _, _, err := sandboxspec.ValidateUser(c.User, vopts); err == nil {
 		return nil
 	}
 	logf.FromContext(ctx).Info("Removing a container whose user is refused", "container", name, "user", c.User)

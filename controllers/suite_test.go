@@ -91,7 +91,7 @@ var _ = BeforeSuite(func() {
 	Expect(startTestServers(engine)).To(Succeed())
 	// The user policy as the manager computes it, plus testDeniedGID (a gid
 	// the allowed ranges admit, so only the deny list refuses it).
-	denyGIDs, err := hostgroups.DenyGIDs(strconv.Itoa(testDeniedGID), hostgroups.SocketPath(engine.Host()), "/etc/group")
+	denyGIDs, err := hostgroups.NewDenyList(strconv.Itoa(testDeniedGID), hostgroups.SocketPath(engine.Host()), "/etc/group")
 	Expect(err).NotTo(HaveOccurred())
 	var ctx context.Context
 	ctx, cancelManager = context.WithCancel(context.Background())

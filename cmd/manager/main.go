@@ -133,9 +133,12 @@ func run() int {
 // the socket of a local engine (host) is looked at for its group.
 func userPolicy(opts *controllers.Options, host, denyGIDs, groupFile, allowedUIDs, allowedGIDs string) error {
 	var err error
-	if opts.DenyGIDs, err = hostgroups.DenyGIDs(denyGIDs, hostgroups.SocketPath(host), groupFile); err != nil {
+	if opts.DenyGIDs, err = hostgroups.NewDenyList(denyGIDs, hostgroups.SocketPath(host), groupFile); err != nil {
 		return err
 	}
+	// The socket may not be there yet (the engine is away): sandboxes wait,
+	// reported as the engine being unavailable, until its group is known.
+	_, _ = opts.DenyGIDs.GIDs()
 	if opts.AllowedUIDs, err = sandboxspec.ParseIDRanges(allowedUIDs); err != nil {
 		return fmt.Errorf("--allowed-uids: %w", err)
 	}

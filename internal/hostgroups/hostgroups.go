@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"afe.dev/sandbox/internal/runexec"
@@ -158,4 +159,80 @@ func normalize(gids []int) ([]int, error) {
 		}
 	}
 	return gids, nil
+}
+
+// DenyList is the controller's deny list once the manager runs: the gids of
+// DenyGIDs without the socket's group, and that group looked up when first
+// asked for. A manager can then start while its engine, and the engine's
+// socket, is away; until the socket is found no sandbox user passes (GIDs
+// fails), as no sandbox can start anyway.
+type DenyList struct {
+	fixed  []int
+	socket string
+
+	mu       sync.Mutex
+	gids     []int
+	resolved bool
+}
+
+// NewDenyList is the deny list of the flag (as DenyGIDs takes it), the
+// privileged groups of groupFile, and the group owning socketPath ("" when
+// the engine is not reached through a local socket).
+func NewDenyList(flag, socketPath, groupFile string) (*DenyList, error) {
+	fixed, err := DenyGIDs(flag, "", groupFile)
+	if err != nil {
+		return nil, err
+	}
+	d := &DenyList{fixed: fixed, socket: socketPath}
+	if socketPath == "" {
+		d.gids, d.resolved = fixed, true
+	}
+	return d, nil
+}
+
+// FixedDenyList is a deny list of the given gids only.
+func FixedDenyList(gids ...int) (*DenyList, error) {
+	gids, err := normalize(slices.Clone(gids))
+	if err != nil {
+		return nil, err
+	}
+	return &DenyList{fixed: gids, gids: gids, resolved: true}, nil
+}
+
+// GIDs is the whole deny list, sorted. It fails while the engine's socket
+// cannot be found; once found, its group is kept for the process's life.
+// A nil DenyList denies nothing.
+func (d *DenyList) GIDs() ([]int, error) {
+	if d == nil {
+		return nil, nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.resolved {
+		return d.gids, nil
+	}
+	gid, err := SocketGID(d.socket)
+	if err != nil {
+		return nil, err
+	}
+	gids, err := normalize(append(slices.Clone(d.fixed), gid))
+	if err != nil {
+		return nil, err
+	}
+	d.gids, d.resolved = gids, true
+	return gids, nil
+}
+
+// String names the list for logs: the gids known so far, and the socket
+// whose group is still to be looked up.
+func (d *DenyList) String() string {
+	if d == nil {
+		return "[]"
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.resolved {
+		return fmt.Sprint(d.gids)
+	}
+	return fmt.Sprintf("%v and the group of %s (not found yet)", d.fixed, d.socket)
 }

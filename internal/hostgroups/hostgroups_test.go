@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -179,4 +180,65 @@ func writeGroups(t *testing.T, content string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// A manager may start before its engine's socket exists: the list fails
+// (so no sandbox user passes) until the socket appears, then holds its
+// group for good.
+func TestDenyListFindsTheSocketLater(t *testing.T) {
+	groupFile, socket, sockGID := fixture(t, debianGroups)
+	later := filepath.Join(t.TempDir(), "docker.sock")
+	d, err := NewDenyList("4242", later, groupFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.GIDs(); err == nil || !strings.Contains(err.Error(), "find the group of the engine's socket") {
+		t.Fatalf("GIDs() before the socket exists: err = %v, want the socket's lookup error", err)
+	}
+	if !strings.Contains(d.String(), "not found yet") {
+		t.Errorf("String() = %q, want it to say the socket's group is still unknown", d.String())
+	}
+	if err := os.Rename(socket, later); err != nil {
+		t.Fatal(err)
+	}
+	want, err := DenyGIDs("4242", later, groupFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(want, sockGID) {
+		t.Fatalf("DenyGIDs = %v, want the socket's group %d in it", want, sockGID)
+	}
+	got, err := d.GIDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("GIDs() once the socket exists (-want +got):\n%s", diff)
+	}
+	if err := os.Remove(later); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := d.GIDs(); err != nil || !slices.Contains(again, sockGID) {
+		t.Fatalf("GIDs() after the socket went away = %v, %v; want the group found before", again, err)
+	}
+}
+
+func TestDenyListOfARemoteEngine(t *testing.T) {
+	groupFile, _, _ := fixture(t, debianGroups)
+	d, err := NewDenyList("", "", groupFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := d.GIDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := DenyGIDs("", "", groupFile)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("(-want +got):\n%s", diff)
+	}
+	var none *DenyList
+	if gids, err := none.GIDs(); err != nil || gids != nil {
+		t.Fatalf("nil DenyList: %v, %v", gids, err)
+	}
 }
