@@ -203,10 +203,11 @@ var _ = Describe("Hostile specs", func() {
 			s.Spec.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: workspaceRoot}
 		}, afev1.WorkspaceOutsideRootReason),
 		Entry("the Docker socket through a symlink inside the root", func(ns string, s *afev1.Sandbox) {
-			link := workspaceRoot + "/" + ns + "-sock"
+			link := workspaceRoot + "/" + ns + "/sock"
+			Expect(os.MkdirAll(workspaceRoot+"/"+ns, 0o755)).To(Succeed())
 			Expect(os.Symlink("/var/run/docker.sock", link)).To(Succeed())
 			s.Spec.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: link}
-		}, afev1.WorkspaceOutsideRootReason),
+		}, afev1.WorkspaceSymlinkReason),
 		Entry("a denied env name in lower case", func(_ string, s *afev1.Sandbox) {
 			s.Spec.Env = []afev1.EnvVar{{Name: "kubeconfig", Value: "/root/.kube/config"}}
 		}, afev1.DeniedEnvReason),

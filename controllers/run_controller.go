@@ -181,6 +181,9 @@ func (r *RunReconciler) start(ctx context.Context, before, run *afev1.Run, sbx *
 		}
 	case afev1.BuiltinSnapshot:
 		if job, err = r.snapshotJobOf(ctx, sbx); err != nil {
+			if _, ok := sandboxspec.AsInvalid(err); !ok && !errors.Is(err, docker.ErrNotFound) {
+				return err
+			}
 			return r.fail(ctx, before, run, afev1.SnapshotFailedReason, "The sandbox's workspace cannot be copied: "+err.Error())
 		}
 	}

@@ -30,18 +30,29 @@ type snapshotJob struct {
 	ticketUID string
 }
 
-// snapshotJobOf reads the workspace of the sandbox.
+// snapshotJobOf reads the workspace of the sandbox. A host folder is
+// checked as for the sandbox's container (the engine binds its path to copy
+// it, as root): inside the namespace's folder, no symbolic link on the way,
+// and no container of another Sandbox with an overlapping folder, which
+// could swap a component of the path.
 func (r *RunReconciler) snapshotJobOf(ctx context.Context, sbx *afev1.Sandbox) (*snapshotJob, error) {
 	j := &snapshotJob{id: sandboxspec.IdentityOf(sbx, r.Options.Instance), image: sbx.Spec.Image}
 	if ref := metav1.GetControllerOf(sbx); ref != nil && ref.Kind == "Ticket" {
 		j.ticketUID = string(ref.UID)
 	}
 	if sbx.Spec.Workspace.Type == afev1.WorkspaceFolder {
-		dir, err := sandboxspec.ResolveFolder(sbx.Spec.Workspace.HostPath, r.Options.WorkspaceRoot)
+		f, err := sandboxspec.ResolveFolder(sbx.Spec.Workspace.HostPath, sbx.Namespace, r.Options.workspaces())
 		if err != nil {
 			return nil, err
 		}
-		j.source = docker.Mount{Type: docker.MountBind, Source: dir}
+		c, err := findFolderConflict(ctx, r.Client, r.Engine, r.Options, sbx, f.Path)
+		if err != nil {
+			return nil, err
+		}
+		if c != nil {
+			return nil, &sandboxspec.InvalidError{Reason: afev1.WorkspaceConflictReason, Message: c.message(f.Path)}
+		}
+		j.source = docker.Mount{Type: docker.MountBind, Source: f.Path}
 		return j, nil
 	}
 	v, err := workspaceVolume(ctx, r.Engine, j.id)

@@ -67,6 +67,13 @@ type Options struct {
 	// empty allows any.
 	AllowedUIDs sandboxspec.IDRanges
 	AllowedGIDs sandboxspec.IDRanges
+	// WorkspaceRootShared is --workspace-root-shared: a remote engine sees
+	// WorkspaceRoot at the same path as the controller.
+	WorkspaceRootShared bool
+	// EngineRemote is true when the engine is not on a local unix socket;
+	// SetupAll sets it from the engine. Folder workspaces are then refused
+	// unless WorkspaceRootShared.
+	EngineRemote bool
 }
 
 // MaxRunsPerSandboxOrDefault is MaxRunsPerSandbox, or its default.
@@ -77,6 +84,12 @@ func (o Options) MaxRunsPerSandboxOrDefault() int {
 	return o.MaxRunsPerSandbox
 }
 
+// workspaces is the settings Folder workspaces are judged by.
+func (o Options) workspaces() sandboxspec.Options {
+	return sandboxspec.Options{WorkspaceRoot: o.WorkspaceRoot,
+		EngineRemote: o.EngineRemote, WorkspaceRootShared: o.WorkspaceRootShared}
+}
+
 // validation is the settings validation depends on. It fails, as the engine
 // being unavailable, while the group of the engine's socket is unknown: no
 // sandbox user can be judged without it.
@@ -85,8 +98,9 @@ func (o Options) validation() (sandboxspec.Options, error) {
 	if err != nil {
 		return sandboxspec.Options{}, fmt.Errorf("%w: %w", docker.ErrUnavailable, err)
 	}
-	return sandboxspec.Options{WorkspaceRoot: o.WorkspaceRoot, DenyEnv: o.DenyEnv,
-		DenyGIDs: deny, AllowedUIDs: o.AllowedUIDs, AllowedGIDs: o.AllowedGIDs}, nil
+	v := o.workspaces()
+	v.DenyEnv, v.DenyGIDs, v.AllowedUIDs, v.AllowedGIDs = o.DenyEnv, deny, o.AllowedUIDs, o.AllowedGIDs
+	return v, nil
 }
 
 // SandboxReconciler reconciles Sandboxes into Docker objects.
@@ -108,6 +122,9 @@ type SandboxReconciler struct {
 	// legacyChecked holds the UIDs whose legacy-named proxy and network
 	// (docs/upgrade.md) this process has looked for.
 	legacyChecked sync.Map
+	// folderLocks holds a *sync.Mutex per namespace, held across the check
+	// of a Folder workspace and the creation of its container.
+	folderLocks sync.Map
 }
 
 // finalizedMemory is how long a finalized UID is remembered.
@@ -223,25 +240,30 @@ func (r *SandboxReconciler) reconcileNormal(ctx context.Context, s *sandboxScope
 }
 
 // invalidSpec reports a spec the controller cannot honour. Nothing is created;
-// objects of an earlier, valid spec are left as they are (but for a container
-// whose user the policy now refuses: see removeRefusedContainer).
+// objects of an earlier, valid spec are left as they are, but for a
+// container whose user the policy now refuses (see removeRefusedContainer)
+// and the container of a Folder workspace that is no longer acceptable.
 func (r *SandboxReconciler) invalidSpec(ctx context.Context, s *sandboxScope, err error) (ctrl.Result, error) {
 	ie, ok := sandboxspec.AsInvalid(err)
 	if !ok {
 		return ctrl.Result{}, err
 	}
-	logf.FromContext(ctx).Info("Sandbox spec cannot be honoured", "reason", ie.Reason, "message", ie.Message)
-	condType := afev1.ContainerReadyCondition
-	if s.sbx.Spec.Workspace.Type == afev1.WorkspaceFolder && ie.Reason == afev1.WorkspaceOutsideRootReason {
-		condType = afev1.WorkspaceReadyCondition
+	if s.sbx.Spec.Workspace.Type == afev1.WorkspaceFolder && folderRefusedReasons[ie.Reason] {
+		return r.refuseFolder(ctx, s, err)
 	}
+	return r.refuse(ctx, s, afev1.ContainerReadyCondition, ie)
+}
+
+// refuse sets the condition of a spec that cannot be honoured.
+func (r *SandboxReconciler) refuse(ctx context.Context, s *sandboxScope, condType string, ie *sandboxspec.InvalidError) (ctrl.Result, error) {
+	logf.FromContext(ctx).Info("Sandbox spec cannot be honoured", "reason", ie.Reason, "message", ie.Message)
 	setCondition(s.sbx, condType, false, ie.Reason, ie.Message)
 	s.sbx.Status.ObservedGeneration = s.sbx.Generation
 	if ie.Reason == afev1.SecretNotFoundReason || ie.Reason == afev1.SecretNotAllowedReason {
 		// Secrets are not watched (nor cached): look again in a while.
 		return ctrl.Result{RequeueAfter: 15 * time.Second}, nil
 	}
-	return ctrl.Result{}, reconcile.TerminalError(err)
+	return ctrl.Result{}, reconcile.TerminalError(ie)
 }
 
 // reconcileDelete removes the sandbox's Docker objects, newest first, then
@@ -350,6 +372,9 @@ func (r *SandboxReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&afev1.Sandbox{}, builder.WithPredicates(specOrDeletionChanged())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Options.MaxConcurrentReconciles)}).
 		Named("sandbox")
+	// Both sides of a Folder workspace conflict look again when either
+	// changes.
+	b = b.Watches(&afev1.Sandbox{}, handler.EnqueueRequestsFromMapFunc(r.folderNeighbours), builder.WithPredicates(folderChanged()))
 	if r.DockerEvents != nil {
 		b = b.WatchesRawSource(source.Channel(r.DockerEvents, &handler.TypedEnqueueRequestForObject[*afev1.Sandbox]{}))
 	}

@@ -241,8 +241,8 @@ var _ = Describe("Sandbox", func() {
 	})
 
 	It("mounts a Folder workspace inside --workspace-root and never deletes it", func() {
-		dir := filepath.Join(workspaceRoot, ns)
-		Expect(os.Mkdir(dir, 0o777)).To(Succeed())
+		dir := filepath.Join(workspaceRoot, ns, "ws")
+		Expect(os.MkdirAll(dir, 0o777)).To(Succeed())
 		Expect(os.Chmod(dir, 0o777)).To(Succeed())
 		sbx := newSandbox(ns, "folder")
 		sbx.Spec.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: dir}
@@ -306,10 +306,19 @@ var _ = Describe("Sandbox", func() {
 			s.Spec.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: os.TempDir()}
 		}, afev1.WorkspaceReadyCondition, afev1.WorkspaceOutsideRootReason, "not inside"),
 		Entry("a Folder reached through a symlink out of the root", func(ns string, s *afev1.Sandbox) {
-			link := filepath.Join(workspaceRoot, ns+"-escape")
+			link := filepath.Join(workspaceRoot, ns, "escape")
+			Expect(os.MkdirAll(filepath.Dir(link), 0o755)).To(Succeed())
 			Expect(os.Symlink("/etc", link)).To(Succeed())
 			s.Spec.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: link}
-		}, afev1.WorkspaceReadyCondition, afev1.WorkspaceOutsideRootReason, "not inside"),
+		}, afev1.WorkspaceReadyCondition, afev1.WorkspaceSymlinkReason, "symbolic link"),
+		Entry("a Folder in another namespace's folder", func(_ string, s *afev1.Sandbox) {
+			dir := filepath.Join(workspaceRoot, "other-namespace", "ws")
+			Expect(os.MkdirAll(dir, 0o755)).To(Succeed())
+			s.Spec.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: dir}
+		}, afev1.WorkspaceReadyCondition, afev1.WorkspaceOutsideRootReason, "may only use folders under"),
+		Entry("the namespace's folder itself", func(ns string, s *afev1.Sandbox) {
+			s.Spec.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: filepath.Join(workspaceRoot, ns)}
+		}, afev1.WorkspaceReadyCondition, afev1.WorkspaceOutsideRootReason, "the folder of namespace"),
 		Entry("the Docker socket as a Folder", func(_ string, s *afev1.Sandbox) {
 			s.Spec.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: "/var/run/docker.sock"}
 		}, afev1.WorkspaceReadyCondition, afev1.WorkspaceOutsideRootReason, "not inside"),

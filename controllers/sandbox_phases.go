@@ -60,14 +60,7 @@ func (r *SandboxReconciler) resolveEnv(ctx context.Context, sbx *afev1.Sandbox) 
 // reconcileWorkspace makes the workspace volume exist, or resolves the folder.
 func (r *SandboxReconciler) reconcileWorkspace(ctx context.Context, s *sandboxScope) (ctrl.Result, error) {
 	if s.sbx.Spec.Workspace.Type == afev1.WorkspaceFolder {
-		dir, err := sandboxspec.ResolveFolder(s.sbx.Spec.Workspace.HostPath, r.Options.WorkspaceRoot)
-		if err != nil {
-			return r.invalidSpec(ctx, s, err)
-		}
-		s.resolved.Workspace = dir
-		s.sbx.Status.VolumeName = ""
-		setCondition(s.sbx, afev1.WorkspaceReadyCondition, true, afev1.ReadyReason, "Host folder "+dir+" is mounted at /workspace")
-		return ctrl.Result{}, nil
+		return r.reconcileFolder(ctx, s)
 	}
 	// A workspace that starts from a snapshot: the snapshot is checked
 	// before anything is created.
@@ -225,7 +218,16 @@ func (r *SandboxReconciler) reconcileContainer(ctx context.Context, s *sandboxSc
 
 	if create {
 		log.Info("Creating container", "container", want.Name)
-		created, err := r.Engine.RunContainer(ctx, want)
+		var created *docker.Container
+		if sbx.Spec.Workspace.Type == afev1.WorkspaceFolder {
+			var res ctrl.Result
+			created, res, err = r.runInFolder(ctx, s, want)
+			if err == nil && created == nil {
+				return res, nil // refused, and said so
+			}
+		} else {
+			created, err = r.Engine.RunContainer(ctx, want)
+		}
 		if errors.Is(err, docker.ErrConflict) {
 			setCondition(sbx, afev1.ContainerReadyCondition, false, afev1.NameConflictReason,
 				fmt.Sprintf("Container %s belongs to another sandbox or controller instance and is not adopted", want.Name))

@@ -14,6 +14,11 @@ import (
 // manager.
 // ctx bounds the Runs executed by this process: they end with it.
 func SetupAll(ctx context.Context, mgr ctrl.Manager, engine docker.Engine, opts Options) error {
+	// Only an engine on a local unix socket is known to see the controller's
+	// folders at the same paths.
+	if l, ok := engine.(interface{ IsLocal() bool }); !ok || !l.IsLocal() {
+		opts.EngineRemote = true
+	}
 	events := NewDockerEventSource(engine, mgr.GetClient(), opts.Instance)
 	if err := mgr.Add(events); err != nil {
 		return fmt.Errorf("add docker event source: %w", err)

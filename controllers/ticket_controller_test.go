@@ -155,8 +155,8 @@ var _ = Describe("Ticket", func() {
 	})
 
 	It("gives a Folder workspace one sandbox per scope on the same folder", func() {
-		dir := filepath.Join(workspaceRoot, ns+"-tk")
-		Expect(os.Mkdir(dir, 0o777)).To(Succeed())
+		dir := filepath.Join(workspaceRoot, ns, "tk")
+		Expect(os.MkdirAll(dir, 0o777)).To(Succeed())
 		Expect(os.Chmod(dir, 0o777)).To(Succeed())
 		tk := newTicket(ns, "folder", "a", "b")
 		tk.Spec.Sandbox.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: dir}

@@ -192,6 +192,12 @@ func (c *Client) InspectContainer(ctx context.Context, name string) (*Container,
 		if t, err := time.Parse(time.RFC3339Nano, st.StartedAt); err == nil && t.Year() > 1 {
 			out.StartedAt = t
 		}
+		if st.Running {
+			out.Pid = st.Pid
+		}
+	}
+	for _, m := range info.Mounts {
+		out.Mounts = append(out.Mounts, MountPoint{Type: MountType(m.Type), Source: m.Source, Destination: m.Destination})
 	}
 	if info.NetworkSettings != nil {
 		for n, ep := range info.NetworkSettings.Networks {
@@ -223,6 +229,9 @@ func (c *Client) ListContainers(ctx context.Context, labels map[string]string) (
 		}
 		if len(s.Names) > 0 {
 			ct.Name = strings.TrimPrefix(s.Names[0], "/")
+		}
+		for _, m := range s.Mounts {
+			ct.Mounts = append(ct.Mounts, MountPoint{Type: MountType(m.Type), Source: m.Source, Destination: m.Destination})
 		}
 		if s.NetworkSettings != nil {
 			for n, ep := range s.NetworkSettings.Networks {

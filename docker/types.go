@@ -117,6 +117,20 @@ type Container struct {
 	IPs map[string]string
 	// User is the user the container's processes run as, as configured.
 	User string
+	// Pid is the host process ID of the container's first process while it
+	// runs (InspectContainer only; zero otherwise).
+	Pid int
+	// Mounts are the container's mounts as the engine reports them.
+	Mounts []MountPoint
+}
+
+// MountPoint is one mount of a container as the engine reports it.
+type MountPoint struct {
+	Type MountType
+	// Source is the host path of a bind mount, or the volume's path on the
+	// engine's host.
+	Source      string
+	Destination string
 }
 
 // VolumeSpec is a named volume.

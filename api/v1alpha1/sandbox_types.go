@@ -16,7 +16,8 @@ type WorkspaceType string
 const (
 	// WorkspaceVolume is a named Docker volume, one per ticket.
 	WorkspaceVolume WorkspaceType = "Volume"
-	// WorkspaceFolder is a host folder inside the controller's --workspace-root.
+	// WorkspaceFolder is a host folder under the controller's
+	// --workspace-root, in the folder of the Sandbox's namespace.
 	WorkspaceFolder WorkspaceType = "Folder"
 )
 
@@ -72,9 +73,27 @@ const (
 	// gid of the controller's Run groups). Nothing was created, and a
 	// container of the sandbox running as such a user is removed.
 	UserNotAllowedReason = "UserNotAllowed"
-	// WorkspaceOutsideRootReason: a Folder workspace resolves outside
-	// --workspace-root, or Folder workspaces are disabled.
+	// WorkspaceOutsideRootReason: a Folder workspace is not strictly inside
+	// <workspace-root>/<namespace>/ of the Sandbox's namespace (or climbs
+	// out with ..), or Folder workspaces are disabled.
 	WorkspaceOutsideRootReason = "WorkspaceOutsideRoot"
+	// WorkspaceSymlinkReason: a component of a Folder workspace's path, from
+	// --workspace-root down, is a symbolic link. Nothing was created.
+	WorkspaceSymlinkReason = "WorkspaceSymlink"
+	// WorkspaceConflictReason: a Folder workspace contains, or is inside,
+	// the folder of another Sandbox, or is the same folder as a Sandbox of
+	// another ticket. Both Sandboxes are refused and their containers
+	// removed until one of them changes; the message names the other.
+	WorkspaceConflictReason = "WorkspaceConflict"
+	// WorkspaceNotSharedReason: the Docker engine is not on a local unix
+	// socket and the controller was not told (--workspace-root-shared) that
+	// the engine sees --workspace-root at the same path: Folder workspaces
+	// are refused.
+	WorkspaceNotSharedReason = "WorkspaceNotShared"
+	// WorkspaceMountMismatchReason: what the engine mounted at /workspace is
+	// not the folder the controller checked (the path was swapped between
+	// the check and the mount). The container was removed at once.
+	WorkspaceMountMismatchReason = "WorkspaceMountMismatch"
 	// ImagePullFailedReason: the image is not present and could not be pulled;
 	// retried with backoff.
 	ImagePullFailedReason = "ImagePullFailed"
@@ -215,8 +234,12 @@ type WorkspaceSpec struct {
 	// +optional
 	Type WorkspaceType `json:"type,omitempty"`
 
-	// hostPath is the host folder of a Folder workspace: an absolute path that
-	// must resolve, after symlinks, inside the controller's --workspace-root.
+	// hostPath is the host folder of a Folder workspace: an existing folder
+	// strictly inside <workspace-root>/<namespace>/ (the controller's
+	// --workspace-root and the Sandbox's namespace), with no symbolic link
+	// on any component from the root down and no "." or "..". No two
+	// Sandboxes may use nested folders, and only Sandboxes of one ticket
+	// may share a folder.
 	// +kubebuilder:validation:MaxLength=4096
 	// +kubebuilder:validation:Pattern=`^/[^\x00\n]*$`
 	// +optional

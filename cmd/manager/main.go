@@ -56,7 +56,7 @@ func run() int {
 	flag.StringVar(&opts.ProxyImage, "proxy-image", "afe/egress-proxy:dev", "The egress proxy image.")
 	flag.StringVar(&opts.EgressNetwork, "egress-network", "bridge", "The network egress proxies reach the outside through.")
 	flag.BoolVar(&opts.EgressAllowPrivate, "egress-allow-private", false, "Let egress proxies reach private, loopback and link-local addresses.")
-	flag.StringVar(&opts.WorkspaceRoot, "workspace-root", "", "The host folder Folder workspaces must resolve inside; empty refuses Folder workspaces.")
+	flag.StringVar(&opts.WorkspaceRoot, "workspace-root", "", "The host folder Folder workspaces live under, in a folder per namespace (<root>/<namespace>/...); empty refuses Folder workspaces.")
 	flag.StringVar(&denyEnv, "deny-env", "", "Comma-separated env names refused in sandboxes, added to the built-in list ("+strings.Join(sandboxspec.DefaultDenyEnv, ",")+").")
 	flag.StringVar(&opts.Instance, "instance", "default", "The name of this controller instance, the afe.controller label of its Docker objects.")
 	flag.IntVar(&opts.MaxConcurrentReconciles, "max-concurrent-reconciles", 8, "Reconciles run in parallel per kind. They mostly wait on the engine, so more than the cores helps (see make bench).")
@@ -66,6 +66,7 @@ func run() int {
 	flag.StringVar(&allowedUIDs, "allowed-uids", "", "Comma-separated uids and ranges (1000-65535,70000) a sandbox's user must be in; empty allows any uid but 0.")
 	flag.StringVar(&allowedGIDs, "allowed-gids", "", "Comma-separated gids and ranges (1000-65535,70000) a sandbox's group must be in; empty allows any gid but 0 and the denied ones. The groups the controller gives Run commands are its own and not checked against it.")
 	flag.StringVar(&groupFile, "host-group-file", "/etc/group", "The engine host's group file, where the privileged groups and the names in --deny-gids are looked up; a missing file holds no names (in a Deployment, mount the node's /etc/group).")
+	flag.BoolVar(&opts.WorkspaceRootShared, "workspace-root-shared", false, "The Docker engine sees --workspace-root at the same path as the controller. Needed for Folder workspaces when the engine is not on a local unix socket (tcp://, ssh://): they are refused otherwise.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -122,6 +123,9 @@ func run() int {
 	}
 
 	log.Info("Starting the manager", "docker", engine.Host(), "instance", opts.Instance)
+	if opts.WorkspaceRoot != "" && !engine.IsLocal() && !opts.WorkspaceRootShared {
+		log.Info("Folder workspaces are refused: the Docker engine is not on a local unix socket; set --workspace-root-shared if it sees --workspace-root at the same path", "docker", engine.Host())
+	}
 	if err := mgr.Start(ctx); err != nil {
 		log.Error(err, "The manager stopped")
 		return 1

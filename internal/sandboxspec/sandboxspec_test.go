@@ -31,13 +31,12 @@ func validSpec() afev1.SandboxTemplateSpec {
 }
 
 func TestValidate(t *testing.T) {
+	// Validate checks a Folder's path as written; what is on the disk
+	// (symbolic links, files, missing folders) is TestResolveFolder's.
 	root := t.TempDir()
-	inside := filepath.Join(root, "tk-1")
+	inside := filepath.Join(root, "ns", "tk-1")
 	outside := t.TempDir()
-	must(t, os.Mkdir(inside, 0o755))
-	must(t, os.Symlink(outside, filepath.Join(root, "escape")))
-	must(t, os.WriteFile(filepath.Join(root, "file"), nil, 0o644))
-
+	must(t, os.MkdirAll(inside, 0o755))
 	tests := map[string]struct {
 		mutate     func(*afev1.SandboxTemplateSpec)
 		opts       Options
@@ -89,26 +88,25 @@ func TestValidate(t *testing.T) {
 			opts:       Options{WorkspaceRoot: root},
 			wantReason: afev1.WorkspaceOutsideRootReason,
 		},
-		"folder through a symlink out": {
+		"folder is the namespace folder": {
 			mutate: func(s *afev1.SandboxTemplateSpec) {
-				s.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: filepath.Join(root, "escape")}
+				s.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: filepath.Dir(inside)}
 			},
 			opts:       Options{WorkspaceRoot: root},
 			wantReason: afev1.WorkspaceOutsideRootReason,
 		},
-		"folder is a file": {
+		"folder on a remote engine": {
 			mutate: func(s *afev1.SandboxTemplateSpec) {
-				s.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: filepath.Join(root, "file")}
+				s.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: inside}
 			},
-			opts:       Options{WorkspaceRoot: root},
-			wantReason: afev1.InvalidSpecReason,
+			opts:       Options{WorkspaceRoot: root, EngineRemote: true},
+			wantReason: afev1.WorkspaceNotSharedReason,
 		},
-		"folder missing": {
+		"folder on a remote engine that shares the root": {
 			mutate: func(s *afev1.SandboxTemplateSpec) {
-				s.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: filepath.Join(root, "nope")}
+				s.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: inside}
 			},
-			opts:       Options{WorkspaceRoot: root},
-			wantReason: afev1.InvalidSpecReason,
+			opts: Options{WorkspaceRoot: root, EngineRemote: true, WorkspaceRootShared: true},
 		},
 		"docker socket as folder": {
 			mutate: func(s *afev1.SandboxTemplateSpec) {

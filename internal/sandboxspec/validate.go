@@ -7,8 +7,6 @@ package sandboxspec
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -76,6 +74,13 @@ type Options struct {
 	// empty allows any (root, DenyGIDs and the Run groups aside).
 	AllowedUIDs IDRanges
 	AllowedGIDs IDRanges
+	// EngineRemote is true when the Docker engine is not reached through a
+	// local unix socket: Folder workspaces are then refused unless
+	// WorkspaceRootShared.
+	EngineRemote bool
+	// WorkspaceRootShared is --workspace-root-shared: the engine sees
+	// WorkspaceRoot at the same path as the controller.
+	WorkspaceRootShared bool
 }
 
 // Validate checks a sandbox spec.
@@ -113,7 +118,7 @@ func Validate(spec *afev1.SandboxTemplateSpec, opts Options) error {
 			return invalid(afev1.InvalidSpecReason, "Workspace.hostPath is only allowed for a Folder workspace")
 		}
 	case afev1.WorkspaceFolder:
-		if _, err := ResolveFolder(spec.Workspace.HostPath, opts.WorkspaceRoot); err != nil {
+		if _, _, err := FolderPath(spec.Workspace.HostPath, opts); err != nil {
 			return err
 		}
 	default:
@@ -199,32 +204,4 @@ func validateEnv(env []afev1.EnvVar, extraDeny []string) error {
 		}
 	}
 	return nil
-}
-
-// ResolveFolder resolves a Folder workspace's host path, following symlinks,
-// and checks that it is a directory strictly inside root (itself resolved).
-func ResolveFolder(hostPath, root string) (string, error) {
-	if root == "" {
-		return "", invalid(afev1.WorkspaceOutsideRootReason, "Folder workspaces are disabled: the controller runs without --workspace-root")
-	}
-	if !filepath.IsAbs(hostPath) {
-		return "", invalid(afev1.InvalidSpecReason, "Workspace.hostPath %q must be absolute", hostPath)
-	}
-	realRoot, err := filepath.EvalSymlinks(root)
-	if err != nil {
-		return "", invalid(afev1.WorkspaceOutsideRootReason, "The controller's --workspace-root %q cannot be resolved", root)
-	}
-	real, err := filepath.EvalSymlinks(hostPath)
-	if err != nil {
-		return "", invalid(afev1.InvalidSpecReason, "Workspace.hostPath %q does not exist or cannot be resolved; create the folder inside %s", hostPath, root)
-	}
-	rel, err := filepath.Rel(realRoot, real)
-	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) {
-		return "", invalid(afev1.WorkspaceOutsideRootReason, "Workspace.hostPath %q resolves to %s, which is not inside the controller's --workspace-root %s", hostPath, real, root)
-	}
-	fi, err := os.Stat(real)
-	if err != nil || !fi.IsDir() {
-		return "", invalid(afev1.InvalidSpecReason, "Workspace.hostPath %q is not a directory", hostPath)
-	}
-	return real, nil
 }

@@ -19,14 +19,18 @@ var sandboxParts = []string{
 
 // terminalReasons need the user to change something.
 var terminalReasons = map[string]bool{
-	afev1.InvalidSpecReason:          true,
-	afev1.DeniedEnvReason:            true,
-	afev1.SecretNotFoundReason:       true,
-	afev1.SecretNotAllowedReason:     true,
-	afev1.UserNotAllowedReason:       true,
-	afev1.WorkspaceOutsideRootReason: true,
-	afev1.NameConflictReason:         true,
-	afev1.SnapshotNotFoundReason:     true,
+	afev1.InvalidSpecReason:            true,
+	afev1.DeniedEnvReason:              true,
+	afev1.SecretNotFoundReason:         true,
+	afev1.SecretNotAllowedReason:       true,
+	afev1.UserNotAllowedReason:         true,
+	afev1.WorkspaceOutsideRootReason:   true,
+	afev1.NameConflictReason:           true,
+	afev1.SnapshotNotFoundReason:       true,
+	afev1.WorkspaceSymlinkReason:       true,
+	afev1.WorkspaceConflictReason:      true,
+	afev1.WorkspaceNotSharedReason:     true,
+	afev1.WorkspaceMountMismatchReason: true,
 }
 
 // waitingReasons block provisioning until something outside changes.

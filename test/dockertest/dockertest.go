@@ -56,6 +56,8 @@ type Inspected struct {
 	}
 	State struct {
 		Running bool
+		// Pid is the host process ID of the container's first process.
+		Pid int
 	}
 	HostConfig struct {
 		NetworkMode    string

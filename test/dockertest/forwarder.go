@@ -11,21 +11,36 @@ import (
 // restore that path: tests give it to the controller as --docker-host to
 // play an engine that goes away and comes back.
 type Forwarder struct {
-	Path   string
-	target string
-	mu     sync.Mutex
-	ln     net.Listener
-	conns  map[net.Conn]bool
+	// Path is the socket's path, or the address of a TCP forwarder.
+	Path    string
+	network string
+	target  string
+	mu      sync.Mutex
+	ln      net.Listener
+	conns   map[net.Conn]bool
 }
 
 // NewForwarder listens on path and relays to the engine's socket.
 func NewForwarder(path string) (*Forwarder, error) {
-	f := &Forwarder{Path: path, target: "/var/run/docker.sock", conns: map[net.Conn]bool{}}
+	f := &Forwarder{Path: path, network: "unix", target: "/var/run/docker.sock", conns: map[net.Conn]bool{}}
+	return f, f.Restore()
+}
+
+// NewTCPForwarder listens on a free loopback port and relays to the
+// engine's socket: an engine the controller reaches as a remote one.
+func NewTCPForwarder() (*Forwarder, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	f := &Forwarder{Path: addr, network: "tcp", target: "/var/run/docker.sock", conns: map[net.Conn]bool{}}
 	return f, f.Restore()
 }
 
 // Host is the value for --docker-host.
-func (f *Forwarder) Host() string { return "unix://" + f.Path }
+func (f *Forwarder) Host() string { return f.network + "://" + f.Path }
 
 // Cut closes the socket and every relayed connection: the engine is gone.
 func (f *Forwarder) Cut() {
@@ -39,7 +54,9 @@ func (f *Forwarder) Cut() {
 		_ = c.Close()
 	}
 	f.conns = map[net.Conn]bool{}
-	_ = os.Remove(f.Path)
+	if f.network == "unix" {
+		_ = os.Remove(f.Path)
+	}
 }
 
 // Restore listens again: the engine is back.
@@ -49,8 +66,10 @@ func (f *Forwarder) Restore() error {
 	if f.ln != nil {
 		return nil
 	}
-	_ = os.Remove(f.Path)
-	ln, err := net.Listen("unix", f.Path)
+	if f.network == "unix" {
+		_ = os.Remove(f.Path)
+	}
+	ln, err := net.Listen(f.network, f.Path)
 	if err != nil {
 		return err
 	}
