@@ -38,6 +38,18 @@ func folderSandbox(ns, name, dir, ticket string) *afev1.Sandbox {
 	return sbx
 }
 
+// restoreAfterLoop puts dir back as it was before the swap loop, should the
+// loop have died (with its sandbox's container) in the middle of a swap:
+// with the link in place, or between the rename and the link.
+func restoreAfterLoop(dir string) {
+	if fi, err := os.Lstat(dir); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		ExpectWithOffset(1, os.Remove(dir)).To(Succeed())
+	}
+	if _, err := os.Lstat(dir); os.IsNotExist(err) {
+		ExpectWithOffset(1, os.Rename(dir+".d", dir)).To(Succeed())
+	}
+}
+
 // attacker is a folderSandbox running the swap loop.
 func attacker(ns, name, dir, ticket string) *afev1.Sandbox {
 	sbx := folderSandbox(ns, name, dir, ticket)
@@ -221,11 +233,10 @@ var _ = Describe("Folder workspaces", func() {
 
 			By("deleting the parent: the child comes back, on its own folder")
 			// The loop was killed with the parent's container: put sub back
-			// should it have died with the link in place.
-			if fi, err := os.Lstat(sub); err == nil && fi.Mode()&os.ModeSymlink != 0 {
-				Expect(os.Remove(sub)).To(Succeed())
-				Expect(os.Rename(sub+".d", sub)).To(Succeed())
-			}
+			// should it have died with the link in place, or between the
+			// rename and the link (then sub is missing for a while: the
+			// child waits, WorkspaceMissing, and comes back once it is).
+			restoreAfterLoop(sub)
 			deleteAndWaitGone(ctx, parent)
 			got := waitReady(ctx, child)
 			expectWorkspace(got.Status.ContainerName, sub)
@@ -235,6 +246,19 @@ var _ = Describe("Folder workspaces", func() {
 		Entry("the pair on one ticket", "tk", "tk", true),
 		Entry("the child first, then the parent", "", "", false),
 	)
+
+	It("waits for a folder that is not there yet, and uses it once it is", func() {
+		later := filepath.Join(nsDir, "later")
+		sbx := folderSandbox(ns, "later", later, "")
+		Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
+		c := waitCondition(ctx, sbx, afev1.WorkspaceReadyCondition, metav1.ConditionFalse, afev1.WorkspaceMissingReason)
+		Expect(c.Message).To(ContainSubstring("create the folder"))
+		Expect(hasContainer(sbx)).To(BeFalse())
+		mkdirs(later)
+		got := waitReady(ctx, sbx)
+		expectWorkspace(got.Status.ContainerName, later)
+		deleteAndWaitGone(ctx, sbx)
+	})
 
 	It("refuses folders reached through a link, whoever made it", func() {
 		a, b := filepath.Join(nsDir, "a"), filepath.Join(nsDir, "b")
@@ -399,12 +423,14 @@ var _ = Describe("Folder workspaces", func() {
 			// The loop died with the link in place: the child is refused
 			// for it (and is looked at again when its spec changes).
 			waitCondition(ctx, child, afev1.WorkspaceReadyCondition, metav1.ConditionFalse, afev1.WorkspaceSymlinkReason)
-			Expect(os.Remove(sub)).To(Succeed())
-			Expect(os.Rename(sub+".d", sub)).To(Succeed())
+			restoreAfterLoop(sub)
 			cur := getSandbox(ctx, child)(Default)
 			cur.Spec.Env = []afev1.EnvVar{{Name: "AGAIN", Value: "1"}}
 			Expect(k8sClient.Update(ctx, cur)).To(Succeed())
 		}
+		// Died between the rename and the link: the child waits
+		// (WorkspaceMissing) until sub is back.
+		restoreAfterLoop(sub)
 		got = waitReady(ctx, child)
 		expectWorkspace(got.Status.ContainerName, sub)
 		deleteAndWaitGone(ctx, child)

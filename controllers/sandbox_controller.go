@@ -259,9 +259,13 @@ func (r *SandboxReconciler) refuse(ctx context.Context, s *sandboxScope, condTyp
 	logf.FromContext(ctx).Info("Sandbox spec cannot be honoured", "reason", ie.Reason, "message", ie.Message)
 	setCondition(s.sbx, condType, false, ie.Reason, ie.Message)
 	s.sbx.Status.ObservedGeneration = s.sbx.Generation
-	if ie.Reason == afev1.SecretNotFoundReason || ie.Reason == afev1.SecretNotAllowedReason {
+	switch ie.Reason {
+	case afev1.SecretNotFoundReason, afev1.SecretNotAllowedReason:
 		// Secrets are not watched (nor cached): look again in a while.
 		return ctrl.Result{RequeueAfter: 15 * time.Second}, nil
+	case afev1.WorkspaceMissingReason:
+		// Nor are host folders; one may be made, or be back from a rename.
+		return ctrl.Result{RequeueAfter: folderConflictRetry}, nil
 	}
 	return ctrl.Result{}, reconcile.TerminalError(ie)
 }

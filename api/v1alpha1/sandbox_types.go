@@ -77,6 +77,10 @@ const (
 	// <workspace-root>/<namespace>/ of the Sandbox's namespace (or climbs
 	// out with ..), or Folder workspaces are disabled.
 	WorkspaceOutsideRootReason = "WorkspaceOutsideRoot"
+	// WorkspaceMissingReason: a component of a Folder workspace's path does
+	// not exist (yet). Nothing was created; the controller looks again every
+	// few seconds, so creating the folder is enough.
+	WorkspaceMissingReason = "WorkspaceMissing"
 	// WorkspaceSymlinkReason: a component of a Folder workspace's path, from
 	// --workspace-root down, is a symbolic link. Nothing was created.
 	WorkspaceSymlinkReason = "WorkspaceSymlink"

@@ -153,7 +153,7 @@ func walk(root string, comps []string, hostPath string) (dev, ino uint64, err er
 		var st unix.Stat_t
 		if err := unix.Fstatat(fd, c, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			if errors.Is(err, unix.ENOENT) {
-				return 0, 0, invalid(afev1.InvalidSpecReason, "Workspace.hostPath %q does not exist: %s is missing; create the folder first", hostPath, at)
+				return 0, 0, invalid(afev1.WorkspaceMissingReason, "Workspace.hostPath %q does not exist: %s is missing; create the folder", hostPath, at)
 			}
 			return 0, 0, invalid(afev1.InvalidSpecReason, "Workspace.hostPath %q cannot be checked: %s: %v", hostPath, at, err)
 		}

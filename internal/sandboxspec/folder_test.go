@@ -77,12 +77,12 @@ func TestResolveFolder(t *testing.T) {
 		"relative":                           {hostPath: "ns/a", wantReason: afev1.InvalidSpecReason},
 		"a file instead of a folder":         {hostPath: root + "/ns/file", wantReason: afev1.InvalidSpecReason},
 		"a file in the middle":               {hostPath: root + "/ns/file/x", wantReason: afev1.InvalidSpecReason},
-		"missing":                            {hostPath: root + "/ns/nope", wantReason: afev1.InvalidSpecReason},
+		"missing":                            {hostPath: root + "/ns/nope", wantReason: afev1.WorkspaceMissingReason},
 		"disabled":                           {hostPath: root + "/ns/a", opts: &Options{}, wantReason: afev1.WorkspaceOutsideRootReason},
 		"a remote engine":                    {hostPath: root + "/ns/a", opts: &Options{WorkspaceRoot: root, EngineRemote: true}, wantReason: afev1.WorkspaceNotSharedReason},
 		"a remote engine sharing the root":   {hostPath: root + "/ns/a", opts: &Options{WorkspaceRoot: root, EngineRemote: true, WorkspaceRootShared: true}, wantPath: root + "/ns/a"},
 		"a remote engine, outside the root":  {hostPath: "/etc", opts: &Options{WorkspaceRoot: root, EngineRemote: true, WorkspaceRootShared: true}, wantReason: afev1.WorkspaceOutsideRootReason},
-		"a namespace whose folder is absent": {hostPath: root + "/fresh/a", namespace: "fresh", wantReason: afev1.InvalidSpecReason},
+		"a namespace whose folder is absent": {hostPath: root + "/fresh/a", namespace: "fresh", wantReason: afev1.WorkspaceMissingReason},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -127,7 +127,7 @@ func TestResolveFolder(t *testing.T) {
 func TestResolveFolderCreatesTheNamespaceFolder(t *testing.T) {
 	root := t.TempDir()
 	_, err := ResolveFolder(root+"/fresh/a", "fresh", Options{WorkspaceRoot: root})
-	if ie, ok := AsInvalid(err); !ok || ie.Reason != afev1.InvalidSpecReason || !strings.Contains(ie.Message, "does not exist") {
+	if ie, ok := AsInvalid(err); !ok || ie.Reason != afev1.WorkspaceMissingReason || !strings.Contains(ie.Message, "does not exist") {
 		t.Fatalf("a missing workspace folder: %v", err)
 	}
 	fi, err := os.Lstat(filepath.Join(root, "fresh"))

@@ -33,10 +33,9 @@ func NewTCPForwarder() (*Forwarder, error) {
 	if err != nil {
 		return nil, err
 	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	f := &Forwarder{Path: addr, network: "tcp", target: "/var/run/docker.sock", conns: map[net.Conn]bool{}}
-	return f, f.Restore()
+	f := &Forwarder{Path: l.Addr().String(), network: "tcp", target: "/var/run/docker.sock", conns: map[net.Conn]bool{}, ln: l}
+	go f.accept(l)
+	return f, nil
 }
 
 // Host is the value for --docker-host.
@@ -98,17 +97,32 @@ func (f *Forwarder) accept(ln net.Listener) {
 		}
 		f.conns[c], f.conns[up] = true, true
 		f.mu.Unlock()
-		go f.pipe(c, up)
-		go f.pipe(up, c)
+		go f.relay(c, up)
 	}
 }
 
-func (f *Forwarder) pipe(dst, src net.Conn) {
-	_, _ = io.Copy(dst, src)
-	_ = dst.Close()
-	_ = src.Close()
+// relay copies both ways, passing a half-close on (an exec's client closes
+// its side of the stream and still reads the output), and closes both when
+// both ways are done.
+func (f *Forwarder) relay(a, b net.Conn) {
+	var wg sync.WaitGroup
+	half := func(dst, src net.Conn) {
+		defer wg.Done()
+		_, _ = io.Copy(dst, src)
+		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		} else {
+			_ = dst.Close()
+		}
+	}
+	wg.Add(2)
+	go half(a, b)
+	go half(b, a)
+	wg.Wait()
+	_ = a.Close()
+	_ = b.Close()
 	f.mu.Lock()
-	delete(f.conns, dst)
-	delete(f.conns, src)
+	delete(f.conns, a)
+	delete(f.conns, b)
 	f.mu.Unlock()
 }
