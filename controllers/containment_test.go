@@ -96,6 +96,27 @@ var _ = Describe("Run deadlines against hostile workloads", func() {
 		endsTimedOut("hopper", `echo start; hop() { hop & exit 0; }; hop & sleep 600`)
 	})
 
+	// A daemon in a session of its own, holding the exec's output open. On
+	// a moby engine a stream is closed at most 2 s after the exec's main
+	// process exits (daemon/monitor.go waits that long for its copies), so
+	// a daemon holds a Run's stream only while the command itself runs:
+	// here the command waits past the deadline.
+	It("ends a Run whose daemon, in its own session, holds the output open", func() {
+		run := newRun(ns, "daemon-seen", sbx.Name)
+		run.Spec.Script = `setsid sh -c 'echo daemon up; exec sleep 701' & echo main waits; sleep 600`
+		run.Spec.TimeoutSeconds = ptr.To[int32](60)
+		Expect(k8sClient.Create(ctx, run)).To(Succeed())
+		running := waitRunPhase(ctx, run, afev1.RunRunning)
+		gid := runexec.GID(string(running.UID), running.Status.Attempts)
+		Eventually(func() string { return strings.Join(groupProcesses(running.Status.ContainerID, gid), "\n") }, "10s").
+			Should(ContainSubstring("sleep 701"), "the daemon runs, with the Run's group")
+		Expect(k8sClient.Delete(ctx, running)).To(Succeed())
+		Eventually(func() []string { return groupProcesses(running.Status.ContainerID, gid) }, "15s").Should(BeEmpty())
+
+		got := endsTimedOut("daemon", `setsid sh -c 'echo daemon up; exec sleep 701' & echo main waits; sleep 600`)
+		Expect(got.Status.Output).To(ContainSubstring("main waits"))
+	})
+
 	It("ends a workload that kills every process not its own, the killer included", func() {
 		// Every process of another group, but for the sandbox's keep-alive
 		// and init (killing those would end the sandbox itself).
