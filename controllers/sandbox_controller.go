@@ -386,7 +386,11 @@ func (r *SandboxReconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // specOrDeletionChanged passes creations, spec (generation) changes, deletion
-// and finalizer changes, but not status-only updates.
+// and finalizer changes, but not status-only updates, except those that
+// may be forged (anyone granted sandboxes/status can write it): a status
+// naming another object than the Sandbox's own, or a changed container ID.
+// The reconcile writes those fields again at once; the sweep is the
+// fallback.
 func specOrDeletionChanged() predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
@@ -396,7 +400,12 @@ func specOrDeletionChanged() predicate.Predicate {
 			if !e.ObjectNew.GetDeletionTimestamp().Equal(e.ObjectOld.GetDeletionTimestamp()) {
 				return true
 			}
-			return len(e.ObjectNew.GetFinalizers()) != len(e.ObjectOld.GetFinalizers())
+			if len(e.ObjectNew.GetFinalizers()) != len(e.ObjectOld.GetFinalizers()) {
+				return true
+			}
+			old, okOld := e.ObjectOld.(*afev1.Sandbox)
+			sbx, okNew := e.ObjectNew.(*afev1.Sandbox)
+			return okOld && okNew && (statusNamesForeign(sbx) || old.Status.ContainerID != sbx.Status.ContainerID)
 		},
 	}
 }

@@ -389,6 +389,9 @@ var _ = Describe("Sandbox", func() {
 		Entry("both value and valueFrom", func(s *afev1.Sandbox) {
 			s.Spec.Env = []afev1.EnvVar{{Name: "A", Value: "1", ValueFrom: &afev1.EnvVarSource{SecretKeyRef: afev1.SecretKeySelector{Name: "s", Key: "k"}}}}
 		}, "not both"),
+		Entry("a Secret name that is a path", func(s *afev1.Sandbox) {
+			s.Spec.Env = []afev1.EnvVar{{Name: "A", ValueFrom: &afev1.EnvVarSource{SecretKeyRef: afev1.SecretKeySelector{Name: "../other/s", Key: "k"}}}}
+		}, "secretKeyRef.name"),
 		Entry("a bad env name", func(s *afev1.Sandbox) { s.Spec.Env = []afev1.EnvVar{{Name: "A=B", Value: "1"}} }, "spec.env"),
 		Entry("zero memory", func(s *afev1.Sandbox) { s.Spec.Resources.Memory = ptr.To(resource.MustParse("0")) }, "memory"),
 		Entry("a timeout over a day", func(s *afev1.Sandbox) { s.Spec.TimeoutSeconds = 86401 }, "timeoutSeconds"),

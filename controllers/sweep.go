@@ -163,17 +163,23 @@ func statusForged(sandboxes []afev1.Sandbox, containers []docker.Container) []*a
 		if !sbx.DeletionTimestamp.IsZero() {
 			continue
 		}
-		st, key := &sbx.Status, naming.Key(sbx.Namespace, sbx.Name)
 		id, running := ids[string(sbx.UID)]
-		if !oneOf(st.ContainerName, naming.Container(key)) ||
-			!oneOf(st.VolumeName, naming.Volume(key), naming.LegacyVolume(key)) ||
-			!oneOf(st.NetworkName, naming.Network(key)) ||
-			!oneOf(st.ProxyName, naming.Proxy(key)) ||
-			running && st.ContainerID != "" && st.ContainerID != id {
+		if statusNamesForeign(sbx) || running && sbx.Status.ContainerID != "" && sbx.Status.ContainerID != id {
 			out = append(out, sbx)
 		}
 	}
 	return out
+}
+
+// statusNamesForeign is true when the Sandbox's status names a container,
+// volume, network or proxy other than those derived from its namespace and
+// name.
+func statusNamesForeign(sbx *afev1.Sandbox) bool {
+	st, key := &sbx.Status, naming.Key(sbx.Namespace, sbx.Name)
+	return !oneOf(st.ContainerName, naming.Container(key)) ||
+		!oneOf(st.VolumeName, naming.Volume(key), naming.LegacyVolume(key)) ||
+		!oneOf(st.NetworkName, naming.Network(key)) ||
+		!oneOf(st.ProxyName, naming.Proxy(key))
 }
 
 // oneOf is true when v is empty or one of the names.

@@ -5,6 +5,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/docker"
@@ -83,6 +84,35 @@ func TestStatusForged(t *testing.T) {
 			got := len(statusForged([]afev1.Sandbox{sbx}, []docker.Container{running})) == 1
 			if got != tc.forged {
 				t.Errorf("statusForged = %v, want %v", got, tc.forged)
+			}
+		})
+	}
+}
+
+// A status-only update is reconciled at once when it may be forged, so the
+// status is written again without waiting for the sweep; the controller's
+// own condition updates are not.
+func TestSpecOrDeletionChangedPassesForgeries(t *testing.T) {
+	key := "ns.a"
+	own := afev1.SandboxStatus{ContainerName: "afe-" + key, ContainerID: "c1", VolumeName: "afe-" + key + "_ws"}
+	tests := map[string]struct {
+		status afev1.SandboxStatus
+		pass   bool
+	}{
+		"conditions only":     {func() afev1.SandboxStatus { s := own; s.Phase = afev1.SandboxReady; return s }(), false},
+		"another's container": {func() afev1.SandboxStatus { s := own; s.ContainerName = "afe-victim.v"; return s }(), true},
+		"another's volume":    {func() afev1.SandboxStatus { s := own; s.VolumeName = "afe-victim.v_ws"; return s }(), true},
+		"another's network":   {func() afev1.SandboxStatus { s := own; s.NetworkName = "bridge"; return s }(), true},
+		"a changed ID":        {func() afev1.SandboxStatus { s := own; s.ContainerID = "c2"; return s }(), true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			meta := metav1.ObjectMeta{Namespace: "ns", Name: "a", UID: "a", Generation: 1}
+			old := &afev1.Sandbox{ObjectMeta: meta, Status: own}
+			updated := &afev1.Sandbox{ObjectMeta: meta, Status: tc.status}
+			got := specOrDeletionChanged().Update(event.UpdateEvent{ObjectOld: old, ObjectNew: updated})
+			if got != tc.pass {
+				t.Errorf("Update passes = %v, want %v", got, tc.pass)
 			}
 		})
 	}

@@ -193,13 +193,15 @@ type SandboxResources struct {
 // Secrets of type kubernetes.io/service-account-token and
 // bootstrap.kubernetes.io/token are refused (reason SecretNotAllowed).
 type SecretKeySelector struct {
-	// name of the Secret.
+	// name of the Secret, in the Sandbox's namespace.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	Name string `json:"name"`
 	// key in the Secret's data.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
 	Key string `json:"key"`
 }
 

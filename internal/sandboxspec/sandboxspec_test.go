@@ -55,6 +55,10 @@ func TestValidate(t *testing.T) {
 		"proxy env":              {mutate: func(s *afev1.SandboxTemplateSpec) { s.Env = []afev1.EnvVar{{Name: "HTTPS_PROXY", Value: "x"}} }, wantReason: afev1.InvalidSpecReason},
 		"env name with space":    {mutate: func(s *afev1.SandboxTemplateSpec) { s.Env = []afev1.EnvVar{{Name: "A B", Value: "x"}} }, wantReason: afev1.InvalidSpecReason},
 		"duplicate env":          {mutate: func(s *afev1.SandboxTemplateSpec) { s.Env = []afev1.EnvVar{{Name: "A"}, {Name: "A"}} }, wantReason: afev1.InvalidSpecReason},
+		"secret ref":             {mutate: func(s *afev1.SandboxTemplateSpec) { s.Env = secretEnv("token.v1", "api-key_2") }},
+		"secret of a path":       {mutate: func(s *afev1.SandboxTemplateSpec) { s.Env = secretEnv("../ns-b/vsecret", "token") }, wantReason: afev1.InvalidSpecReason},
+		"secret name upper case": {mutate: func(s *afev1.SandboxTemplateSpec) { s.Env = secretEnv("Token", "token") }, wantReason: afev1.InvalidSpecReason},
+		"secret key with slash":  {mutate: func(s *afev1.SandboxTemplateSpec) { s.Env = secretEnv("token", "a/b") }, wantReason: afev1.InvalidSpecReason},
 		"egress ok":              {mutate: func(s *afev1.SandboxTemplateSpec) { s.Egress = []afev1.EgressHost{"example.com", ".pypi.org"} }},
 		"egress ip":              {mutate: func(s *afev1.SandboxTemplateSpec) { s.Egress = []afev1.EgressHost{"10.0.0.1"} }, wantReason: afev1.InvalidSpecReason},
 		"egress port":            {mutate: func(s *afev1.SandboxTemplateSpec) { s.Egress = []afev1.EgressHost{"example.com:443"} }, wantReason: afev1.InvalidSpecReason},
@@ -393,4 +397,8 @@ func TestFileSizeAndOpenFilesBecomeUlimits(t *testing.T) {
 	if d := cmp.Diff(want, got); d != "" {
 		t.Fatal(d)
 	}
+}
+
+func secretEnv(name, key string) []afev1.EnvVar {
+	return []afev1.EnvVar{{Name: "T", ValueFrom: &afev1.EnvVarSource{SecretKeyRef: afev1.SecretKeySelector{Name: name, Key: key}}}}
 }

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 )
 
@@ -201,6 +203,15 @@ func validateEnv(env []afev1.EnvVar, extraDeny []string) error {
 		seen[e.Name] = true
 		if e.ValueFrom != nil && e.Value != "" {
 			return invalid(afev1.InvalidSpecReason, "Env %s sets both value and valueFrom", e.Name)
+		}
+		if e.ValueFrom != nil {
+			ref := e.ValueFrom.SecretKeyRef
+			if errs := validation.IsDNS1123Subdomain(ref.Name); len(errs) > 0 {
+				return invalid(afev1.InvalidSpecReason, "Env %s: %q is not a Secret name of the Sandbox's namespace: %s", e.Name, ref.Name, strings.Join(errs, "; "))
+			}
+			if errs := validation.IsConfigMapKey(ref.Key); len(errs) > 0 {
+				return invalid(afev1.InvalidSpecReason, "Env %s: %q is not a Secret key: %s", e.Name, ref.Key, strings.Join(errs, "; "))
+			}
 		}
 	}
 	return nil
