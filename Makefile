@@ -67,7 +67,7 @@ images: ## Build the egress proxy image and the test images, offline.
 test: manifests generate docs fmt vet lint envtest images build docker-build kubectl-afe ## The whole suite: unit, docker, envtest + Docker, e2e.
 	@if [ -n "$$CI" ]; then git diff --exit-code -- config/crd config/rbac api docs/reference.md || { echo "generated files are stale: run 'make manifests generate docs' and commit"; exit 1; }; fi
 	KUBEBUILDER_ASSETS=$(ENVTEST_DIR) AFE_MANAGER_BIN=$(LOCALBIN)/manager AFE_KUBECTL_AFE_BIN=$(LOCALBIN)/kubectl-afe AFE_CONTROLLER_IMAGE=$(IMG) \
-		go test ./... -count=1 -timeout 25m
+		AFE_REQUIRE_DOCKER=1 go test ./... -count=1 -timeout 25m
 	$(MAKE) --no-print-directory fuzz
 
 # Each target runs for a number of executions (a few seconds each here), not

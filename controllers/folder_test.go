@@ -151,7 +151,9 @@ func loopRuns(sub string) {
 
 // hasContainer tells whether a Sandbox has a container, running or not.
 func hasContainer(sbx *afev1.Sandbox) bool {
-	for _, o := range dockertest.Objects(uidLabel(sbx)) {
+	objects, err := dockertest.Objects(uidLabel(sbx))
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	for _, o := range objects {
 		if strings.HasPrefix(o, "container/") {
 			return true
 		}

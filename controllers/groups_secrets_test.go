@@ -92,7 +92,7 @@ var _ = Describe("Tenant isolation: groups and Secrets", func() {
 		Expect(got.Status.Phase).To(Equal(afev1.SandboxFailed))
 		Expect(meta.FindStatusCondition(got.Status.Conditions, afev1.ContainerReadyCondition).Reason).To(Equal(reason))
 		label := uidLabel(sbx)
-		Consistently(func() []string { return dockertest.Objects(label) }, "2s").Should(BeEmpty())
+		Consistently(func() ([]string, error) { return dockertest.Objects(label) }, "2s").Should(BeEmpty())
 		deleteAndWaitGone(ctx, sbx)
 	}
 
@@ -142,7 +142,7 @@ var _ = Describe("Tenant isolation: groups and Secrets", func() {
 			cur.Spec.TimeoutSeconds++
 			return k8sClient.Update(ctx, cur)
 		}).Should(Succeed())
-		Eventually(func() []string { return dockertest.Objects(label) }).ShouldNot(ContainElement("container/" + want.Name))
+		Eventually(func() ([]string, error) { return dockertest.Objects(label) }).ShouldNot(ContainElement("container/" + want.Name))
 		Expect(dockertest.Objects(label)).To(ContainElement("volume/" + naming.Volume(id.Key)))
 		Eventually(func() []string { return eventReasons(ctx, ns, got) }).Should(ContainElement(afev1.UserNotAllowedReason))
 		after := getSandbox(ctx, sbx)(Default)

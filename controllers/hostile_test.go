@@ -193,7 +193,7 @@ var _ = Describe("Hostile specs", func() {
 			Expect(c.Message).NotTo(BeEmpty())
 			Expect(getSandbox(ctx, sbx)(Default).Status.Phase).To(Equal(afev1.SandboxFailed))
 			label := uidLabel(sbx)
-			Consistently(func() []string { return dockertest.Objects(label) }, "1s").Should(BeEmpty())
+			Consistently(func() ([]string, error) { return dockertest.Objects(label) }, "1s").Should(BeEmpty())
 			deleteAndWaitGone(ctx, sbx)
 		},
 		Entry("a hostPath climbing out with ..", func(_ string, s *afev1.Sandbox) {

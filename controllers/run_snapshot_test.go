@@ -35,7 +35,9 @@ func takeSnapshot(ctx context.Context, ns, name, sandbox string) (string, *afev1
 
 // volumeExists tells whether the engine has the volume, with the docker CLI.
 func volumeExists(name string) bool {
-	for _, o := range dockertest.Objects(afev1.LabelController + "=" + instance) {
+	objects, err := dockertest.Objects(afev1.LabelController + "=" + instance)
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	for _, o := range objects {
 		if o == "volume/"+name {
 			return true
 		}

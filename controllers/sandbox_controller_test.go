@@ -290,7 +290,7 @@ var _ = Describe("Sandbox", func() {
 			ready := meta.FindStatusCondition(got.Status.Conditions, afev1.SandboxReadyCondition)
 			Expect(ready.Reason).To(Equal(reason))
 			label := uidLabel(sbx)
-			Consistently(func() []string { return dockertest.Objects(label) }, "2s").Should(BeEmpty())
+			Consistently(func() ([]string, error) { return dockertest.Objects(label) }, "2s").Should(BeEmpty())
 			deleteAndWaitGone(ctx, sbx)
 		},
 		Entry("a denied env name", func(_ string, s *afev1.Sandbox) {

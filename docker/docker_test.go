@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"afe.dev/sandbox/test/testenv"
 )
 
 // testImage is built by `make images`.
@@ -19,13 +21,11 @@ var engine *Client
 func TestMain(m *testing.M) {
 	c, err := New("")
 	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err = c.Ping(ctx)
-		cancel()
+		err = testenv.WaitForEngine(c.Ping)
 	}
 	if err != nil {
-		if os.Getenv("CI") != "" {
-			fmt.Fprintf(os.Stderr, "CI is set and the Docker engine is unavailable: %v\n", err)
+		if testenv.DockerRequired() {
+			fmt.Fprintf(os.Stderr, "Docker is required here (CI or make test) and the engine is unavailable: %v\n", err)
 			os.Exit(1)
 		}
 		fmt.Fprintf(os.Stderr, "skipping the docker package tests: no engine: %v\n", err)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"afe.dev/sandbox/test/dockertest"
+	"afe.dev/sandbox/test/testenv"
 )
 
 const proxyImage = "afe/egress-proxy:dev"
@@ -150,7 +151,7 @@ func newHarness(t *testing.T) *harness {
 		t.Skip(skip)
 	}
 	if err := exec.Command("docker", "image", "inspect", proxyImage).Run(); err != nil {
-		if os.Getenv("CI") != "" {
+		if testenv.DockerRequired() {
 			t.Fatalf("%s is missing (make images)", proxyImage)
 		}
 		t.Skipf("%s is missing (make images)", proxyImage)

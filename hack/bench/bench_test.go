@@ -218,7 +218,11 @@ func TestBenchSmoke(t *testing.T) {
 	}
 	pid := os.Getpid()
 	for _, inst := range []string{"bench-", "bench-cli-"} {
-		if left := dockertest.Objects(afev1.LabelController + "=" + inst + strconv.Itoa(pid)); len(left) > 0 {
+		left, err := dockertest.Objects(afev1.LabelController + "=" + inst + strconv.Itoa(pid))
+		if err != nil {
+			t.Errorf("list what is left: %v", err)
+		}
+		if len(left) > 0 {
 			t.Errorf("left behind: %v", left)
 		}
 	}

@@ -6,27 +6,30 @@ package dockertest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"strings"
 	"time"
 
 	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/test/testenv"
 )
 
 // TestImage is the small sandbox image `make images` builds.
 const TestImage = "afe/busybox:dev"
 
-// Require returns a client of the local engine, or a reason to skip. Under CI
-// (CI set) a missing engine or test image is an error, never a skip.
+// Require returns a client of the local engine, or a reason to skip. A slow
+// engine is waited for (testenv.PingPatience). Under CI and `make test`
+// (testenv.DockerRequired) a missing engine or test image is an error,
+// never a skip.
 func Require() (*docker.Client, string, error) {
 	c, err := docker.New("")
 	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		err = c.Ping(ctx)
+		err = testenv.WaitForEngine(c.Ping)
 		if err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
 			err = c.EnsureImage(ctx, TestImage)
 			if err != nil {
 				err = fmt.Errorf("%w (run `make images`)", err)
@@ -36,8 +39,8 @@ func Require() (*docker.Client, string, error) {
 	if err == nil {
 		return c, "", nil
 	}
-	if os.Getenv("CI") != "" {
-		return nil, "", fmt.Errorf("CI is set and Docker is not usable: %w", err)
+	if testenv.DockerRequired() {
+		return nil, "", fmt.Errorf("the Docker engine is required here (CI or make test) and is not usable: %w", err)
 	}
 	return nil, fmt.Sprintf("Docker is not usable: %v", err), nil
 }
@@ -102,7 +105,7 @@ func Inspect(name string) (*Inspected, error) {
 // Objects lists the names of containers, volumes and networks carrying the
 // labels ("key=value", several separated by commas), as "container/NAME",
 // "volume/NAME", "network/NAME".
-func Objects(labels string) []string {
+func Objects(labels string) ([]string, error) {
 	var filters []string
 	for _, l := range strings.Split(labels, ",") {
 		filters = append(filters, "--filter", "label="+l)
@@ -112,22 +115,36 @@ func Objects(labels string) []string {
 		{"container ls -a", "{{.Names}}"}, {"volume ls", "{{.Name}}"}, {"network ls", "{{.Name}}"},
 	} {
 		args := append(append(strings.Fields(kind.cmd), filters...), "--format", kind.format)
-		b, _ := exec.Command("docker", args...).Output()
+		b, err := exec.Command("docker", args...).Output()
+		if err != nil {
+			// A listing that failed is no evidence that nothing is left.
+			return nil, fmt.Errorf("docker %s: %w: %s", strings.Join(args, " "), err, stderrOf(err))
+		}
 		for _, n := range strings.Fields(string(b)) {
 			out = append(out, strings.Fields(kind.cmd)[0]+"/"+n)
 		}
 	}
-	return out
+	return out, nil
+}
+
+func stderrOf(err error) string {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return strings.TrimSpace(string(ee.Stderr))
+	}
+	return ""
 }
 
 // RemoveAll removes every container, volume and network carrying the label.
 func RemoveAll(label string) {
-	for _, o := range Objects(label) {
+	objects, _ := Objects(label)
+	for _, o := range objects {
 		if kind, name, _ := strings.Cut(o, "/"); kind == "container" {
 			_ = exec.Command("docker", "rm", "-f", name).Run()
 		}
 	}
-	for _, o := range Objects(label) {
+	objects, _ = Objects(label)
+	for _, o := range objects {
 		kind, name, _ := strings.Cut(o, "/")
 		switch kind {
 		case "volume":

@@ -3,10 +3,10 @@ package dockertest
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/test/testenv"
 )
 
 // GitImage is the test image with git that `make images` builds.
@@ -29,8 +29,8 @@ func RequireImage(image string) (string, error) {
 		return "", nil
 	}
 	err = fmt.Errorf("image %s: %w (run `make images`)", image, err)
-	if os.Getenv("CI") != "" {
-		return "", fmt.Errorf("CI is set: %w", err)
+	if testenv.DockerRequired() {
+		return "", fmt.Errorf("the Docker engine is required here (CI or make test): %w", err)
 	}
 	return err.Error(), nil
 }

@@ -142,10 +142,11 @@ var _ = Describe("Crash convergence", func() {
 		Eventually(func(g Gomega) {
 			checked = 0
 			for name, s := range state {
-				objects := dockertest.Objects(afev1.LabelTicket + "=" + name + "," + afev1.LabelController + "=" + inst)
+				objects, err := dockertest.Objects(afev1.LabelTicket + "=" + name + "," + afev1.LabelController + "=" + inst)
+				g.Expect(err).NotTo(HaveOccurred())
 				checked += len(objects) + 1
 				tk := &afev1.Ticket{}
-				err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, tk)
+				err = c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, tk)
 				switch {
 				case s == "":
 					g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%s was deleted", name)

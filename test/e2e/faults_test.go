@@ -104,7 +104,7 @@ var _ = Describe("Engine faults", func() {
 		// Losses while the controller cannot see the engine.
 		Expect(dockertest.RemoveContainer("afe-default.early")).To(Succeed())
 		Expect(dockertest.RemoveContainer("afe-default.quiet")).To(Succeed())
-		Consistently(func() []string {
+		Consistently(func() ([]string, error) {
 			return dockertest.Objects(afev1.LabelController + "=" + inst)
 		}, "2s").Should(ConsistOf("volume/afe-default.early_ws", "container/afe-default.steady", "volume/afe-default.steady_ws",
 			"volume/afe-default.quiet_ws"), "nothing is deleted while the engine is away")

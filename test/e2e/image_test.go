@@ -13,6 +13,7 @@ import (
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/test/dockertest"
+	"afe.dev/sandbox/test/testenv"
 )
 
 // The controller image runs as a container against a control plane of its
@@ -24,7 +25,7 @@ var _ = Describe("The controller image", func() {
 			image = "afe/controller:dev"
 		}
 		if err := exec.Command("docker", "image", "inspect", image).Run(); err != nil {
-			if os.Getenv("CI") != "" {
+			if testenv.DockerRequired() {
 				Fail(image + " is missing: run make docker-build")
 			}
 			Skip(image + " is missing: run make docker-build")

@@ -226,7 +226,7 @@ spec:
 		Eventually(manager).Should(gexec.Exit())
 		startManager()
 		mustKubectl("wait", "-n", ns, "--for=condition=Ready", "sandbox/sample", "--timeout=60s")
-		Consistently(func() []string {
+		Consistently(func() ([]string, error) {
 			return dockertest.Objects(afev1.LabelController + "=" + instance)
 		}, "3s").Should(ConsistOf("container/"+before.Name, "volume/afe-"+ns+".sample_ws"))
 		after, err := dockertest.Inspect(before.Name)
@@ -271,16 +271,18 @@ spec:
 	It("creates no duplicates when the manager dies during provisioning", func() {
 		mustKubectl("apply", "-n", ns, "-f", filepath.Join(root, "config", "samples", "sandbox_v1alpha1_ticket.yaml"))
 		// Kill the manager as soon as the ticket's first Docker object exists.
-		Eventually(func() []string {
+		Eventually(func() ([]string, error) {
 			return dockertest.Objects(afev1.LabelTicket + "=sample-ticket")
 		}, "60s", "10ms").ShouldNot(BeEmpty())
 		manager.Kill()
 		Eventually(manager).Should(gexec.Exit())
-		GinkgoWriter.Printf("objects when killed: %v\n", dockertest.Objects(afev1.LabelTicket+"=sample-ticket"))
+		killed, err := dockertest.Objects(afev1.LabelTicket + "=sample-ticket")
+		Expect(err).NotTo(HaveOccurred())
+		GinkgoWriter.Printf("objects when killed: %v\n", killed)
 		startManager()
 		mustKubectl("wait", "-n", ns, "--for=jsonpath={.status.phase}=Ready", "ticket/sample-ticket", "--timeout=90s")
 		key := "afe-" + ns + ".sample-ticket"
-		Consistently(func() []string {
+		Consistently(func() ([]string, error) {
 			return dockertest.Objects(afev1.LabelTicket + "=sample-ticket")
 		}, "3s").Should(ConsistOf("container/"+key, "container/"+key+"_proxy", "network/"+key+"_net", "volume/"+key+"_ws"))
 		row := strings.Fields(mustKubectl("get", "tk", "sample-ticket", "-n", ns, "--no-headers"))
