@@ -119,6 +119,9 @@ func TestEntrypointRendersTheRules(t *testing.T) {
 		t.Fatalf("http_access rules:\n%s", strings.Join(access, "\n"))
 	}
 	for _, l := range []string{
+		// Every private, loopback, link-local, shared, reserved and
+		// multicast range, IPv4 and IPv6.
+		"acl afe_private dst 0.0.0.0/8 10.0.0.0/8 100.64.0.0/10 127.0.0.0/8 169.254.0.0/16 172.16.0.0/12 192.0.0.0/24 192.168.0.0/16 198.18.0.0/15 224.0.0.0/3 ::/127 fc00::/7 fe80::/10 ff00::/8",
 		"acl afe_allowed dstdomain -n example.com .pypi.org",
 		"acl afe_host dst 172.17.0.1 10.1.0.0/16",
 		"cache deny all",
@@ -181,9 +184,16 @@ func (h *harness) docker(args ...string) string {
 // answers.
 func (h *harness) proxy(env ...string) string {
 	h.t.Helper()
+	return h.startProxy([]string{"--network", h.network}, env...)
+}
+
+// startProxy is proxy with docker run arguments of its own (the network
+// among them).
+func (h *harness) startProxy(dockerArgs []string, env ...string) string {
+	h.t.Helper()
 	name := fmt.Sprintf("%s-proxy-%d", h.network, time.Now().UnixNano())
-	args := []string{"run", "-d", "--label", h.label, "--name", name, "--network", h.network,
-		"--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--read-only", "--tmpfs", "/tmp"}
+	args := append([]string{"run", "-d", "--label", h.label, "--name", name,
+		"--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--read-only", "--tmpfs", "/tmp"}, dockerArgs...)
 	for _, e := range env {
 		args = append(args, "-e", e)
 	}
@@ -249,6 +259,29 @@ func TestProxyImage(t *testing.T) {
 	hostDenied := h.proxy("AFE_EGRESS_HOSTS=allowed.test", "AFE_EGRESS_ALLOW_PRIVATE=1", "AFE_EGRESS_DENY_IPS="+webIP)
 	if out, err := h.get(hostDenied, "http://allowed.test/"); err == nil || !strings.Contains(out, "403") {
 		t.Fatalf("a denied address must be refused: %v %q", err, out)
+	}
+}
+
+// Allowed names that resolve to the cloud metadata address or to the
+// proxy's own loopback are refused. The proxy sits on an internal network
+// of the test's own: were the rule missing, its connection would find no
+// route out (a timeout or 503), never the address itself.
+func TestProxyImageRefusesAllowedNamesOnLinkLocalAndLoopback(t *testing.T) {
+	h := newHarness(t)
+	internal := h.network + "-int"
+	h.docker("network", "create", "--internal", "--label", h.label, internal)
+	client := internal + "-client"
+	h.docker("run", "-d", "--label", h.label, "--name", client, "--network", internal, "--user", "1000:1000",
+		dockertest.TestImage, "sleep", "600")
+	proxy := h.startProxy([]string{"--network", internal,
+		"--add-host", "metadata.test:169.254.169.254", "--add-host", "loop.test:127.0.0.1"},
+		"AFE_EGRESS_HOSTS=metadata.test,loop.test")
+	for _, url := range []string{"http://metadata.test/latest/meta-data/", "http://loop.test/"} {
+		out, err := exec.Command("docker", "exec", "-e", "http_proxy=http://"+proxy+":3128", client,
+			"timeout", "5", "wget", "-q", "-O-", url).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "403") {
+			t.Errorf("%s must be refused with 403: %v %q", url, err, out)
+		}
 	}
 }
 
