@@ -113,15 +113,31 @@ var _ = Describe("Builtin Snapshot", func() {
 		Expect(getSandbox(ctx, dst)(Default).Status.Phase).To(Equal(afev1.SandboxReady), "a sandbox made from it keeps its copy")
 	})
 
-	It("refuses a missing snapshot, or another namespace's, and creates nothing", func() {
+	It("refuses a missing snapshot, another namespace's or instance's, or a live workspace, and creates nothing", func() {
 		other := newNamespace(ctx)
 		src := newSandbox(other, "elsewhere")
 		Expect(k8sClient.Create(ctx, src)).To(Succeed())
 		src = waitReady(ctx, src)
 		defer deleteAndWaitGone(ctx, src)
 		foreign, _ := takeSnapshot(ctx, other, "snap", src.Name)
+		// A neighbour of the same namespace: its live workspace is no
+		// snapshot, whatever its name.
+		live := newSandbox(ns, "live")
+		Expect(k8sClient.Create(ctx, live)).To(Succeed())
+		live = waitReady(ctx, live)
+		defer deleteAndWaitGone(ctx, live)
+		// A volume named and labelled as a snapshot of this namespace, but
+		// of another controller instance.
+		otherInstance := "afe-" + ns + ".gone_snap-1"
+		out, err := exec.Command("docker", "volume", "create", "--label", afev1.LabelController+"=other-"+instance,
+			"--label", afev1.LabelNamespace+"="+ns, "--label", afev1.LabelRole+"="+afev1.RoleSnapshot,
+			"--label", afev1.LabelSandboxUID+"=gone", otherInstance).CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(out))
+		defer dockertest.RemoveAll(afev1.LabelController + "=other-" + instance)
 
-		for name, from := range map[string]string{"from-missing": "afe-" + ns + ".nothing_snap-1", "from-foreign": foreign} {
+		for name, from := range map[string]string{
+			"from-missing": "afe-" + ns + ".nothing_snap-1", "from-foreign": foreign, "from-other-instance": otherInstance,
+		} {
 			sbx := newSandbox(ns, name)
 			sbx.Spec.Workspace.FromSnapshot = from
 			Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
@@ -130,6 +146,11 @@ var _ = Describe("Builtin Snapshot", func() {
 			Expect(dockertest.Objects(uidLabel(sbx))).To(BeEmpty())
 			deleteAndWaitGone(ctx, sbx)
 		}
+
+		By("refusing a live workspace volume's name at admission")
+		fromLive := newSandbox(ns, "from-live")
+		fromLive.Spec.Workspace.FromSnapshot = live.Status.VolumeName
+		Expect(k8sClient.Create(ctx, fromLive)).To(MatchError(ContainSubstring("spec.workspace.fromSnapshot")))
 
 		By("refusing fromSnapshot on a Folder workspace at admission")
 		bad := newSandbox(ns, "folder")
