@@ -126,6 +126,15 @@ var _ = Describe("Sandbox egress", func() {
 		port := hostService.Addr().(*net.TCPAddr).Port
 		hostAddrs := dockertest.HostAddresses()
 		Expect(hostAddrs).NotTo(BeEmpty())
+		// The control: the service answers a container of an ordinary
+		// network (the test's web server) at its network's gateway.
+		gw, err := exec.Command("docker", "network", "inspect", "-f", "{{range .IPAM.Config}}{{.Gateway}}{{end}}", egressNetwork).Output()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(strings.TrimSpace(string(gw))).NotTo(BeEmpty())
+		control, err := exec.Command("docker", "exec", testWeb+"-"+instance, "timeout", "5", "wget", "-q", "-O-",
+			fmt.Sprintf("http://%s:%d/", strings.TrimSpace(string(gw)), port)).CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(control))
+		Expect(string(control)).To(ContainSubstring("host-secret"), "the host service answers a container that is not a sandbox")
 		for _, gw := range hostAddrs {
 			url := fmt.Sprintf("http://%s:%d/", gw, port)
 			out, err := fetch(name, url, false)
@@ -136,10 +145,7 @@ var _ = Describe("Sandbox egress", func() {
 		}
 		// A name resolving to the host is refused by address: the proxy
 		// denies its network's gateway (the rule itself is tested on the
-		// image, with a name).
-		gw, err := exec.Command("docker", "network", "inspect", "-f", "{{range .IPAM.Config}}{{.Gateway}}{{end}}", egressNetwork).Output()
-		Expect(err).NotTo(HaveOccurred())
-		Expect(strings.TrimSpace(string(gw))).NotTo(BeEmpty())
+		// image, with a name on port 80: TestProxyImageRefusesTheHostByItsGateway).
 		proxy, err := dockertest.Inspect(got.Status.ProxyName)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(proxy.Config.Env).To(ContainElement("AFE_EGRESS_DENY_IPS=" + strings.TrimSpace(string(gw))))

@@ -7,6 +7,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -281,6 +283,47 @@ func TestProxyImageRefusesAllowedNamesOnLinkLocalAndLoopback(t *testing.T) {
 			"timeout", "5", "wget", "-q", "-O-", url).CombinedOutput()
 		if err == nil || !strings.Contains(string(out), "403") {
 			t.Errorf("%s must be refused with 403: %v %q", url, err, out)
+		}
+	}
+}
+
+// A service on the engine's host, reached through the proxy by an allowed
+// name that resolves to the gateway of the proxy's network, on port 80:
+// refused for the gateway's address (AFE_EGRESS_DENY_IPS, which the
+// controller sets to it) even when private addresses are allowed. Positive
+// controls first: the service answers a container directly, and a proxy
+// without the rule.
+func TestProxyImageRefusesTheHostByItsGateway(t *testing.T) {
+	h := newHarness(t)
+	gw := h.docker("network", "inspect", "-f", "{{range .IPAM.Config}}{{.Gateway}}{{end}}", h.network)
+	if gw == "" {
+		t.Fatalf("network %s has no gateway", h.network)
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(gw, "80"))
+	if err != nil {
+		t.Fatalf("listen on the gateway %s:80 (a host address of the test's own network): %v", gw, err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	go func() {
+		_ = http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = fmt.Fprint(w, "host-secret")
+		}))
+	}()
+	if out, err := exec.Command("docker", "exec", h.network+"-client", "timeout", "5", "wget", "-q", "-O-", "http://"+gw+"/").CombinedOutput(); err != nil || string(out) != "host-secret" {
+		t.Fatalf("control: the host service does not answer a container at %s:80: %v %q", gw, err, out)
+	}
+	hostArg := []string{"--network", h.network, "--add-host", "gw.test:" + gw}
+	open := h.startProxy(hostArg, "AFE_EGRESS_HOSTS=gw.test", "AFE_EGRESS_ALLOW_PRIVATE=1")
+	if out, err := h.get(open, "http://gw.test/"); err != nil || out != "host-secret" {
+		t.Fatalf("control: a proxy without the host rule does not reach it: %v %q", err, out)
+	}
+	for name, env := range map[string][]string{
+		"the gateway denied":     {"AFE_EGRESS_HOSTS=gw.test", "AFE_EGRESS_ALLOW_PRIVATE=1", "AFE_EGRESS_DENY_IPS=" + gw},
+		"private ranges refused": {"AFE_EGRESS_HOSTS=gw.test"},
+	} {
+		proxy := h.startProxy(hostArg, env...)
+		if out, err := h.get(proxy, "http://gw.test/"); err == nil || !strings.Contains(out, "403") || strings.Contains(out, "host-secret") {
+			t.Errorf("%s: the host through the proxy must be refused with 403: %v %q", name, err, out)
 		}
 	}
 }
