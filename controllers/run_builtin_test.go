@@ -185,12 +185,17 @@ var _ = Describe("Builtin MergeAndCI", func() {
 		c := sbx.Status.ContainerName
 		inContainer(c, gitRepo, "a")
 		run := newMergeRun(ns, "slowci", sbx.Name, "a")
-		run.Spec.CIScript = "sleep 1001 & sleep 1001"
-		run.Spec.TimeoutSeconds = ptr.To[int32](4)
+		run.Spec.CIScript = "sleep 1001 & sleep 1002"
+		run.Spec.TimeoutSeconds = ptr.To[int32](6)
 		Expect(k8sClient.Create(ctx, run)).To(Succeed())
+		waitRunPhase(ctx, run, afev1.RunRunning)
+		for _, m := range []string{"sleep 1001", "sleep 1002"} {
+			Eventually(func() []string { return leftovers(c, m) }, "5s", "50ms").ShouldNot(BeEmpty(), "%q runs while the Run does", m)
+		}
 		got := waitRunPhase(ctx, run, afev1.RunTimedOut)
 		Expect(got.Status.TimedOut).To(HaveValue(BeTrue()))
 		Expect(leftovers(c, "sleep 1001")).To(BeEmpty())
+		Expect(leftovers(c, "sleep 1002")).To(BeEmpty())
 		res := result(got)
 		Expect(res).To(HaveKeyWithValue("merged", true), "the merge is done before the CI")
 		Expect(res).To(HaveKeyWithValue("ci_passed", false))

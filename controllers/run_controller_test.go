@@ -143,7 +143,7 @@ var _ = Describe("Run", func() {
 	})
 
 	DescribeTable("kills the command and everything it started at the deadline",
-		func(image string, command []string, script, marker string) {
+		func(image string, command []string, script string, markers []string) {
 			in := sbx
 			if image != "" {
 				skip, err := dockertest.RequireImage(image)
@@ -159,33 +159,44 @@ var _ = Describe("Run", func() {
 			}
 			run := newRun(ns, "timeout", in.Name)
 			run.Spec.Command, run.Spec.Script = command, script
-			run.Spec.TimeoutSeconds = ptr.To[int32](2)
+			run.Spec.TimeoutSeconds = ptr.To[int32](4)
 			Expect(k8sClient.Create(ctx, run)).To(Succeed())
+			waitRunPhase(ctx, run, afev1.RunRunning)
+			// Each process, by a marker of its own, runs before the
+			// deadline: their absence afterwards is the kill's doing.
+			for _, m := range markers {
+				Eventually(func() []string { return leftovers(in.Status.ContainerName, m) }, "3s", "50ms").
+					ShouldNot(BeEmpty(), "%q runs while the Run does", m)
+			}
 			got := waitRunPhase(ctx, run, afev1.RunTimedOut)
 			Expect(got.Status.TimedOut).To(HaveValue(BeTrue()))
 			Expect(got.Status.OK).To(HaveValue(BeFalse()))
 			Expect(*got.Status.ExitCode).To(Equal(int32(137)))
-			// It ran until the deadline: everything before its last command
-			// (the background children) had started.
-			Expect(got.Status.DurationMilliseconds).To(BeNumerically(">=", 2000))
+			Expect(got.Status.DurationMilliseconds).To(BeNumerically(">=", 4000))
 			Expect(got.Status.DurationMilliseconds).To(BeNumerically("<", 20000))
-			Expect(leftovers(in.Status.ContainerName, marker)).To(BeEmpty())
+			for _, m := range markers {
+				Expect(leftovers(in.Status.ContainerName, m)).To(BeEmpty(), "%q is gone", m)
+			}
 			Expect(got.Status.Attempts).To(Equal(int32(1)), "a timed out Run is not retried")
 			Eventually(func() []string { return eventReasons(ctx, ns, got) }).Should(ContainElement(afev1.TimedOutReason))
 			Eventually(func() []string { return eventReasons(ctx, ns, in) }).Should(ContainElement("RunTimedOut"))
 		},
-		Entry("a shell with a background child", "", nil, "sleep 1000 & sleep 1000", "sleep 1000"),
-		Entry("daemons that setsid and clear their environment", "", nil,
-			"setsid sleep 1001 & (env -i sleep 1002 &) ; nohup sh -c 'sleep 1003' >/dev/null 2>&1 & sleep 1000", "sleep 100"),
-		Entry("a command without a shell", "", []string{"sleep", "1000"}, "", "sleep 1000"),
+		Entry("a shell with a background child", "", nil, "sleep 1000 & sleep 1009", []string{"sleep 1000", "sleep 1009"}),
+		Entry("daemons that setsid, clear their environment or ignore hangups", "", nil,
+			"setsid sleep 1001 & (env -i sleep 1002 &) ; (trap '' HUP; exec sleep 1003) >/dev/null 2>&1 </dev/null & sleep 1000",
+			[]string{"sleep 1001", "sleep 1002", "sleep 1003", "sleep 1000"}),
+		Entry("a command without a shell", "", []string{"sleep", "1000"}, "", []string{"sleep 1000"}),
 		Entry("an image with nothing but /bin/sh (no sleep, kill or ps)", dockertest.ShellOnlyImage, nil,
-			"while :; do : spin; done & (while :; do : spin; done &); while :; do : spin; done", ": spin"),
+			"while :; do : spin1; done & (while :; do : spin2; done &); while :; do : spin3; done", []string{": spin1", ": spin2", ": spin3"}),
 	)
 
 	It("kills what a finished command left running in the background", func() {
 		run := newRun(ns, "bg", sbx.Name)
-		run.Spec.Script = "setsid sleep 1004 >/dev/null 2>&1 < /dev/null & echo started"
+		run.Spec.Script = "setsid sleep 1004 >/dev/null 2>&1 < /dev/null & echo started; sleep 2"
 		Expect(k8sClient.Create(ctx, run)).To(Succeed())
+		waitRunPhase(ctx, run, afev1.RunRunning)
+		Eventually(func() []string { return leftovers(sbx.Status.ContainerName, "sleep 1004") }, "2s", "50ms").
+			ShouldNot(BeEmpty(), "the daemon runs while the Run does")
 		got := waitRunPhase(ctx, run, afev1.RunCompleted)
 		Expect(got.Status.OK).To(HaveValue(BeTrue()))
 		Expect(leftovers(sbx.Status.ContainerName, "sleep 1004")).To(BeEmpty())
