@@ -2,7 +2,9 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"time"
@@ -42,13 +44,21 @@ var _ = Describe("Hostile workloads", func() {
 		deleteAndWaitGone(ctx, bystander)
 	})
 
-	// bystanderWorks: another sandbox still runs a command promptly.
+	// bystanderWorks: another sandbox still runs a command promptly, within
+	// a bound of its own (a Run of echo takes well under a second here;
+	// the bound is generous for a loaded machine, far below the suite's
+	// default wait).
+	const bystanderBound = 8 * time.Second
 	bystanderWorks := func(name string) {
 		run := newRun(ns, name, bystander.Name)
 		run.Spec.Command = []string{"echo", "fine"}
 		t0 := time.Now()
 		Expect(k8sClient.Create(ctx, run)).To(Succeed())
-		got := waitRunPhase(ctx, run, afev1.RunCompleted)
+		var got *afev1.Run
+		Eventually(func(g Gomega) {
+			got = getRun(ctx, run)(g)
+			g.Expect(got.Status.Phase).To(Equal(afev1.RunCompleted))
+		}, bystanderBound, "50ms").Should(Succeed(), "the bystander's Run ends within %s", bystanderBound)
 		Expect(got.Status.Output).To(Equal("fine\n"))
 		GinkgoWriter.Printf("bystander Run during the attack: %s\n", time.Since(t0))
 	}
@@ -67,10 +77,13 @@ var _ = Describe("Hostile workloads", func() {
 		}, "60s").Should(Succeed())
 		Expect(got.Status.Output).To(ContainSubstring("can't fork"))
 		// Nothing of the bomb is left, and the sandbox is still usable.
-		Eventually(func() int {
-			out, _ := dockertest.Exec(victim.Status.ContainerName, "sh", "-c", "ps -o pid | wc -l")
-			n, _ := strconv.Atoi(out)
-			return n
+		// An exec the pids limit refuses is an error, not zero processes.
+		Eventually(func() (int, error) {
+			out, err := dockertest.Exec(victim.Status.ContainerName, "sh", "-c", "ps -o pid | wc -l")
+			if err != nil {
+				return 0, err
+			}
+			return strconv.Atoi(out)
 		}).Should(BeNumerically("<", 8))
 		after := newRun(ns, "after-bomb", victim.Name)
 		after.Spec.Command = []string{"true"}
@@ -89,6 +102,27 @@ var _ = Describe("Hostile workloads", func() {
 		Expect(got.Status.OK).To(HaveValue(BeFalse()))
 		bystanderWorks("after-hog")
 		Expect(getSandbox(ctx, victim)(Default).Status.Phase).To(Equal(afev1.SandboxReady))
+	})
+
+	It("keeps another sandbox responsive while one sits at its memory limit", func() {
+		// Each inner shell grows past the limit and is killed; the loop
+		// starts the next: the sandbox stays at its limit until the deadline.
+		hog := newRun(ns, "pressure", victim.Name)
+		hog.Spec.Script = `while :; do sh -c 'x=$(yes | head -c 268435456)'; echo oom-$?; done`
+		hog.Spec.TimeoutSeconds = ptr.To[int32](20)
+		Expect(k8sClient.Create(ctx, hog)).To(Succeed())
+		waitRunPhase(ctx, hog, afev1.RunRunning)
+		Eventually(func(g Gomega) {
+			// cgroup v1 and v2 both count the kills as "oom_kill N".
+			out, err := exec.Command("docker", "exec", victim.Status.ContainerName, "cat", "/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events").CombinedOutput()
+			g.Expect(string(out)).To(MatchRegexp(`(?m)^oom_kill [1-9]`), "the victim hits its memory limit: %v", err)
+		}, "10s", "100ms").Should(Succeed())
+		for i := range 3 {
+			bystanderWorks(fmt.Sprintf("during-pressure-%d", i))
+		}
+		Expect(getRun(ctx, hog)(Default).Status.Phase).To(Equal(afev1.RunRunning), "the pressure lasted through the bystander's Runs")
+		got := waitRunPhase(ctx, hog, afev1.RunTimedOut)
+		Expect(got.Status.Output).To(ContainSubstring("oom-137"))
 	})
 
 	It("refuses a file larger than resources.fileSize with EFBIG", func() {
