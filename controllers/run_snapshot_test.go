@@ -60,6 +60,20 @@ var _ = Describe("Builtin Snapshot", func() {
 		defer deleteAndWaitGone(ctx, src)
 		c := src.Status.ContainerName
 		inContainer(c, `mkdir -p /workspace/d && echo old > /workspace/d/f && head -c 52428800 /dev/urandom > /workspace/big && chmod 640 /workspace/d/f`)
+		// The copy helpers are created and never started: nothing of the
+		// workload's image runs beside its two volumes.
+		helpers, err := dockertest.RecordEvents(afev1.LabelRole + "=" + afev1.RoleSnapshotCopy)
+		Expect(err).NotTo(HaveOccurred())
+		defer func() {
+			var actions []string
+			for _, e := range helpers.Stop() {
+				if e.Labels[afev1.LabelNamespace] == ns {
+					actions = append(actions, e.Action)
+				}
+			}
+			Expect(actions).To(ContainElement("create"), "the recorder saw the copy helpers")
+			Expect(actions).NotTo(ContainElement("start"), "a copy helper was started")
+		}()
 
 		name, run := takeSnapshot(ctx, ns, "snap", src.Name)
 		key := naming.Key(ns, src.Name)

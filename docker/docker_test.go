@@ -285,9 +285,18 @@ func TestNetworkIsIdempotentAndInternal(t *testing.T) {
 	if _, err := engine.InspectNetwork(ctx, name); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("inspect after remove: %v", err)
 	}
-	// A prefix of another network's ID is not that network.
-	if _, err := engine.InspectNetwork(ctx, n1.ID[:4]); err == nil {
-		t.Log("a short ID prefix matched a remaining network; not an error of ours")
+	// A prefix of a network's ID is not that network: the engine would
+	// resolve it, the client does not.
+	kept, err := engine.EnsureNetwork(ctx, NetworkSpec{Name: name + "-kept", Labels: labels})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = engine.RemoveNetwork(ctx, kept.ID) }()
+	if n, err := engine.InspectNetwork(ctx, kept.ID[:12]); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("inspect by an ID prefix: %v %+v, want ErrNotFound", err, n)
+	}
+	if n, err := engine.InspectNetwork(ctx, kept.ID); err != nil || n.Name != name+"-kept" {
+		t.Fatalf("inspect by the whole ID: %v %+v", err, n)
 	}
 }
 

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // reference: the last line (of at most MaxResultLine bytes) that is exactly
@@ -67,6 +69,20 @@ func FuzzTail(f *testing.F) {
 		}
 		if tail.Truncated() != (len(data) > tail.Limit) {
 			t.Fatalf("truncated=%v for %d bytes, limit %d", tail.Truncated(), len(data), tail.Limit)
+		}
+		out := tail.String()
+		if !utf8.ValidString(out) {
+			t.Fatalf("tail %q is not valid UTF-8", out)
+		}
+		if utf8.Valid(data) {
+			// Valid output stays itself: its end, cut at a rune boundary
+			// (at most 3 bytes of a cut rune dropped).
+			if !strings.HasSuffix(string(data), out) {
+				t.Fatalf("tail %q is not the end of %q", out, data)
+			}
+			if want := min(len(data), tail.Limit); len(out) < want-3 || len(out) > want {
+				t.Fatalf("tail of %d bytes, want %d (limit %d, %d written)", len(out), want, tail.Limit, len(data))
+			}
 		}
 	})
 }

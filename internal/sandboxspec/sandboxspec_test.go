@@ -252,39 +252,43 @@ func TestHashTracksTheSpec(t *testing.T) {
 	if h := Container(testSandbox(), id, r).Labels[afev1.LabelSpecHash]; h != h0 {
 		t.Fatal("hash is not stable")
 	}
-	changes := map[string]func(*afev1.Sandbox, *Resolved){
-		"image":    func(s *afev1.Sandbox, _ *Resolved) { s.Spec.Image = "other:1" },
-		"command":  func(s *afev1.Sandbox, _ *Resolved) { s.Spec.Command = []string{"sleep", "1"} },
-		"memory":   func(s *afev1.Sandbox, _ *Resolved) { s.Spec.Resources.Memory = ptr.To(resource.MustParse("2Gi")) },
-		"user":     func(s *afev1.Sandbox, _ *Resolved) { s.Spec.User = "1001" },
-		"env":      func(_ *afev1.Sandbox, r *Resolved) { r.Env = []string{"A=2"} },
-		"network":  func(_ *afev1.Sandbox, r *Resolved) { r.Network = "afe-x-net" },
-		"ws":       func(_ *afev1.Sandbox, r *Resolved) { r.Workspace = "w" },
-		"ticket":   func(s *afev1.Sandbox, _ *Resolved) { s.Spec.TicketRef = &afev1.TicketReference{Name: "other"} },
-		"timeout":  nil, // Runs' default only: no container change
-		"instance": nil,
+	tests := map[string]struct {
+		// change alters the sandbox, what was resolved for it, or the
+		// controller instance.
+		change func(s *afev1.Sandbox, r *Resolved, instance *string)
+		same   bool
+	}{
+		"image":   {change: func(s *afev1.Sandbox, _ *Resolved, _ *string) { s.Spec.Image = "other:1" }},
+		"command": {change: func(s *afev1.Sandbox, _ *Resolved, _ *string) { s.Spec.Command = []string{"sleep", "1"} }},
+		"memory": {change: func(s *afev1.Sandbox, _ *Resolved, _ *string) {
+			s.Spec.Resources.Memory = ptr.To(resource.MustParse("2Gi"))
+		}},
+		"user":    {change: func(s *afev1.Sandbox, _ *Resolved, _ *string) { s.Spec.User = "1001" }},
+		"env":     {change: func(_ *afev1.Sandbox, r *Resolved, _ *string) { r.Env = []string{"A=2"} }},
+		"network": {change: func(_ *afev1.Sandbox, r *Resolved, _ *string) { r.Network = "afe-x-net" }},
+		"ws":      {change: func(_ *afev1.Sandbox, r *Resolved, _ *string) { r.Workspace = "w" }},
+		// A label, not part of the container's behaviour.
+		"ticket": {change: func(s *afev1.Sandbox, _ *Resolved, _ *string) {
+			s.Spec.TicketRef = &afev1.TicketReference{Name: "other"}
+		}, same: true},
+		// Runs' default only: no container change.
+		"timeout": {change: func(s *afev1.Sandbox, _ *Resolved, _ *string) { s.Spec.TimeoutSeconds = 5 }, same: true},
+		// The afe.controller label; another instance never adopts the
+		// container anyway (Owns checks the label).
+		"instance": {change: func(_ *afev1.Sandbox, _ *Resolved, instance *string) { *instance = "other" }, same: true},
 	}
-	for name, change := range changes {
-		s, rr := testSandbox(), r
-		if change == nil {
-			s.Spec.TimeoutSeconds = 5
-			if h := Container(s, IdentityOf(s, "default"), rr).Labels[afev1.LabelSpecHash]; h != h0 {
-				t.Fatalf("%s changed the hash", name)
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			s, rr, instance := testSandbox(), r, "default"
+			tc.change(s, &rr, &instance)
+			c := Container(s, IdentityOf(s, instance), rr)
+			if name == "instance" && c.Labels[afev1.LabelController] != "other" {
+				t.Fatalf("the instance was not changed: %v", c.Labels)
 			}
-			continue
-		}
-		change(s, &rr)
-		h := Container(s, IdentityOf(s, "default"), rr).Labels[afev1.LabelSpecHash]
-		if name == "ticket" {
-			// The ticket is a label, not part of the container's behaviour.
-			if h != h0 {
-				t.Fatal("the ticket label changed the hash")
+			if same := c.Labels[afev1.LabelSpecHash] == h0; same != tc.same {
+				t.Fatalf("hash unchanged = %v, want %v", same, tc.same)
 			}
-			continue
-		}
-		if h == h0 {
-			t.Fatalf("changing %s kept the hash", name)
-		}
+		})
 	}
 }
 

@@ -71,13 +71,14 @@ spec:
   builtin: MergeAndCI
   lanes: [a, b]
   baseRef: main
-  ciScript: echo ci-started >> /workspace/ci-runs; sleep 5; test -f a.txt && test -f b.txt
+  ciScript: echo ci-started >> /workspace/ci-runs; if [ "$(wc -l < /workspace/ci-runs)" = 1 ]; then sleep 1005; fi; test -f a.txt && test -f b.txt
 `, "apply", "-f", "-")).To(ContainSubstring("run.sandbox.afe.dev/merge created"))
 		// The first attempt is in its CI step: the git part is done.
 		Eventually(func() string {
 			out, _ := exec.Command("docker", "exec", container, "cat", "/workspace/ci-runs").Output()
 			return string(out)
 		}).Should(Equal("ci-started\n"))
+		Eventually(func() string { return git(`ps -o args`) }).Should(ContainSubstring("sleep 1005"), "the first attempt's CI runs")
 		first := git(`git -C /workspace/repo rev-parse integration a b`)
 		mgr.Kill() // SIGKILL
 		Eventually(mgr).Should(gexec.Exit())
@@ -91,6 +92,8 @@ spec:
 		Expect(git(`git -C /workspace/repo rev-parse integration a b`)).To(Equal(first), "the same commits, made again")
 		Expect(git(`git -C /workspace/repo rev-list --count a`)).To(Equal("2"), "the lane was committed once")
 		Expect(git(`cat /workspace/ci-runs`)).To(Equal("ci-started\nci-started"))
-		Expect(git(`ps -o args`)).NotTo(ContainSubstring("sleep 5"))
+		// The first attempt's CI would sleep for 1005 s: only its kill
+		// before the second attempt ended it.
+		Expect(git(`ps -o args`)).NotTo(ContainSubstring("sleep 1005"))
 	})
 })
