@@ -56,6 +56,11 @@ type Options struct {
 	MaxConcurrentReconciles int
 	// SweepPeriod overrides ResyncPeriod for the sweep (tests use a short one).
 	SweepPeriod time.Duration
+	// UsagePeriod is --usage-period: how often the usage of every sandbox
+	// is measured. Zero is ResyncPeriod, but at least
+	// status.MinUsageInterval; negative turns the measuring off. The manager
+	// never passes less than status.MinUsageInterval (tests do).
+	UsagePeriod time.Duration
 	// MaxRunsPerSandbox is --max-runs-per-sandbox: how many Runs execute in
 	// one sandbox at once (0: DefaultMaxRunsPerSandbox).
 	MaxRunsPerSandbox int

@@ -8,6 +8,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/status"
 )
 
 // SetupAll registers every reconciler and the Docker event source with the
@@ -47,6 +48,12 @@ func SetupAll(ctx context.Context, mgr ctrl.Manager, engine docker.Engine, opts 
 	if err := mgr.Add(sweeper); err != nil {
 		return fmt.Errorf("add sweeper: %w", err)
 	}
+	if usage := opts.usagePeriod(); usage > 0 {
+		collector := &UsageCollector{Client: mgr.GetClient(), Cache: mgr.GetCache(), Engine: engine, Instance: opts.Instance, Period: usage}
+		if err := mgr.Add(collector); err != nil {
+			return fmt.Errorf("add usage collector: %w", err)
+		}
+	}
 	runs := &RunReconciler{
 		Client:   mgr.GetClient(),
 		Engine:   engine,
@@ -57,4 +64,15 @@ func SetupAll(ctx context.Context, mgr ctrl.Manager, engine docker.Engine, opts 
 		return fmt.Errorf("set up run controller: %w", err)
 	}
 	return nil
+}
+
+// usagePeriod is how often usage is measured; zero or less is never.
+func (o Options) usagePeriod() time.Duration {
+	switch {
+	case o.UsagePeriod < 0:
+		return 0
+	case o.UsagePeriod == 0:
+		return max(o.ResyncPeriod, status.MinUsageInterval)
+	}
+	return o.UsagePeriod
 }
