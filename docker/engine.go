@@ -65,6 +65,12 @@ type Engine interface {
 	// volume in one request.
 	DiskUsage(ctx context.Context) (*DiskUsage, error)
 
+	// StorageQuota is true when the engine's storage driver may limit a
+	// container's writable layer (ContainerSpec.StorageSizeBytes); a
+	// container asking for it where it cannot fails with
+	// ErrStorageQuotaUnsupported.
+	StorageQuota(ctx context.Context) (bool, error)
+
 	// Events streams the events of containers carrying all the labels until
 	// ctx ends or the connection breaks (an error on the second channel).
 	Events(ctx context.Context, labels map[string]string) (<-chan Event, <-chan error)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
@@ -78,8 +80,22 @@ func usageOf(st *container.StatsResponse) *ContainerUsage {
 // all volumes in one request (the engine's /system/df; engines from API 1.42
 // on skip images and the build cache).
 func (c *Client) DiskUsage(ctx context.Context) (*DiskUsage, error) {
-	c.count("system_df")
-	df, err := c.api.DiskUsage(ctx, types.DiskUsageOptions{Types: []types.DiskUsageObject{types.ContainerObject, types.VolumeObject}})
+	var df types.DiskUsage
+	var err error
+	// Engines before 23.0 refuse a second measurement while one is running
+	// (anyone's: `docker system df` too), later ones share it: wait for it.
+	for range 50 {
+		c.count("system_df")
+		df, err = c.api.DiskUsage(ctx, types.DiskUsageOptions{Types: []types.DiskUsageObject{types.ContainerObject, types.VolumeObject}})
+		if err == nil || !strings.Contains(err.Error(), "disk usage operation is already running") {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 	if err != nil {
 		return nil, wrap(err, "disk usage")
 	}
