@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -36,6 +37,17 @@ type UsageCollector struct {
 	Engine   docker.Engine
 	Instance string
 	Period   time.Duration
+	// Disk receives every workspace size measured; DiskPeriod is how often
+	// the workspaces are measured (one disk usage request) between two
+	// full measurements while a sandbox with resources.disk exists.
+	Disk       *DiskMeter
+	DiskPeriod time.Duration
+	// Enqueue asks for a reconcile of the Sandbox namespace/name: one whose
+	// workspace went over its resources.disk.
+	Enqueue func(namespace, name string)
+
+	// over holds the UIDs last measured over their disk limit.
+	over map[string]bool
 }
 
 // NeedLeaderElection is true: only the leader writes status.
@@ -47,16 +59,77 @@ func (u *UsageCollector) Start(ctx context.Context) error {
 	if !u.Cache.WaitForCacheSync(ctx) {
 		return nil
 	}
+	tick := u.Period
+	if u.DiskPeriod > 0 && (tick <= 0 || u.DiskPeriod < tick) {
+		tick = u.DiskPeriod
+	}
+	if tick <= 0 {
+		return nil
+	}
+	var last time.Time
 	for {
-		if err := u.collect(ctx); err != nil && ctx.Err() == nil {
+		var err error
+		if u.Period > 0 && time.Since(last) >= u.Period-tick/2 {
+			last = time.Now()
+			err = u.collect(ctx)
+		} else {
+			err = u.checkDisk(ctx)
+		}
+		if err != nil && ctx.Err() == nil {
 			log.Error(err, "Measure sandbox usage")
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(u.Period):
+		case <-time.After(tick):
 		}
 	}
+}
+
+// checkDisk measures the workspaces alone, in one request, when a sandbox
+// has a disk limit.
+func (u *UsageCollector) checkDisk(ctx context.Context) error {
+	list := &afev1.SandboxList{}
+	if err := u.Client.List(ctx, list); err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(list.Items, func(sbx afev1.Sandbox) bool { return sbx.Spec.Resources.Disk != nil }) {
+		return nil
+	}
+	disk, err := u.Engine.DiskUsage(ctx)
+	if err != nil {
+		return err
+	}
+	u.recordDisk(list.Items, disk)
+	return nil
+}
+
+// recordDisk passes the workspace sizes to the meter and queues the
+// sandboxes that just went over their disk limit.
+func (u *UsageCollector) recordDisk(sandboxes []afev1.Sandbox, disk *docker.DiskUsage) {
+	if u.Disk == nil {
+		return
+	}
+	workspace := map[string]int64{}
+	for _, v := range disk.Volumes {
+		if v.Labels[afev1.LabelController] == u.Instance && v.Labels[afev1.LabelRole] == afev1.RoleWorkspace && v.Bytes >= 0 {
+			workspace[v.Labels[afev1.LabelSandboxUID]] += v.Bytes
+		}
+	}
+	u.Disk.set(workspace)
+	over := map[string]bool{}
+	for i := range sandboxes {
+		sbx := &sandboxes[i]
+		if _, ok := u.Disk.overDisk(sbx); !ok {
+			continue
+		}
+		uid := string(sbx.UID)
+		over[uid] = true
+		if !u.over[uid] && u.Enqueue != nil {
+			u.Enqueue(sbx.Namespace, sbx.Name)
+		}
+	}
+	u.over = over
 }
 
 // measurement is what the engine reported in one round.
@@ -81,6 +154,9 @@ func (u *UsageCollector) collect(ctx context.Context) error {
 	list := &afev1.SandboxList{}
 	if err := u.Client.List(ctx, list); err != nil {
 		return err
+	}
+	if m.disk != nil {
+		u.recordDisk(list.Items, m.disk)
 	}
 	var samples []metrics.UsageSample
 	byTicket := map[types.NamespacedName][]afev1.Usage{}

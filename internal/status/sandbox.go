@@ -27,6 +27,7 @@ var terminalReasons = map[string]bool{
 	afev1.WorkspaceOutsideRootReason: true,
 	afev1.NameConflictReason:         true,
 	afev1.SnapshotNotFoundReason:     true,
+	afev1.DiskQuotaExceededReason:    true,
 }
 
 // waitingReasons block provisioning until something outside changes.
