@@ -27,10 +27,11 @@ const usageConcurrency = 4
 // Period, and reports it as Prometheus series and in status.usage of the
 // Sandboxes and their Tickets. One measurement is one list of the running
 // sandbox containers, one disk usage request for all writable layers and
-// volumes, and one one-shot stats request per running sandbox container:
-// the engine has no batched call for CPU, memory and network (the README's
-// Usage section has the cost). Nothing is asked of the engine when no
-// sandbox runs.
+// volumes, and the usage of each running sandbox container: read from the
+// host's cgroup files for a local engine, else one one-shot stats request
+// each, since the engine has no batched call for CPU, memory and network
+// (the README's Usage section has the cost). Nothing is asked of the
+// engine when no sandbox runs.
 type UsageCollector struct {
 	Client   client.Client
 	Cache    cache.Cache
@@ -184,8 +185,8 @@ func (u *UsageCollector) collect(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// measure asks the engine, in one list, one disk usage request and one
-// stats request per running sandbox container.
+// measure asks the engine, in one list, one disk usage request and the
+// usage of each running sandbox container.
 func (u *UsageCollector) measure(ctx context.Context) (*measurement, error) {
 	containers, err := u.Engine.ListContainers(ctx, map[string]string{afev1.LabelController: u.Instance, afev1.LabelRole: afev1.RoleSandbox})
 	if err != nil {

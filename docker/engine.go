@@ -58,8 +58,10 @@ type Engine interface {
 	// Exec runs a command in a running container and returns its exit code.
 	Exec(ctx context.Context, container string, spec ExecSpec) (int, error)
 
-	// ContainerUsage reads what a running container has used, in one
-	// request per container: the engine has no batched call for it.
+	// ContainerUsage reads what a running container has used: from the
+	// host's cgroup files for a local engine whose files are visible here,
+	// with no request; otherwise in one request per container (the engine
+	// has no batched call for it).
 	ContainerUsage(ctx context.Context, id string) (*ContainerUsage, error)
 	// DiskUsage measures every container's writable layer and every
 	// volume in one request.

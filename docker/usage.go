@@ -42,9 +42,19 @@ type VolumeUsage struct {
 	Bytes int64
 }
 
-// ContainerUsage reads the usage of a running container in one request
-// (one-shot stats: the engine does not wait for a second sample).
+// ContainerUsage reads the usage of a running container (id is its full
+// ID): from the host's cgroup files when the engine is local and they are
+// visible here, without a request; otherwise in one request (one-shot
+// stats: the engine does not wait for a second sample).
 func (c *Client) ContainerUsage(ctx context.Context, id string) (*ContainerUsage, error) {
+	if u, ok := c.cgroups.usage(id); ok {
+		return u, nil
+	}
+	return c.containerStats(ctx, id)
+}
+
+// containerStats asks the engine for a running container's usage.
+func (c *Client) containerStats(ctx context.Context, id string) (*ContainerUsage, error) {
 	c.count("container_stats")
 	resp, err := c.api.ContainerStatsOneShot(ctx, id)
 	if err != nil {
