@@ -265,13 +265,15 @@ func (u *UsageCollector) writeSandboxUsage(ctx context.Context, sbx *afev1.Sandb
 }
 
 // writeTicketUsage patches the ticket's status.usage with the sum of its
-// sandboxes' when it changed enough.
+// sandboxes' when it changed enough, while the ticket is not finished.
 func (u *UsageCollector) writeTicketUsage(ctx context.Context, key types.NamespacedName, sum afev1.Usage) error {
 	tk := &afev1.Ticket{}
 	if err := u.Client.Get(ctx, key, tk); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if !tk.DeletionTimestamp.IsZero() || !status.UsageChanged(tk.Status.Usage, sum) {
+	// A finished ticket keeps the sum of its sandboxes as they were, not of
+	// those its cleanup has not removed yet.
+	if !tk.DeletionTimestamp.IsZero() || tk.Spec.State.Terminal() || !status.UsageChanged(tk.Status.Usage, sum) {
 		return nil
 	}
 	before := tk.DeepCopy()

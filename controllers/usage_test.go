@@ -101,8 +101,11 @@ var _ = Describe("Sandbox usage", func() {
 			g.Expect(got.ResourceVersion).To(Equal(written.ResourceVersion))
 		}, 12*time.Second, time.Second).Should(Succeed())
 
-		By("dropping the series of a deleted ticket's sandbox")
-		Expect(k8sClient.Delete(ctx, tk)).To(Succeed())
+		By("keeping the ticket's last sum once it is finished, and dropping the series of its sandbox")
+		last := getTicket(ctx, tk)(Default).Status.Usage
+		setState(ctx, tk, afev1.TicketDone)
+		finished := waitTicketPhase(ctx, tk, afev1.TicketFinished)
+		Expect(finished.Status.Usage).To(Equal(last))
 		Eventually(func() float64 {
 			return metricValue("afe_sandbox_disk_bytes", map[string]string{"namespace": ns, "sandbox": sbx.Name})
 		}).Should(Equal(-1.0))
