@@ -429,9 +429,11 @@ type Usage struct {
 	// workspaceBytes is the size of the workspace volume (zero for a Folder
 	// workspace, which the engine does not measure).
 	WorkspaceBytes int64 `json:"workspaceBytes"`
-	// networkReceiveBytes and networkTransmitBytes are summed over the
-	// container's interfaces (zero without egress).
-	NetworkReceiveBytes  int64 `json:"networkReceiveBytes"`
+	// networkReceiveBytes are the bytes received on the container's
+	// interfaces (zero without egress).
+	NetworkReceiveBytes int64 `json:"networkReceiveBytes"`
+	// networkTransmitBytes are the bytes sent from the container's
+	// interfaces (zero without egress).
 	NetworkTransmitBytes int64 `json:"networkTransmitBytes"`
 	// time is when it was measured.
 	Time metav1.Time `json:"time"`

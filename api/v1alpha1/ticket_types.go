@@ -151,7 +151,8 @@ type TicketStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// usage is the sum of the usage of the ticket's sandboxes (each as in
 	// its own status.usage; time is the latest of theirs), refreshed with
-	// them.
+	// them while the ticket is not finished, and kept as last measured once
+	// it is.
 	// +optional
 	Usage *Usage `json:"usage,omitempty"`
 	// conditions: Ready, Requeued, CleanedUp.
