@@ -56,6 +56,15 @@ type Options struct {
 	MaxConcurrentReconciles int
 	// SweepPeriod overrides ResyncPeriod for the sweep (tests use a short one).
 	SweepPeriod time.Duration
+	// UsagePeriod is --usage-period: how often the usage of every sandbox
+	// is measured. Zero is ResyncPeriod, but at least
+	// status.MinUsageInterval; negative turns the measuring off. The manager
+	// never passes less than status.MinUsageInterval (tests do).
+	UsagePeriod time.Duration
+	// DiskCheckPeriod is --disk-check-period: how often the workspaces are
+	// measured between two usage measurements, while a sandbox has
+	// resources.disk (zero: only with the usage).
+	DiskCheckPeriod time.Duration
 	// MaxRunsPerSandbox is --max-runs-per-sandbox: how many Runs execute in
 	// one sandbox at once (0: DefaultMaxRunsPerSandbox).
 	MaxRunsPerSandbox int
@@ -119,6 +128,11 @@ type SandboxReconciler struct {
 	// while the cache still shows it (even as it was before its deletion),
 	// and there is nothing left to do.
 	finalized sync.Map
+	// Disk holds the measured workspace sizes (nil: disk limits are not
+	// enforced on the workspace).
+	Disk *DiskMeter
+	// disk decides how disk limits are enforced on the engine.
+	disk diskProbe
 	// legacyChecked holds the UIDs whose legacy-named proxy and network
 	// (docs/upgrade.md) this process has looked for.
 	legacyChecked sync.Map
@@ -221,6 +235,9 @@ func (r *SandboxReconciler) reconcileNormal(ctx context.Context, s *sandboxScope
 		return r.invalidSpec(ctx, s, err)
 	}
 	s.resolved.Env = env
+	if err := r.resolveDisk(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
 
 	phases := []func(context.Context, *sandboxScope) (ctrl.Result, error){
 		r.reconcileWorkspace,

@@ -170,6 +170,9 @@ func (r *SandboxReconciler) reconcileContainer(ctx context.Context, s *sandboxSc
 			fmt.Sprintf("Container %s belongs to another sandbox or controller instance and is not adopted", want.Name))
 		return ctrl.Result{RequeueAfter: conflictRetry}, nil
 	}
+	if stopped, err := r.stopOverDisk(ctx, s, have); stopped || err != nil {
+		return ctrl.Result{}, err
+	}
 	// The image is looked at only when a container is to be made, and
 	// before anything is removed: an image that cannot be pulled leaves a
 	// running container of an earlier spec in place.
@@ -234,7 +237,7 @@ func (r *SandboxReconciler) reconcileContainer(ctx context.Context, s *sandboxSc
 			return ctrl.Result{RequeueAfter: conflictRetry}, nil
 		}
 		if err != nil {
-			return ctrl.Result{}, err
+			return r.storageQuotaRefused(ctx, err)
 		}
 		r.Recorder.Eventf(sbx, nil, "Normal", "Created", "Create", "Started container %s", want.Name)
 		have = created

@@ -8,6 +8,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/status"
 )
 
 // SetupAll registers every reconciler and the Docker event source with the
@@ -30,6 +31,7 @@ func SetupAll(ctx context.Context, mgr ctrl.Manager, engine docker.Engine, opts 
 		Recorder:     mgr.GetEventRecorder("afe-sandbox-controller"),
 		Options:      opts,
 		DockerEvents: events.Out,
+		Disk:         &DiskMeter{},
 	}
 	if err := sandboxes.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up sandbox controller: %w", err)
@@ -52,6 +54,13 @@ func SetupAll(ctx context.Context, mgr ctrl.Manager, engine docker.Engine, opts 
 	if err := mgr.Add(sweeper); err != nil {
 		return fmt.Errorf("add sweeper: %w", err)
 	}
+	// The collector also measures the workspaces for resources.disk, even
+	// with the usage turned off.
+	collector := &UsageCollector{Client: mgr.GetClient(), Cache: mgr.GetCache(), Engine: engine, Instance: opts.Instance,
+		Period: opts.usagePeriod(), Disk: sandboxes.Disk, DiskPeriod: opts.diskCheckPeriod(), Enqueue: events.enqueue}
+	if err := mgr.Add(collector); err != nil {
+		return fmt.Errorf("add usage collector: %w", err)
+	}
 	runs := &RunReconciler{
 		Client:   mgr.GetClient(),
 		Engine:   engine,
@@ -62,4 +71,28 @@ func SetupAll(ctx context.Context, mgr ctrl.Manager, engine docker.Engine, opts 
 		return fmt.Errorf("set up run controller: %w", err)
 	}
 	return nil
+}
+
+// usagePeriod is how often usage is measured; zero or less is never.
+func (o Options) usagePeriod() time.Duration {
+	switch {
+	case o.UsagePeriod < 0:
+		return 0
+	case o.UsagePeriod == 0:
+		return max(o.ResyncPeriod, status.MinUsageInterval)
+	}
+	return o.UsagePeriod
+}
+
+// diskCheckPeriod is how often workspaces are measured for disk limits: with
+// the usage when DiskCheckPeriod is zero, and then every resync period
+// should the usage be off.
+func (o Options) diskCheckPeriod() time.Duration {
+	if o.DiskCheckPeriod > 0 {
+		return o.DiskCheckPeriod
+	}
+	if o.usagePeriod() > 0 {
+		return 0
+	}
+	return max(o.ResyncPeriod, status.MinUsageInterval)
 }

@@ -101,6 +101,8 @@ var _ = BeforeSuite(func() {
 		DenyEnv:                 []string{"EXTRA_DENIED"},
 		ResyncPeriod:            30 * time.Second,
 		SweepPeriod:             2 * time.Second,
+		UsagePeriod:             5 * time.Second,
+		DiskCheckPeriod:         time.Second,
 		MaxConcurrentReconciles: 4,
 		EgressNetwork:           egressNetwork,
 		EgressAllowPrivate:      true, // the test servers have private addresses

@@ -15,6 +15,9 @@ import (
 // Client is the Engine of a real Docker engine.
 type Client struct {
 	api *client.Client
+	// cgroups reads container usage from the host's cgroup files, for a
+	// local engine (nil otherwise).
+	cgroups *hostCgroups
 }
 
 var _ Engine = (*Client)(nil)
@@ -32,7 +35,9 @@ func New(host string) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker client: %w", err)
 	}
-	return &Client{api: api}, nil
+	c := &Client{api: api}
+	c.cgroups = localCgroups(c.IsLocal())
+	return c, nil
 }
 
 // Host is the address of the engine.

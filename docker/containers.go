@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,6 +24,9 @@ func (c *Client) RunContainer(ctx context.Context, spec ContainerSpec) (*Contain
 	resp, err := c.api.ContainerCreate(ctx, cfg, hc, nc, nil, spec.Name)
 	if cerrdefs.IsConflict(err) {
 		return c.adopt(ctx, spec)
+	}
+	if err != nil && spec.StorageSizeBytes > 0 && storageQuotaRefused(err) {
+		return nil, fmt.Errorf("create container %s: %w: %w", spec.Name, ErrStorageQuotaUnsupported, err)
 	}
 	if err != nil {
 		return nil, wrap(err, "create container "+spec.Name)
@@ -63,7 +67,18 @@ func (c *Client) prepareAndStart(ctx context.Context, id string, spec ContainerS
 		if m.Owner == nil {
 			continue
 		}
-		if err := c.chownMountPoint(ctx, id, m); err != nil {
+		target := id
+		if spec.ReadOnlyRootfs {
+			// The engine refuses to extract into a read-only root, even
+			// onto a mount point: a helper sets the owner instead.
+			helper, done, err := c.chownHelper(ctx, spec, m)
+			if err != nil {
+				return err
+			}
+			defer done()
+			target = helper
+		}
+		if err := c.chownMountPoint(ctx, target, m); err != nil {
 			return err
 		}
 	}
@@ -78,6 +93,30 @@ func (c *Client) prepareAndStart(ctx context.Context, id string, spec ContainerS
 		return wrap(err, "start container "+spec.Name)
 	}
 	return nil
+}
+
+// chownHelper creates, and never starts, a container of the spec's image
+// and labels with the mount alone and a writable root, to set the owner of
+// the mount point through; done removes it.
+func (c *Client) chownHelper(ctx context.Context, spec ContainerSpec, m Mount) (string, func(), error) {
+	name := spec.Name + "_chown"
+	// One left by a crash in the middle.
+	if err := c.RemoveContainer(ctx, name); err != nil {
+		return "", nil, err
+	}
+	c.count("container_create")
+	resp, err := c.api.ContainerCreate(ctx,
+		&container.Config{Image: spec.Image, Entrypoint: []string{"/nonexistent"}, Labels: spec.Labels},
+		&container.HostConfig{NetworkMode: "none", Mounts: []mount.Mount{{Type: mount.Type(m.Type), Source: m.Source, Target: m.Target}}},
+		nil, nil, name)
+	if err != nil {
+		return "", nil, wrap(err, "create container "+name)
+	}
+	return resp.ID, func() {
+		rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_ = c.RemoveContainer(rmCtx, resp.ID)
+	}, nil
 }
 
 // chownMountPoint sets the owner of a mount point by extracting a tar that
@@ -136,6 +175,9 @@ func containerConfig(spec ContainerSpec) (*container.Config, *container.HostConf
 			Memory:     spec.MemoryBytes,
 			MemorySwap: spec.MemoryBytes,
 		},
+	}
+	if spec.StorageSizeBytes > 0 {
+		hc.StorageOpt = map[string]string{"size": strconv.FormatInt(spec.StorageSizeBytes, 10)}
 	}
 	if spec.NoNewPrivileges {
 		hc.SecurityOpt = []string{"no-new-privileges:true"}

@@ -58,6 +58,21 @@ type Engine interface {
 	// Exec runs a command in a running container and returns its exit code.
 	Exec(ctx context.Context, container string, spec ExecSpec) (int, error)
 
+	// ContainerUsage reads what a running container has used: from the
+	// host's cgroup files for a local engine whose files are visible here,
+	// with no request; otherwise in one request per container (the engine
+	// has no batched call for it).
+	ContainerUsage(ctx context.Context, id string) (*ContainerUsage, error)
+	// DiskUsage measures every container's writable layer and every
+	// volume in one request.
+	DiskUsage(ctx context.Context) (*DiskUsage, error)
+
+	// StorageQuota is true when the engine's storage driver may limit a
+	// container's writable layer (ContainerSpec.StorageSizeBytes); a
+	// container asking for it where it cannot fails with
+	// ErrStorageQuotaUnsupported.
+	StorageQuota(ctx context.Context) (bool, error)
+
 	// Events streams the events of containers carrying all the labels until
 	// ctx ends or the connection breaks (an error on the second channel).
 	Events(ctx context.Context, labels map[string]string) (<-chan Event, <-chan error)

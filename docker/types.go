@@ -100,6 +100,9 @@ type ContainerSpec struct {
 	// never written to, so that a process can block reading it. (Omitted
 	// from JSON when false, so hashes of specs without it stay as they were.)
 	OpenStdin bool `json:",omitempty"`
+	// StorageSizeBytes, when set, limits the writable layer (the storage
+	// option size), on engines where StorageQuota is true.
+	StorageSizeBytes int64 `json:",omitempty"`
 }
 
 // Container is what the engine reports of a container.

@@ -21,6 +21,21 @@ const (
 	WorkspaceFolder WorkspaceType = "Folder"
 )
 
+// DiskEnforcement says how resources.disk is enforced on the engine.
+// +kubebuilder:validation:Enum=StorageQuota;ReadOnlyRoot
+type DiskEnforcement string
+
+const (
+	// DiskStorageQuota is a writable layer the engine limits to the limit
+	// (--storage-opt size: overlay2 on xfs with project quotas); the
+	// workspace is measured.
+	DiskStorageQuota DiskEnforcement = "StorageQuota"
+	// DiskReadOnlyRoot is a read-only root filesystem with a size-bounded
+	// tmpfs at /tmp, where the engine cannot limit the writable layer; the
+	// workspace is measured.
+	DiskReadOnlyRoot DiskEnforcement = "ReadOnlyRoot"
+)
+
 // SandboxPhase is a one-word summary of where a Sandbox is in its life.
 // +kubebuilder:validation:Enum=Pending;Provisioning;Ready;Recreating;Failed;Terminating
 type SandboxPhase string
@@ -73,6 +88,11 @@ const (
 	// gid of the controller's Run groups). Nothing was created, and a
 	// container of the sandbox running as such a user is removed.
 	UserNotAllowedReason = "UserNotAllowed"
+	// DiskQuotaExceededReason: the workspace grew past resources.disk; the
+	// container was stopped and is not started again while the workspace
+	// is over the limit (raise the limit to start it; the workspace is
+	// kept).
+	DiskQuotaExceededReason = "DiskQuotaExceeded"
 	// WorkspaceOutsideRootReason: a Folder workspace is not strictly inside
 	// <workspace-root>/<namespace>/ of the Sandbox's namespace (or climbs
 	// out with ..), or Folder workspaces are disabled.
@@ -179,6 +199,19 @@ type SandboxResources struct {
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('1Mi')) >= 0 && quantity(string(self)).compareTo(quantity('1Ti')) <= 0",message="fileSize must be between 1Mi and 1Ti"
 	// +optional
 	FileSize *resource.Quantity `json:"fileSize,omitempty"`
+
+	// disk bounds what the sandbox may write to disk (a quantity, "2Gi"):
+	// the workspace volume is measured by the controller, and the sandbox
+	// is stopped with reason DiskQuotaExceeded when it passes the limit;
+	// the writable layer is limited by the engine where it supports it
+	// (overlay2 on xfs with project quotas), and otherwise the root
+	// filesystem is read-only with a tmpfs at /tmp (at most the limit and
+	// half the memory). status.diskEnforcement says which holds. No file
+	// may be larger than the limit either. Unset: no disk limit, a writable
+	// root filesystem.
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('1Mi')) >= 0 && quantity(string(self)).compareTo(quantity('64Ti')) <= 0",message="disk must be between 1Mi and 64Ti"
+	// +optional
+	Disk *resource.Quantity `json:"disk,omitempty"`
 
 	// openFiles is how many files a sandbox process may hold open
 	// (RLIMIT_NOFILE).
@@ -392,11 +425,47 @@ type SandboxStatus struct {
 	// +listMapKey=name
 	// +optional
 	Snapshots []SandboxSnapshot `json:"snapshots,omitempty"`
+	// diskEnforcement says how resources.disk is enforced on this engine;
+	// empty without a disk limit.
+	// +optional
+	DiskEnforcement DiskEnforcement `json:"diskEnforcement,omitempty"`
+	// usage is what the sandbox container and its workspace have used, as
+	// last measured by the controller's usage collector (refreshed at most
+	// every 30 s, and only when a value changed noticeably). A report:
+	// nothing reads it back.
+	// +optional
+	Usage *Usage `json:"usage,omitempty"`
 	// conditions: Ready, WorkspaceReady, EgressReady, ContainerReady.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Usage is what was used, as measured at time. CPU time and network bytes
+// count from the start of the current sandbox container: a recreated
+// container starts again from zero.
+type Usage struct {
+	// cpuMilliseconds is the CPU time of the container's processes.
+	CPUMilliseconds int64 `json:"cpuMilliseconds"`
+	// memoryBytes is the container's working set (memory in use less the
+	// page cache the kernel may reclaim).
+	MemoryBytes int64 `json:"memoryBytes"`
+	// diskBytes is writableLayerBytes plus workspaceBytes.
+	DiskBytes int64 `json:"diskBytes"`
+	// writableLayerBytes is the size of the container's writable layer.
+	WritableLayerBytes int64 `json:"writableLayerBytes"`
+	// workspaceBytes is the size of the workspace volume (zero for a Folder
+	// workspace, which the engine does not measure).
+	WorkspaceBytes int64 `json:"workspaceBytes"`
+	// networkReceiveBytes are the bytes received on the container's
+	// interfaces (zero without egress).
+	NetworkReceiveBytes int64 `json:"networkReceiveBytes"`
+	// networkTransmitBytes are the bytes sent from the container's
+	// interfaces (zero without egress).
+	NetworkTransmitBytes int64 `json:"networkTransmitBytes"`
+	// time is when it was measured.
+	Time metav1.Time `json:"time"`
 }
 
 // SandboxSnapshot is one snapshot volume of a sandbox's workspace.

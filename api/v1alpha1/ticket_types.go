@@ -149,6 +149,12 @@ type TicketStatus struct {
 	// observedGeneration is the generation the status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// usage is the sum of the usage of the ticket's sandboxes (each as in
+	// its own status.usage; time is the latest of theirs), refreshed with
+	// them while the ticket is not finished, and kept as last measured once
+	// it is.
+	// +optional
+	Usage *Usage `json:"usage,omitempty"`
 	// conditions: Ready, Requeued, CleanedUp.
 	// +listType=map
 	// +listMapKey=type

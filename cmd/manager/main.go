@@ -24,6 +24,7 @@ import (
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/hostgroups"
 	"afe.dev/sandbox/internal/sandboxspec"
+	"afe.dev/sandbox/internal/status"
 )
 
 var scheme = runtime.NewScheme()
@@ -62,6 +63,8 @@ func run() int {
 	flag.IntVar(&opts.MaxConcurrentReconciles, "max-concurrent-reconciles", 8, "Reconciles run in parallel per kind. They mostly wait on the engine, so more than the cores helps (see make bench).")
 	flag.IntVar(&opts.MaxRunsPerSandbox, "max-runs-per-sandbox", controllers.DefaultMaxRunsPerSandbox, "Runs executing in one sandbox at once; more wait Pending (reason RunLimitReached) and start in the order they were created.")
 	flag.DurationVar(&opts.ResyncPeriod, "resync-period", 2*time.Minute, "How often every labelled Docker object is listed at once: a loss the event stream missed is repaired, orphans are removed. Ready sandboxes cost no Docker request in between.")
+	flag.DurationVar(&opts.UsagePeriod, "usage-period", 0, "How often the CPU, memory, disk and network usage of every sandbox is measured, for the afe_sandbox_* and afe_ticket_* metrics and status.usage: one disk usage request and one list, plus one stats request per running sandbox unless the engine is local (its cgroup files are read then). 0 is --resync-period; less than 30s is 30s; negative turns it off.")
+	flag.DurationVar(&opts.DiskCheckPeriod, "disk-check-period", 10*time.Second, "How often the workspaces are measured (one disk usage request for all), while a sandbox has resources.disk: one past its limit is stopped (DiskQuotaExceeded) within about this time. 0 measures them with the usage only.")
 	flag.StringVar(&denyGIDs, "deny-gids", "", "Comma-separated gids or group names (of --host-group-file) a sandbox's gid may not be, added to the list that always applies and cannot be shortened: the group owning the engine's socket (a local engine) and the host's groups "+strings.Join(hostgroups.Privileged, ",")+" (those that exist). gid 0 is always refused; a denied gid among the Run groups (2000000000-2099999999) stops the manager.")
 	flag.StringVar(&allowedUIDs, "allowed-uids", "", "Comma-separated uids and ranges (1000-65535,70000) a sandbox's user must be in; empty allows any uid but 0.")
 	flag.StringVar(&allowedGIDs, "allowed-gids", "", "Comma-separated gids and ranges (1000-65535,70000) a sandbox's group must be in; empty allows any gid but 0 and the denied ones. The groups the controller gives Run commands are its own and not checked against it.")
@@ -73,6 +76,9 @@ func run() int {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
 
+	if opts.UsagePeriod > 0 {
+		opts.UsagePeriod = max(opts.UsagePeriod, status.MinUsageInterval)
+	}
 	for _, n := range strings.Split(denyEnv, ",") {
 		if n = strings.TrimSpace(n); n != "" {
 			opts.DenyEnv = append(opts.DenyEnv, n)

@@ -41,5 +41,5 @@ var (
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(SandboxReady, SandboxRecovered, Recreations, TicketCleanup, RunDuration, Runs, docker.Requests)
+	crmetrics.Registry.MustRegister(SandboxReady, SandboxRecovered, Recreations, TicketCleanup, RunDuration, Runs, docker.Requests, Usage)
 }

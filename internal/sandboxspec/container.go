@@ -102,6 +102,9 @@ type Resolved struct {
 	Network string
 	// ProxyEnv are the proxy variables of a sandbox with egress.
 	ProxyEnv []string
+	// DiskEnforcement is how resources.disk is enforced on the engine, when
+	// the spec sets it.
+	DiskEnforcement afev1.DiskEnforcement
 }
 
 // Container is the hardened sandbox container: all capabilities dropped,
@@ -149,6 +152,7 @@ func Container(sbx *afev1.Sandbox, id Identity, r Resolved) docker.ContainerSpec
 		Init:            true,
 		OpenStdin:       openStdin,
 	}
+	limitDisk(&c, spec.Resources, r.DiskEnforcement)
 	labels := id.Labels(afev1.RoleSandbox)
 	labels[afev1.LabelSpecHash] = Hash(c)
 	c.Labels = labels
@@ -205,3 +209,32 @@ func dnsFor(network string) []string {
 }
 
 func formatUser(uid, gid int) string { return fmt.Sprintf("%d:%d", uid, gid) }
+
+// limitDisk applies resources.disk: no file larger than the limit, and the
+// writable layer limited by the engine or, where it cannot, a read-only
+// root filesystem with a tmpfs at /tmp of at most the limit and half the
+// memory (tmpfs is memory, charged to the container). Without a limit the
+// spec is left as it is.
+func limitDisk(c *docker.ContainerSpec, r afev1.SandboxResources, how afev1.DiskEnforcement) {
+	if r.Disk == nil {
+		return
+	}
+	disk := r.Disk.Value()
+	for i := range c.Ulimits {
+		if c.Ulimits[i].Name == "fsize" && c.Ulimits[i].Hard > disk {
+			c.Ulimits[i].Soft, c.Ulimits[i].Hard = disk, disk
+		}
+	}
+	if how == afev1.DiskStorageQuota {
+		c.StorageSizeBytes = disk
+		return
+	}
+	c.ReadOnlyRootfs = true
+	c.Tmpfs = map[string]string{"/tmp": fmt.Sprintf("rw,nosuid,nodev,mode=1777,size=%d", TmpSize(r))}
+}
+
+// TmpSize is the size of the /tmp tmpfs of a sandbox with a disk limit
+// enforced by a read-only root: the limit, at most half the memory.
+func TmpSize(r afev1.SandboxResources) int64 {
+	return min(r.Disk.Value(), memoryOf(r)/2)
+}

@@ -31,6 +31,7 @@ var terminalReasons = map[string]bool{
 	afev1.WorkspaceConflictReason:      true,
 	afev1.WorkspaceNotSharedReason:     true,
 	afev1.WorkspaceMountMismatchReason: true,
+	afev1.DiskQuotaExceededReason:      true,
 }
 
 // waitingReasons block provisioning until something outside changes.

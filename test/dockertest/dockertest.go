@@ -75,6 +75,7 @@ type Inspected struct {
 		Init           *bool
 		Binds          []string
 		ReadonlyRootfs bool
+		Tmpfs          map[string]string
 		Dns            []string //nolint:revive // the engine's spelling
 	}
 	Mounts []struct {

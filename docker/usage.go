@@ -1,0 +1,129 @@
+package docker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/container"
+)
+
+// ContainerUsage is what a running container has used since it started, as
+// the engine's cgroup accounting reports it.
+type ContainerUsage struct {
+	// CPUNanoseconds is the CPU time of all its processes.
+	CPUNanoseconds uint64
+	// MemoryBytes is its working set: the memory in use less the page cache
+	// the kernel may reclaim (as `docker stats` and the kubelet count it).
+	MemoryBytes uint64
+	// NetworkReceiveBytes and NetworkTransmitBytes are summed over its
+	// interfaces (zero without a network).
+	NetworkReceiveBytes  uint64
+	NetworkTransmitBytes uint64
+}
+
+// DiskUsage is the engine's disk usage of containers and volumes, measured
+// in one request.
+type DiskUsage struct {
+	// Containers maps a container's ID to the size of its writable layer.
+	Containers map[string]int64
+	// Volumes maps a volume's name to its labels and size.
+	Volumes map[string]VolumeUsage
+}
+
+// VolumeUsage is the size of one volume.
+type VolumeUsage struct {
+	Labels map[string]string
+	// Bytes is -1 when the engine does not know it (a volume driver that
+	// does not report sizes).
+	Bytes int64
+}
+
+// ContainerUsage reads the usage of a running container (id is its full
+// ID): from the host's cgroup files when the engine is local and they are
+// visible here, without a request; otherwise in one request (one-shot
+// stats: the engine does not wait for a second sample).
+func (c *Client) ContainerUsage(ctx context.Context, id string) (*ContainerUsage, error) {
+	if u, ok := c.cgroups.usage(id); ok {
+		return u, nil
+	}
+	return c.containerStats(ctx, id)
+}
+
+// containerStats asks the engine for a running container's usage.
+func (c *Client) containerStats(ctx context.Context, id string) (*ContainerUsage, error) {
+	c.count("container_stats")
+	resp, err := c.api.ContainerStatsOneShot(ctx, id)
+	if err != nil {
+		return nil, wrap(err, "stats of container "+id)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var st container.StatsResponse
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return nil, fmt.Errorf("stats of container %s: %w", id, err)
+	}
+	return usageOf(&st), nil
+}
+
+// usageOf reduces the engine's stats to the usage.
+func usageOf(st *container.StatsResponse) *ContainerUsage {
+	u := &ContainerUsage{CPUNanoseconds: st.CPUStats.CPUUsage.TotalUsage, MemoryBytes: st.MemoryStats.Usage}
+	// cgroup v1 reports total_inactive_file, v2 inactive_file.
+	inactive, ok := st.MemoryStats.Stats["total_inactive_file"]
+	if !ok {
+		inactive = st.MemoryStats.Stats["inactive_file"]
+	}
+	if inactive < u.MemoryBytes {
+		u.MemoryBytes -= inactive
+	}
+	for _, n := range st.Networks {
+		u.NetworkReceiveBytes += n.RxBytes
+		u.NetworkTransmitBytes += n.TxBytes
+	}
+	return u
+}
+
+// DiskUsage measures the writable layers of all containers and the sizes of
+// all volumes in one request (the engine's /system/df; engines from API 1.42
+// on skip images and the build cache).
+func (c *Client) DiskUsage(ctx context.Context) (*DiskUsage, error) {
+	var df types.DiskUsage
+	var err error
+	// Engines before 23.0 refuse a second measurement while one is running
+	// (anyone's: `docker system df` too), later ones share it: wait for it.
+	for range 50 {
+		c.count("system_df")
+		df, err = c.api.DiskUsage(ctx, types.DiskUsageOptions{Types: []types.DiskUsageObject{types.ContainerObject, types.VolumeObject}})
+		if err == nil || !strings.Contains(err.Error(), "disk usage operation is already running") {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if err != nil {
+		return nil, wrap(err, "disk usage")
+	}
+	out := &DiskUsage{Containers: map[string]int64{}, Volumes: map[string]VolumeUsage{}}
+	for _, ct := range df.Containers {
+		if ct != nil {
+			out.Containers[ct.ID] = ct.SizeRw
+		}
+	}
+	for _, v := range df.Volumes {
+		if v == nil {
+			continue
+		}
+		vu := VolumeUsage{Labels: v.Labels, Bytes: -1}
+		if v.UsageData != nil {
+			vu.Bytes = v.UsageData.Size
+		}
+		out.Volumes[v.Name] = vu
+	}
+	return out, nil
+}
