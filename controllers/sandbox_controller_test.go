@@ -392,6 +392,10 @@ var _ = Describe("Sandbox", func() {
 		Entry("a Secret name that is a path", func(s *afev1.Sandbox) {
 			s.Spec.Env = []afev1.EnvVar{{Name: "A", ValueFrom: &afev1.EnvVarSource{SecretKeyRef: afev1.SecretKeySelector{Name: "../other/s", Key: "k"}}}}
 		}, "secretKeyRef.name"),
+		Entry("a disk limit on a Folder workspace", func(s *afev1.Sandbox) {
+			s.Spec.Resources.Disk = ptr.To(resource.MustParse("1Gi"))
+			s.Spec.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: "/srv/x"}
+		}, "resources.disk is not enforced on a Folder workspace"),
 		Entry("a bad env name", func(s *afev1.Sandbox) { s.Spec.Env = []afev1.EnvVar{{Name: "A=B", Value: "1"}} }, "spec.env"),
 		Entry("zero memory", func(s *afev1.Sandbox) { s.Spec.Resources.Memory = ptr.To(resource.MustParse("0")) }, "memory"),
 		Entry("a timeout over a day", func(s *afev1.Sandbox) { s.Spec.TimeoutSeconds = 86401 }, "timeoutSeconds"),

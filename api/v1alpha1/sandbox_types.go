@@ -299,6 +299,7 @@ type WorkspaceSpec struct {
 
 // SandboxTemplateSpec holds the fields of a sandbox shared by a Sandbox and a
 // Ticket's sandbox template.
+// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.disk) || !has(self.workspace) || !has(self.workspace.type) || self.workspace.type != 'Folder'",message="resources.disk is not enforced on a Folder workspace (its host folder is the operator's); use a Volume workspace"
 type SandboxTemplateSpec struct {
 	// image is the container image of the sandbox. It is used when present on
 	// the engine and pulled otherwise.

@@ -59,6 +59,10 @@ func TestValidate(t *testing.T) {
 		"secret of a path":       {mutate: func(s *afev1.SandboxTemplateSpec) { s.Env = secretEnv("../ns-b/vsecret", "token") }, wantReason: afev1.InvalidSpecReason},
 		"secret name upper case": {mutate: func(s *afev1.SandboxTemplateSpec) { s.Env = secretEnv("Token", "token") }, wantReason: afev1.InvalidSpecReason},
 		"secret key with slash":  {mutate: func(s *afev1.SandboxTemplateSpec) { s.Env = secretEnv("token", "a/b") }, wantReason: afev1.InvalidSpecReason},
+		"disk on a folder": {mutate: func(s *afev1.SandboxTemplateSpec) {
+			s.Resources.Disk = ptr.To(resource.MustParse("1Gi"))
+			s.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: inside}
+		}, opts: Options{WorkspaceRoot: root}, wantReason: afev1.InvalidSpecReason},
 		"egress ok":              {mutate: func(s *afev1.SandboxTemplateSpec) { s.Egress = []afev1.EgressHost{"example.com", ".pypi.org"} }},
 		"egress ip":              {mutate: func(s *afev1.SandboxTemplateSpec) { s.Egress = []afev1.EgressHost{"10.0.0.1"} }, wantReason: afev1.InvalidSpecReason},
 		"egress port":            {mutate: func(s *afev1.SandboxTemplateSpec) { s.Egress = []afev1.EgressHost{"example.com:443"} }, wantReason: afev1.InvalidSpecReason},

@@ -114,6 +114,9 @@ func Validate(spec *afev1.SandboxTemplateSpec, opts Options) error {
 	if n := spec.Resources.OpenFiles; n != 0 && (n < 64 || n > 1<<20) {
 		return invalid(afev1.InvalidSpecReason, "Resources.openFiles must be between 64 and 1048576")
 	}
+	if spec.Resources.Disk != nil && spec.Workspace.Type == afev1.WorkspaceFolder {
+		return invalid(afev1.InvalidSpecReason, "Resources.disk is not enforced on a Folder workspace; use a Volume workspace")
+	}
 	switch spec.Workspace.Type {
 	case afev1.WorkspaceVolume, "":
 		if spec.Workspace.HostPath != "" {
