@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -105,6 +106,21 @@ var _ = Describe("Escape checks", func() {
 			}
 		}
 		Expect(workspace).To(BeTrue(), "the workspace is mounted")
+
+		By("having an IPC namespace of its own")
+		hostIPC, err := os.Readlink("/proc/self/ns/ipc")
+		Expect(err).NotTo(HaveOccurred())
+		ipcOf := func(s *afev1.Sandbox) string {
+			out, err := in(s, "readlink /proc/self/ns/ipc")
+			Expect(err).NotTo(HaveOccurred())
+			Expect(out).To(HavePrefix("ipc:["))
+			return out
+		}
+		Expect(map[string]bool{ipcOf(plain): true, ipcOf(a): true, ipcOf(b): true, hostIPC: true}).To(HaveLen(4),
+			"each sandbox has its own IPC namespace, not the host's nor another's")
+		mode, err := exec.Command("docker", "inspect", "-f", "{{.HostConfig.IpcMode}}", plain.Status.ContainerName).Output()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(strings.TrimSpace(string(mode))).To(Equal("private"), "no other container may join it")
 
 		By("having no network at all without egress")
 		out, err = in(plain, "cat /proc/net/dev | tail -n +3 | cut -d: -f1")
