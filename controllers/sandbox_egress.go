@@ -144,6 +144,11 @@ func (r *SandboxReconciler) ensureProxy(ctx context.Context, s *sandboxScope, wa
 	}
 	log.Info("Creating proxy", "container", want.Name)
 	created, err := r.Engine.RunContainer(ctx, want)
+	if errors.Is(err, docker.ErrStartFailed) {
+		setCondition(s.sbx, afev1.EgressReadyCondition, false, afev1.ProxyNotAnsweringReason,
+			fmt.Sprintf("Proxy %s could not be started; check the controller's --proxy-image: %v", want.Name, err))
+		return ctrl.Result{RequeueAfter: startFailedRetry}, nil
+	}
 	if err != nil {
 		if errors.Is(err, docker.ErrConflict) {
 			setCondition(s.sbx, afev1.EgressReadyCondition, false, afev1.NameConflictReason,

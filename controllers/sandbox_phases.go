@@ -24,6 +24,10 @@ import (
 // conflictRetry is how often a name conflict is looked at again.
 const conflictRetry = 30 * time.Second
 
+// startFailedRetry is how often a container the engine could not start is
+// tried again (a spec change tries at once).
+const startFailedRetry = 30 * time.Second
+
 func (s *sandboxScope) containerName() string { return naming.Container(s.id.Key) }
 
 // resolveEnv returns the declared env as KEY=VALUE, reading Secrets directly.
@@ -235,6 +239,11 @@ func (r *SandboxReconciler) reconcileContainer(ctx context.Context, s *sandboxSc
 			setCondition(sbx, afev1.ContainerReadyCondition, false, afev1.NameConflictReason,
 				fmt.Sprintf("Container %s belongs to another sandbox or controller instance and is not adopted", want.Name))
 			return ctrl.Result{RequeueAfter: conflictRetry}, nil
+		}
+		if errors.Is(err, docker.ErrStartFailed) {
+			setCondition(sbx, afev1.ContainerReadyCondition, false, afev1.ContainerStartFailedReason,
+				fmt.Sprintf("Container %s could not be started; check the image and command: %v", want.Name, err))
+			return ctrl.Result{RequeueAfter: startFailedRetry}, nil
 		}
 		if err != nil {
 			return r.storageQuotaRefused(ctx, err)

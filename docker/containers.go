@@ -90,7 +90,11 @@ func (c *Client) prepareAndStart(ctx context.Context, id string, spec ContainerS
 	}
 	c.count("container_start")
 	if err := c.api.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
-		return wrap(err, "start container "+spec.Name)
+		err = wrap(err, "start container "+spec.Name)
+		if errors.Is(err, ErrUnavailable) {
+			return err
+		}
+		return fmt.Errorf("%w: %w", ErrStartFailed, err)
 	}
 	return nil
 }

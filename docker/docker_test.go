@@ -165,8 +165,8 @@ func TestRunContainerThatCannotStartLeavesNothing(t *testing.T) {
 		Name: name, Image: testImage, Labels: labels, Network: "none",
 		Command: []string{"/does/not/exist"},
 	})
-	if err == nil {
-		t.Fatal("expected a start error")
+	if !errors.Is(err, ErrStartFailed) {
+		t.Fatalf("err = %v, want ErrStartFailed", err)
 	}
 	if _, err := engine.InspectContainer(ctx, name); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("container left behind: %v", err)

@@ -17,6 +17,10 @@ var (
 	ErrConflict = errors.New("name taken by another object")
 	// ErrUnavailable is returned when the engine cannot be reached.
 	ErrUnavailable = errors.New("docker engine unavailable")
+	// ErrStartFailed is returned when the engine created a container but
+	// could not start it: its image's command or user, or its mounts, are
+	// wrong. The container was removed.
+	ErrStartFailed = errors.New("the engine could not start the container")
 )
 
 // MountType is the kind of a mount.

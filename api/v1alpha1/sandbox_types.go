@@ -118,6 +118,11 @@ const (
 	// not the folder the controller checked (the path was swapped between
 	// the check and the mount). The container was removed at once.
 	WorkspaceMountMismatchReason = "WorkspaceMountMismatch"
+	// ContainerStartFailedReason: the engine created the sandbox's container
+	// but could not start it (the image's command or user is wrong; the
+	// message has the engine's words). Nothing is left of it; the
+	// controller tries again every 30 s, and at once when the spec changes.
+	ContainerStartFailedReason = "ContainerStartFailed"
 	// ImagePullFailedReason: the image is not present and could not be pulled;
 	// retried with backoff.
 	ImagePullFailedReason = "ImagePullFailed"
