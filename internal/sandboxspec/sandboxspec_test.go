@@ -63,13 +63,13 @@ func TestValidate(t *testing.T) {
 			s.Resources.Disk = ptr.To(resource.MustParse("1Gi"))
 			s.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: inside}
 		}, opts: Options{WorkspaceRoot: root}, wantReason: afev1.InvalidSpecReason},
-		"egress ok":              {mutate: func(s *afev1.SandboxTemplateSpec) { s.Egress = []afev1.EgressHost{"example.com", ".pypi.org"} }},
-		"egress ip":              {mutate: func(s *afev1.SandboxTemplateSpec) { s.Egress = []afev1.EgressHost{"10.0.0.1"} }, wantReason: afev1.InvalidSpecReason},
-		"egress port":            {mutate: func(s *afev1.SandboxTemplateSpec) { s.Egress = []afev1.EgressHost{"example.com:443"} }, wantReason: afev1.InvalidSpecReason},
-		"egress wildcard":        {mutate: func(s *afev1.SandboxTemplateSpec) { s.Egress = []afev1.EgressHost{"*.example.com"} }, wantReason: afev1.InvalidSpecReason},
-		"egress tld only":        {mutate: func(s *afev1.SandboxTemplateSpec) { s.Egress = []afev1.EgressHost{".com"} }, wantReason: afev1.InvalidSpecReason},
-		"egress newline":         {mutate: func(s *afev1.SandboxTemplateSpec) { s.Egress = []afev1.EgressHost{"a.com\nb.com"} }, wantReason: afev1.InvalidSpecReason},
-		"too little memory":      {mutate: func(s *afev1.SandboxTemplateSpec) { s.Resources.Memory = ptr.To(resource.MustParse("1Mi")) }, wantReason: afev1.InvalidSpecReason},
+		"egress ok":         {mutate: func(s *afev1.SandboxTemplateSpec) { s.Egress = []afev1.EgressHost{"example.com", ".pypi.org"} }},
+		"egress ip":         {mutate: func(s *afev1.SandboxTemplateSpec) { s.Egress = []afev1.EgressHost{"10.0.0.1"} }, wantReason: afev1.InvalidSpecReason},
+		"egress port":       {mutate: func(s *afev1.SandboxTemplateSpec) { s.Egress = []afev1.EgressHost{"example.com:443"} }, wantReason: afev1.InvalidSpecReason},
+		"egress wildcard":   {mutate: func(s *afev1.SandboxTemplateSpec) { s.Egress = []afev1.EgressHost{"*.example.com"} }, wantReason: afev1.InvalidSpecReason},
+		"egress tld only":   {mutate: func(s *afev1.SandboxTemplateSpec) { s.Egress = []afev1.EgressHost{".com"} }, wantReason: afev1.InvalidSpecReason},
+		"egress newline":    {mutate: func(s *afev1.SandboxTemplateSpec) { s.Egress = []afev1.EgressHost{"a.com\nb.com"} }, wantReason: afev1.InvalidSpecReason},
+		"too little memory": {mutate: func(s *afev1.SandboxTemplateSpec) { s.Resources.Memory = ptr.To(resource.MustParse("1Mi")) }, wantReason: afev1.InvalidSpecReason},
 		"folder without root": {
 			mutate: func(s *afev1.SandboxTemplateSpec) {
 				s.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: inside}
