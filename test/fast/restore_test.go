@@ -86,6 +86,10 @@ var _ = Describe("Loss during a restore", func() {
 		failedRestore(ctx, errors.New("write /workspace: no space left on device"))
 	})
 
+	It("finishes a recreation whose restore the engine's outage cut short, counting the loss once", func(ctx context.Context) {
+		failedRestore(ctx, docker.ErrUnavailable)
+	})
+
 	It("waits for a snapshot gone at the loss, and restores it once back", func(ctx context.Context) {
 		Expect(engine.RemoveVolume(ctx, snapshot)).To(Succeed())
 		Expect(engine.Exit(naming.Container(key(sbx)), 137, false)).To(Succeed())
