@@ -85,9 +85,14 @@ var _ = BeforeSuite(func() {
 	var ctx context.Context
 	ctx, cancelManager = context.WithCancel(context.Background())
 	Expect(controllers.SetupAll(ctx, mgr, engine, controllers.Options{
-		Instance:                instance,
-		ResyncPeriod:            30 * time.Second,
-		SweepPeriod:             2 * time.Second,
+		Instance: instance,
+		// The periodic resync (the sweep) is the fallback for a loss
+		// nothing reported; it comes later than any spec waits, so that
+		// each spec sees the mechanism meant for its branch (the event
+		// stream, its resync on reconnecting, a requeue) and not the
+		// fallback. controllers/sweep_test.go tests the sweep.
+		ResyncPeriod:            10 * time.Minute,
+		SweepPeriod:             10 * time.Minute,
 		MaxConcurrentReconciles: 4,
 		EgressNetwork:           "bridge",
 		ProxyImage:              proxyImage,
