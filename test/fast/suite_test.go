@@ -2,10 +2,10 @@
 // controllers.SetupAll on envtest (a real API server), against the
 // in-memory engine of test/fakeengine instead of Docker. It covers the
 // branches a real engine makes slow or hard to reach (a name taken, no
-// address pool left, the engine away, a loss while a workspace is restored
-// from its snapshot); each of those paths is also tested against the real
-// engine in controllers/ or test/e2e. `make test-fast` runs it without
-// Docker.
+// address pool left, a failed pull, the engine away, a loss while a
+// workspace is restored from its snapshot); the paths they lie on are also
+// tested against the real engine in controllers/ or test/e2e. `make
+// test-fast` runs it without Docker.
 package fast
 
 import (
