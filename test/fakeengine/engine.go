@@ -29,9 +29,9 @@ import (
 	"afe.dev/sandbox/docker"
 )
 
-// DefaultAddressPools is how many networks a new Engine can make before it
-// reports docker.ErrNoAddressPool: about what the real engine's default
-// address pools hold beside its own bridge.
+// DefaultAddressPools is how many networks (besides the predefined ones) a
+// new Engine holds before it reports docker.ErrNoAddressPool: about what the
+// real engine's default address pools hold beside its own bridge.
 const DefaultAddressPools = 30
 
 // ExecFunc answers an Exec in a running container: it may write to the
@@ -48,7 +48,7 @@ type Engine struct {
 	containers map[string]*container // by ID
 	volumes    map[string]*volume    // by name
 	networks   map[string]*network   // by ID
-	pools      int                   // networks that can still be made
+	pools      int                   // address pools: how many networks it holds
 	subnets    int                   // subnets handed out so far
 	down       bool
 	faults     []*fault
@@ -59,7 +59,7 @@ type Engine struct {
 var _ docker.Engine = (*Engine)(nil)
 
 // New returns an engine with the images, the predefined networks bridge,
-// host and none, and DefaultAddressPools free address pools.
+// host and none, and DefaultAddressPools address pools.
 func New(images ...string) *Engine {
 	e := &Engine{
 		images:     map[string]bool{},
@@ -142,9 +142,10 @@ func (e *Engine) SetExec(f ExecFunc) {
 	e.exec = f
 }
 
-// SetAddressPools sets how many more networks can be made before
-// EnsureNetwork fails with docker.ErrNoAddressPool; removing a network
-// gives its pool back.
+// SetAddressPools sets how many networks (besides the predefined ones) the
+// engine holds: while that many exist, EnsureNetwork of a new one fails with
+// docker.ErrNoAddressPool, and removing one gives its pool back. 0 refuses
+// every new network, whatever is removed meanwhile.
 func (e *Engine) SetAddressPools(n int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -31,8 +31,8 @@ var _ = Describe("Address pool exhaustion", func() {
 		Expect(container(ctx, naming.Proxy(key(egress)))).To(BeNil())
 		Expect(container(ctx, naming.Container(key(egress)))).To(BeNil())
 
-		By("freeing a pool")
-		engine.SetAddressPools(1)
+		By("freeing pools")
+		engine.SetAddressPools(fakeengine.DefaultAddressPools)
 		got = waitReady(ctx, egress)
 		Expect(got.Status.NetworkName).To(Equal(naming.Network(key(egress))))
 		c := container(ctx, naming.Container(key(egress)))
