@@ -99,6 +99,15 @@ BENCH_ARGS ?=
 bench: manifests envtest images build ## The benchmark table: the controller against the docker CLI (BENCH_ARGS, e.g. "-idle 200 -profile").
 	go run ./hack/bench -assets $(ENVTEST_DIR) -manager $(LOCALBIN)/manager -out $(LOCALBIN)/bench $(BENCH_ARGS)
 
+# The fast tier: what needs neither Docker nor images, in well under 90 s.
+# The fake engine's tests stay in `make test` too (go test ./...).
+FAST_PKGS = ./api/... ./internal/... ./test/fakeengine/... ./test/fast/...
+
+.PHONY: test-fast
+test-fast: envtest ## Unit tests, fuzz seeds, the fake engine and the controllers on envtest against it; no Docker.
+	KUBEBUILDER_ASSETS=$(ENVTEST_DIR) go test -count=1 -timeout 5m $(FAST_PKGS)
+	go test -count=1 ./docker/egress-proxy -run '^(TestEntrypoint|Fuzz)'
+
 .PHONY: test-unit
 test-unit: ## Only the tests that need neither Docker nor an API server.
 	go test -count=1 ./api/... ./internal/...

@@ -212,7 +212,9 @@ func (r *SandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (re
 		s.before = sbx.DeepCopy()
 	}
 	res, err := r.reconcileNormal(ctx, s)
-	if errors.Is(err, docker.ErrUnavailable) {
+	// A recorded loss stays the condition through an outage: it is what
+	// makes the next reconcile finish the recreation (lossPending).
+	if errors.Is(err, docker.ErrUnavailable) && !lossRecorded(sbx) {
 		setCondition(sbx, afev1.ContainerReadyCondition, false, afev1.EngineUnavailableReason,
 			"The Docker engine cannot be reached; retrying")
 	}
