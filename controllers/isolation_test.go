@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/internal/naming"
+	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/test/dockertest"
 )
 
@@ -166,6 +168,62 @@ var _ = Describe("Tenant isolation", func() {
 		Expect(c.State.Running).To(BeTrue())
 		Expect(c.Config.Labels[afev1.LabelController]).To(Equal("another-instance"))
 	})
+
+	// Each of the labels adoption checks, spoiled alone on a container
+	// planted under the sandbox's name with its very UID: the container is
+	// never adopted, and left running. The control, with no label spoiled,
+	// is adopted as it is (same ID): the check that refused is the label's.
+	DescribeTable("adopts a planted container only when every label it checks is the sandbox's",
+		func(spoil string, adopted bool) {
+			name := "planted"
+			key := naming.Key(ns, name)
+			sbx := newSandbox(ns, name)
+			// An image that cannot be pulled holds the controller off
+			// while the container is planted.
+			sbx.Spec.Image = fmt.Sprintf("127.0.0.1:1/afe/missing-%d:never", GinkgoParallelProcess())
+			Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
+			DeferCleanup(func() { deleteAndWaitGone(ctx, sbx) })
+			waitCondition(ctx, sbx, afev1.ContainerReadyCondition, "False", afev1.ImagePullFailedReason)
+			sbx = getSandbox(ctx, sbx)(Default)
+			labels := sandboxspec.IdentityOf(sbx, instance).Labels(afev1.RoleSandbox)
+			if spoil != "" {
+				labels[spoil] = "spoiled"
+			}
+			args := []string{"run", "-d", "--network", "none", "--name", naming.Container(key)}
+			for k, v := range labels {
+				args = append(args, "--label", k+"="+v)
+			}
+			out, err := exec.Command("docker", append(args, dockertest.TestImage, "sleep", "600")...).CombinedOutput()
+			Expect(err).NotTo(HaveOccurred(), string(out))
+			DeferCleanup(func() { _ = dockertest.RemoveContainer(naming.Container(key)) })
+			planted, err := dockertest.Inspect(naming.Container(key))
+			Expect(err).NotTo(HaveOccurred())
+
+			Eventually(func(g Gomega) {
+				cur := getSandbox(ctx, sbx)(g)
+				cur.Spec.Image = dockertest.TestImage
+				g.Expect(k8sClient.Update(ctx, cur)).To(Succeed())
+			}).Should(Succeed())
+			if !adopted {
+				waitCondition(ctx, sbx, afev1.ContainerReadyCondition, "False", afev1.NameConflictReason)
+				Consistently(func(g Gomega) {
+					c, err := dockertest.Inspect(naming.Container(key))
+					g.Expect(err).NotTo(HaveOccurred())
+					g.Expect(c.ID).To(Equal(planted.ID))
+					g.Expect(c.State.Running).To(BeTrue())
+				}, "2s").Should(Succeed(), "the planted container is left alone")
+				return
+			}
+			// Adopted: its spec hash is not the sandbox's, so it is then
+			// replaced as drift; what matters is that it was taken as the
+			// sandbox's own, not a conflict.
+			got := waitReady(ctx, sbx)
+			Expect(findCondition(got.Status.Conditions, afev1.ContainerReadyCondition).Reason).NotTo(Equal(afev1.NameConflictReason))
+		},
+		Entry("the control: every label the sandbox's", "", true),
+		Entry("another controller instance", afev1.LabelController, false),
+		Entry("another role", afev1.LabelRole, false),
+	)
 
 	It("gives a ticket of the longest name its sandbox", func() {
 		name := strings.Repeat("t", 240) + "." + strings.Repeat("u", 12)
