@@ -8,7 +8,6 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -58,27 +56,25 @@ type RunReconciler struct {
 // +kubebuilder:rbac:groups=sandbox.afe.dev,resources=runs/finalizers,verbs=update
 
 // Reconcile starts a Run when its sandbox is Ready, and records its outcome.
+// Unlike a Sandbox's or a Ticket's, a Run's status is written where it is
+// decided, before what follows it: an attempt starts only once it is
+// counted, and is forgotten only once its outcome is written.
 func (r *RunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	err := r.reconcile(ctx, req)
+	run := &afev1.Run{}
+	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	err := r.reconcile(ctx, run.DeepCopy(), run)
 	if errors.Is(err, errNoSlot) {
 		return ctrl.Result{RequeueAfter: slotRetry}, nil
 	}
-	if apierrors.IsConflict(err) {
-		// This reconcile read a stale copy (a Run the cache still shows
-		// Running may have ended): look again once the cache holds the newer
-		// one, rather than act on the old one.
-		return ctrl.Result{RequeueAfter: staleRetry}, nil
-	}
-	return ctrl.Result{}, err
+	// A Conflict: this reconcile read a stale copy (a Run the cache still
+	// shows Running may have ended); it looks again once the cache holds the
+	// newer one, rather than act on the old one.
+	return reconcileResult(ctrl.Result{}, err, nil)
 }
 
-func (r *RunReconciler) reconcile(ctx context.Context, req ctrl.Request) error {
-	run := &afev1.Run{}
-	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	before := run.DeepCopy()
-
+func (r *RunReconciler) reconcile(ctx context.Context, before, run *afev1.Run) error {
 	if run.Status.Phase.Terminal() {
 		r.execs.forget(run.UID)
 		return r.removeFinalizer(ctx, run)
@@ -86,12 +82,10 @@ func (r *RunReconciler) reconcile(ctx context.Context, req ctrl.Request) error {
 	if !run.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, run)
 	}
-	if controllerutil.AddFinalizer(run, afev1.RunFinalizer) {
-		if err := r.Update(ctx, run); err != nil {
-			return err
-		}
-		before = run.DeepCopy()
+	if err := ensureFinalizer(ctx, r.Client, run, afev1.RunFinalizer); err != nil {
+		return err
 	}
+	*before = *run.DeepCopy()
 
 	if a := r.execs.get(run.UID); a != nil {
 		if !a.done.Load() {
@@ -366,23 +360,20 @@ func (r *RunReconciler) reconcileDelete(ctx context.Context, run *afev1.Run) err
 }
 
 func (r *RunReconciler) removeFinalizer(ctx context.Context, run *afev1.Run) error {
-	if !controllerutil.RemoveFinalizer(run, afev1.RunFinalizer) {
-		return nil
-	}
-	return client.IgnoreNotFound(r.Update(ctx, run))
+	_, err := removeFinalizer(ctx, r.Client, run, afev1.RunFinalizer)
+	return err
 }
 
+// patchStatus writes the status when it changed. The lock refuses a write
+// based on a stale copy: an ended Run is never started again from an old
+// cache. before becomes the version written, the base of the next write.
 func (r *RunReconciler) patchStatus(ctx context.Context, before, run *afev1.Run) error {
-	if equality.Semantic.DeepEqual(before.Status, run.Status) {
-		return nil
+	written, err := patchStatus(ctx, r.Client, before, run, afev1.RunFinalizer,
+		func(o *afev1.Run) any { return o.Status })
+	if written {
+		*before = *run.DeepCopy()
 	}
-	// The lock refuses a write based on a stale copy: an ended Run is never
-	// started again from an old cache.
-	if err := r.Status().Patch(ctx, run, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("patch run status: %w", err)
-	}
-	*before = *run.DeepCopy()
-	return nil
+	return err
 }
 
 func setRunCondition(run *afev1.Run, t string, ok bool, reason, message string) {

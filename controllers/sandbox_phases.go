@@ -195,11 +195,9 @@ func (r *SandboxReconciler) reconcileContainer(ctx context.Context, s *sandboxSc
 			return ctrl.Result{}, err
 		}
 	case have == nil && sbx.Status.ContainerID != "", have != nil && !have.Running:
-		r.recordLoss(sbx, have)
-		if err := r.patchStatus(ctx, s.before, sbx); err != nil {
+		if err := r.recordLoss(ctx, s, have); err != nil {
 			return ctrl.Result{}, err
 		}
-		s.before = sbx.DeepCopy()
 		if err := r.recreateAfterLoss(ctx, s, have); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -260,10 +258,12 @@ func (r *SandboxReconciler) lossPending(sbx *afev1.Sandbox, have *docker.Contain
 	return have.StartedAt.Before(sbx.Status.LastLostTime.Time)
 }
 
-// recordLoss notes a loss in the status; the caller writes it before acting
-// on it, so that a crash in the middle repeats the cleanup rather than
-// forgetting it.
-func (r *SandboxReconciler) recordLoss(sbx *afev1.Sandbox, have *docker.Container) {
+// recordLoss notes a loss in the status and writes it before the caller
+// acts on it, so that a crash in the middle repeats the cleanup rather than
+// forgetting it; the Event follows the write, so that a write retried after
+// a conflict does not repeat it.
+func (r *SandboxReconciler) recordLoss(ctx context.Context, s *sandboxScope, have *docker.Container) error {
+	sbx := s.sbx
 	what := "disappeared"
 	if have != nil {
 		what = fmt.Sprintf("exited with code %d", have.ExitCode)
@@ -276,8 +276,12 @@ func (r *SandboxReconciler) recordLoss(sbx *afev1.Sandbox, have *docker.Containe
 	sbx.Status.ContainerID = ""
 	setCondition(sbx, afev1.ContainerReadyCondition, false, afev1.SandboxContainerLostReason,
 		"The container was lost and is being recreated with a fresh workspace")
+	if err := r.writeStatus(ctx, s); err != nil {
+		return err
+	}
 	r.Recorder.Eventf(sbx, nil, "Warning", afev1.SandboxContainerLostReason, "Recreate",
 		"Container %s %s; recreating it with a fresh workspace", name, what)
+	return nil
 }
 
 // recreateAfterLoss removes what is left of a lost container and, for a

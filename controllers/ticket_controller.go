@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -40,57 +39,43 @@ type TicketReconciler struct {
 // +kubebuilder:rbac:groups=sandbox.afe.dev,resources=sandboxes,verbs=create;delete
 // +kubebuilder:rbac:groups=sandbox.afe.dev,resources=runs,verbs=list;watch
 
+// ticketScope is what one reconcile of a ticket works with.
+type ticketScope struct {
+	tk *afev1.Ticket
+	// before is the Ticket as last written, the base of status patches.
+	before *afev1.Ticket
+}
+
 // Reconcile keeps a ticket's Sandboxes as its state asks.
-func (r *TicketReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
+func (r *TicketReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	tk := &afev1.Ticket{}
 	if err := r.Get(ctx, req.NamespacedName, tk); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	before := tk.DeepCopy()
-	defer func() {
-		err := r.patchStatus(ctx, before, tk)
-		switch {
-		case apierrors.IsConflict(err) && retErr == nil:
-			// A stale copy: look again once the cache holds the newer one.
-			res = ctrl.Result{RequeueAfter: staleRetry}
-		case err != nil && !apierrors.IsNotFound(err) && retErr == nil:
-			retErr = err
-		}
-	}()
+	s := &ticketScope{tk: tk, before: tk.DeepCopy()}
+	res, err := r.reconcile(ctx, s)
+	return reconcileResult(res, err, client.IgnoreNotFound(r.writeStatus(ctx, s)))
+}
 
+func (r *TicketReconciler) reconcile(ctx context.Context, s *ticketScope) (ctrl.Result, error) {
+	if !s.tk.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, s)
+	}
+	if err := ensureFinalizer(ctx, r.Client, s.tk, afev1.TicketFinalizer); err != nil {
+		return ctrl.Result{}, err
+	}
+	s.before = s.tk.DeepCopy()
+	return r.reconcileNormal(ctx, s)
+}
+
+// reconcileNormal keeps the Sandboxes as the ticket's state asks.
+func (r *TicketReconciler) reconcileNormal(ctx context.Context, s *ticketScope) (ctrl.Result, error) {
+	tk := s.tk
 	owned, err := r.ownedSandboxes(ctx, tk)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	r.countRequeues(tk, owned)
-
-	if !tk.DeletionTimestamp.IsZero() {
-		// Not done yet: the deletion of its Sandboxes and the end of its Runs
-		// (both watched) bring the ticket back.
-		done, err := r.cleanup(ctx, tk, owned)
-		if err != nil || !done {
-			return ctrl.Result{}, err
-		}
-		if controllerutil.RemoveFinalizer(tk, afev1.TicketFinalizer) {
-			// No status write follows: the removal is what is counted, and
-			// only one write can remove the finalizer. (The Update replaces
-			// the status in tk with the server's, hence the copy.)
-			cleaned := tk.DeepCopy()
-			if err := r.Update(ctx, tk); err != nil {
-				return ctrl.Result{}, client.IgnoreNotFound(err)
-			}
-			r.observeCleanup(before, cleaned)
-		}
-		return ctrl.Result{}, nil
-	}
-	if controllerutil.AddFinalizer(tk, afev1.TicketFinalizer) {
-		if err := r.Update(ctx, tk); err != nil {
-			return ctrl.Result{}, err
-		}
-		before.Finalizers = tk.Finalizers
-		before.ResourceVersion = tk.ResourceVersion
-	}
-
 	switch {
 	case tk.Spec.State.Terminal():
 		if _, err := r.cleanup(ctx, tk, owned); err != nil {
@@ -105,6 +90,31 @@ func (r *TicketReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res
 		}
 	}
 	tk.Status.ObservedGeneration = tk.Generation
+	return ctrl.Result{}, nil
+}
+
+// reconcileDelete cleans up after a deleted ticket, then removes its
+// finalizer. Not done yet: the deletion of its Sandboxes and the end of its
+// Runs (both watched) bring the ticket back.
+func (r *TicketReconciler) reconcileDelete(ctx context.Context, s *ticketScope) (ctrl.Result, error) {
+	tk := s.tk
+	owned, err := r.ownedSandboxes(ctx, tk)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	r.countRequeues(tk, owned)
+	done, err := r.cleanup(ctx, tk, owned)
+	if err != nil || !done {
+		return ctrl.Result{}, err
+	}
+	// No status write follows: the removal is what is counted, and only one
+	// write can remove the finalizer. (The write replaces the status in tk
+	// with the server's, hence the copy.)
+	cleaned := tk.DeepCopy()
+	if removed, err := removeFinalizer(ctx, r.Client, tk, afev1.TicketFinalizer); err != nil || !removed {
+		return ctrl.Result{}, err
+	}
+	r.observeCleanup(s.before, cleaned)
 	return ctrl.Result{}, nil
 }
 
@@ -303,19 +313,17 @@ func (r *TicketReconciler) ownedSandboxes(ctx context.Context, tk *afev1.Ticket)
 	return out, nil
 }
 
-func (r *TicketReconciler) patchStatus(ctx context.Context, before, tk *afev1.Ticket) error {
-	if !tk.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(tk, afev1.TicketFinalizer) {
-		return nil
+// writeStatus writes the status once, only when it changed, and only over
+// the version it read: the lock refuses a write based on a stale copy, so
+// that what follows a write (the cleanup's metric and Event) happens once.
+func (r *TicketReconciler) writeStatus(ctx context.Context, s *ticketScope) error {
+	written, err := patchStatus(ctx, r.Client, s.before, s.tk, afev1.TicketFinalizer,
+		func(o *afev1.Ticket) any { return o.Status })
+	if !written {
+		return err
 	}
-	if equality.Semantic.DeepEqual(before.Status, tk.Status) {
-		return nil
-	}
-	// The lock refuses a write based on a stale copy, so that what follows
-	// a write (the cleanup's metric and Event) happens once.
-	if err := r.Status().Patch(ctx, tk, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("patch ticket status: %w", err)
-	}
-	r.observeCleanup(before, tk)
+	r.observeCleanup(s.before, s.tk)
+	s.before = s.tk.DeepCopy()
 	return nil
 }
 
