@@ -18,11 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/docker"
@@ -43,12 +41,8 @@ type RunReconciler struct {
 	Recorder events.EventRecorder
 	Options  Options
 
-	execs executions
-	// done receives a Run when one of its attempts ended.
-	done chan event.TypedGenericEvent[*afev1.Run]
-	// base outlives single reconciles: attempts run under it and end with
-	// the manager.
-	base context.Context
+	// execs are the attempts this process runs; SetupWithManager makes it.
+	execs *executions
 }
 
 // +kubebuilder:rbac:groups=sandbox.afe.dev,resources=runs,verbs=get;list;watch;update;patch
@@ -225,13 +219,13 @@ func (r *RunReconciler) start(ctx context.Context, before, run *afev1.Run, sbx *
 		return err
 	}
 
-	execCtx, cancel := context.WithCancel(r.base)
-	a.cancel = cancel
-	r.execs.put(run.UID, a)
 	log.Info("Starting Run", "attempt", a.number, "container", a.container, "timeout", timeout)
+	copied := run.DeepCopy()
+	r.execs.start(run.UID, a, func(execCtx context.Context) {
+		r.execute(logf.IntoContext(execCtx, log), copied, a, uid, timeout)
+	})
 	r.Recorder.Eventf(run, nil, "Normal", "Started", "Execute", "Attempt %d started in container %s", a.number, a.container)
 	r.Recorder.Eventf(sbx, run, "Normal", "RunStarted", "Execute", "Run %s started (attempt %d)", run.Name, a.number)
-	go r.execute(logf.IntoContext(execCtx, log), run.DeepCopy(), a, uid, timeout)
 	return nil
 }
 
@@ -389,8 +383,7 @@ func setRunCondition(run *afev1.Run, t string, ok bool, reason, message string) 
 // SetupWithManager registers the reconciler: Runs, the Sandboxes they name,
 // and the ends of attempts.
 func (r *RunReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
-	r.base = ctx
-	r.done = make(chan event.TypedGenericEvent[*afev1.Run], 1024)
+	r.execs = newExecutions(ctx)
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &afev1.Run{}, runSandboxIndex, func(o client.Object) []string {
 		return []string{o.(*afev1.Run).Spec.SandboxRef.Name}
 	}); err != nil {
@@ -400,7 +393,7 @@ func (r *RunReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) 
 		For(&afev1.Run{}, builder.WithPredicates(specOrDeletionChanged())).
 		Watches(&afev1.Sandbox{}, handler.EnqueueRequestsFromMapFunc(r.runsOfSandbox)).
 		Watches(&afev1.Ticket{}, handler.EnqueueRequestsFromMapFunc(r.runsOfTicket)).
-		WatchesRawSource(source.Channel(r.done, &handler.TypedEnqueueRequestForObject[*afev1.Run]{})).
+		WatchesRawSource(r.execs.source()).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Options.MaxConcurrentReconciles)}).
 		Named("run").
 		Complete(r)

@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 )
@@ -49,9 +48,6 @@ func (e *executions) admit(run *afev1.Run, sandbox types.UID, limit int, queue [
 	}
 	if busy+ahead >= limit {
 		return false
-	}
-	if e.attempts == nil {
-		e.attempts = map[types.UID]*attempt{}
 	}
 	e.attempts[run.UID] = &attempt{sandbox: sandbox}
 	return true
@@ -105,9 +101,7 @@ func (r *RunReconciler) nudgeWaiting(ctx context.Context, run *afev1.Run) {
 		if req.Name == run.Name {
 			continue
 		}
-		select {
-		case r.done <- event.TypedGenericEvent[*afev1.Run]{Object: &afev1.Run{ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: req.Name}}}:
-		default:
+		if !r.execs.nudge(&afev1.Run{ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: req.Name}}) {
 			return
 		}
 	}
