@@ -212,8 +212,8 @@ func (r *RunReconciler) start(ctx context.Context, before, run *afev1.Run, sbx *
 	run.Status.Attempts = a.number
 	run.Status.StartTime = &now
 	run.Status.ContainerID = a.containerID
-	setRunCondition(run, afev1.RunSandboxReadyCondition, true, afev1.ReadyReason, "Sandbox "+sbx.Name+" is Ready")
-	setRunCondition(run, afev1.RunCompletedCondition, false, afev1.RunningReason,
+	setCondition(run, afev1.RunSandboxReadyCondition, true, afev1.ReadyReason, "Sandbox "+sbx.Name+" is Ready")
+	setCondition(run, afev1.RunCompletedCondition, false, afev1.RunningReason,
 		fmt.Sprintf("Attempt %d is running in %s", a.number, a.container))
 	if err := r.patchStatus(ctx, before, run); err != nil {
 		return err
@@ -274,7 +274,7 @@ func (r *RunReconciler) finish(ctx context.Context, before, run *afev1.Run, a *a
 		}
 	}
 	run.Status.Phase = phase
-	setRunCondition(run, afev1.RunCompletedCondition, true, reason, msg)
+	setCondition(run, afev1.RunCompletedCondition, true, reason, msg)
 	if err := r.patchStatus(ctx, before, run); err != nil {
 		return err
 	}
@@ -302,8 +302,8 @@ func (r *RunReconciler) finish(ctx context.Context, before, run *afev1.Run, a *a
 // sandbox's changes bring it back.
 func (r *RunReconciler) wait(ctx context.Context, before, run *afev1.Run, message string) error {
 	run.Status.Phase = afev1.RunPending
-	setRunCondition(run, afev1.RunSandboxReadyCondition, false, afev1.SandboxNotReadyReason, message)
-	setRunCondition(run, afev1.RunCompletedCondition, false, afev1.SandboxNotReadyReason, "Waiting for the sandbox")
+	setCondition(run, afev1.RunSandboxReadyCondition, false, afev1.SandboxNotReadyReason, message)
+	setCondition(run, afev1.RunCompletedCondition, false, afev1.SandboxNotReadyReason, "Waiting for the sandbox")
 	return r.patchStatus(ctx, before, run)
 }
 
@@ -323,7 +323,7 @@ func (r *RunReconciler) fail(ctx context.Context, before, run *afev1.Run, reason
 	if run.Status.ExitCode == nil {
 		run.Status.ExitCode = ptr.To(int32(-1))
 	}
-	setRunCondition(run, afev1.RunCompletedCondition, true, reason, message)
+	setCondition(run, afev1.RunCompletedCondition, true, reason, message)
 	if err := r.patchStatus(ctx, before, run); err != nil {
 		return err
 	}
@@ -368,16 +368,6 @@ func (r *RunReconciler) patchStatus(ctx context.Context, before, run *afev1.Run)
 		*before = *run.DeepCopy()
 	}
 	return err
-}
-
-func setRunCondition(run *afev1.Run, t string, ok bool, reason, message string) {
-	status := metav1.ConditionFalse
-	if ok {
-		status = metav1.ConditionTrue
-	}
-	setStatusCondition(&run.Status.Conditions, metav1.Condition{
-		Type: t, Status: status, Reason: reason, Message: message, ObservedGeneration: run.Generation,
-	})
 }
 
 // SetupWithManager registers the reconciler: Runs, the Sandboxes they name,

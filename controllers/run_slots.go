@@ -82,10 +82,10 @@ func (r *RunReconciler) queueOf(ctx context.Context, run *afev1.Run) ([]types.UI
 // waitForSlot keeps the Run Pending until a slot of its sandbox is free.
 func (r *RunReconciler) waitForSlot(ctx context.Context, before, run *afev1.Run, limit int) error {
 	run.Status.Phase = afev1.RunPending
-	setRunCondition(run, afev1.RunSandboxReadyCondition, true, afev1.RunLimitReachedReason,
+	setCondition(run, afev1.RunSandboxReadyCondition, true, afev1.RunLimitReachedReason,
 		fmt.Sprintf("Sandbox %s runs %d Runs, the controller's --max-runs-per-sandbox; this Run starts when one ends, in the order the Runs were created",
 			run.Spec.SandboxRef.Name, limit))
-	setRunCondition(run, afev1.RunCompletedCondition, false, afev1.RunLimitReachedReason, "Waiting for a slot of the sandbox")
+	setCondition(run, afev1.RunCompletedCondition, false, afev1.RunLimitReachedReason, "Waiting for a slot of the sandbox")
 	if err := r.patchStatus(ctx, before, run); err != nil {
 		return err
 	}

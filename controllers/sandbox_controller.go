@@ -412,13 +412,3 @@ func specOrDeletionChanged() predicate.Predicate {
 		},
 	}
 }
-
-func setCondition(sbx *afev1.Sandbox, t string, ok bool, reason, message string) {
-	status := metav1.ConditionFalse
-	if ok {
-		status = metav1.ConditionTrue
-	}
-	setStatusCondition(&sbx.Status.Conditions, metav1.Condition{
-		Type: t, Status: status, Reason: reason, Message: message, ObservedGeneration: sbx.Generation,
-	})
-}

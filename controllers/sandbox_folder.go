@@ -186,16 +186,13 @@ func (r *SandboxReconciler) refuseConflict(ctx context.Context, s *sandboxScope,
 // a loss later.
 func (r *SandboxReconciler) dropFolderContainer(ctx context.Context, s *sandboxScope, reason, why string) error {
 	name := s.containerName()
-	c, err := r.Engine.InspectContainer(ctx, name)
+	c, err := ownedContainer(ctx, r.Engine, s.id, name, "")
 	if errors.Is(err, docker.ErrNotFound) {
 		s.sbx.Status.ContainerID = ""
 		return nil
 	}
-	if err != nil {
+	if c == nil {
 		return err
-	}
-	if !s.id.Owns(c.Labels) {
-		return nil
 	}
 	logf.FromContext(ctx).Info("Removing the container of a refused Folder workspace", "container", name, "reason", reason)
 	if err := r.Engine.RemoveContainer(ctx, c.ID); err != nil {

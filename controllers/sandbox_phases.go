@@ -26,6 +26,27 @@ const conflictRetry = 30 * time.Second
 
 func (s *sandboxScope) containerName() string { return naming.Container(s.id.Key) }
 
+// notAdopted states in the condition that the named object belongs to
+// another sandbox or controller instance: it is left alone, and looked at
+// again after conflictRetry.
+func (s *sandboxScope) notAdopted(condType, kind, name string) (ctrl.Result, error) {
+	setCondition(s.sbx, condType, false, afev1.NameConflictReason,
+		fmt.Sprintf("%s %s belongs to another sandbox or controller instance and is not adopted", kind, name))
+	return ctrl.Result{RequeueAfter: conflictRetry}, nil
+}
+
+// ensureImage makes the image present; one that cannot be pulled is stated
+// in the condition, as what the image is for ("Image", "Proxy image").
+func (r *SandboxReconciler) ensureImage(ctx context.Context, s *sandboxScope, condType, what, image string) error {
+	err := r.Engine.EnsureImage(ctx, image)
+	var pe *docker.PullError
+	if errors.As(err, &pe) {
+		setCondition(s.sbx, condType, false, afev1.ImagePullFailedReason,
+			fmt.Sprintf("%s %s is not present and could not be pulled: %s", what, pe.Ref, pe.Reason))
+	}
+	return err
+}
+
 // resolveEnv returns the declared env as KEY=VALUE, reading Secrets directly.
 func (r *SandboxReconciler) resolveEnv(ctx context.Context, sbx *afev1.Sandbox) ([]string, error) {
 	out := make([]string, 0, len(sbx.Spec.Env))
@@ -78,9 +99,7 @@ func (r *SandboxReconciler) reconcileWorkspace(ctx context.Context, s *sandboxSc
 		return ctrl.Result{}, err
 	}
 	if v == nil {
-		setCondition(s.sbx, afev1.WorkspaceReadyCondition, false, afev1.NameConflictReason,
-			fmt.Sprintf("Volume %s belongs to another sandbox or controller instance and is not adopted", naming.Volume(s.id.Key)))
-		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+		return s.notAdopted(afev1.WorkspaceReadyCondition, "Volume", naming.Volume(s.id.Key))
 	}
 	if restore {
 		if err := r.restoreWorkspace(ctx, s, v.Name); err != nil {
@@ -166,9 +185,7 @@ func (r *SandboxReconciler) reconcileContainer(ctx context.Context, s *sandboxSc
 		have = nil
 	}
 	if have != nil && !s.id.OwnsAs(have.Labels, afev1.RoleSandbox) {
-		setCondition(sbx, afev1.ContainerReadyCondition, false, afev1.NameConflictReason,
-			fmt.Sprintf("Container %s belongs to another sandbox or controller instance and is not adopted", want.Name))
-		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+		return s.notAdopted(afev1.ContainerReadyCondition, "Container", want.Name)
 	}
 	if stopped, err := r.stopOverDisk(ctx, s, have); stopped || err != nil {
 		return ctrl.Result{}, err
@@ -177,12 +194,7 @@ func (r *SandboxReconciler) reconcileContainer(ctx context.Context, s *sandboxSc
 	// before anything is removed: an image that cannot be pulled leaves a
 	// running container of an earlier spec in place.
 	if have == nil || !have.Running || have.Labels[afev1.LabelSpecHash] != want.Labels[afev1.LabelSpecHash] || r.lossPending(sbx, have) {
-		if err := r.Engine.EnsureImage(ctx, want.Image); err != nil {
-			var pe *docker.PullError
-			if errors.As(err, &pe) {
-				setCondition(sbx, afev1.ContainerReadyCondition, false, afev1.ImagePullFailedReason,
-					fmt.Sprintf("Image %s is not present and could not be pulled: %s", pe.Ref, pe.Reason))
-			}
+		if err := r.ensureImage(ctx, s, afev1.ContainerReadyCondition, "Image", want.Image); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -230,9 +242,7 @@ func (r *SandboxReconciler) reconcileContainer(ctx context.Context, s *sandboxSc
 			created, err = r.Engine.RunContainer(ctx, want)
 		}
 		if errors.Is(err, docker.ErrConflict) {
-			setCondition(sbx, afev1.ContainerReadyCondition, false, afev1.NameConflictReason,
-				fmt.Sprintf("Container %s belongs to another sandbox or controller instance and is not adopted", want.Name))
-			return ctrl.Result{RequeueAfter: conflictRetry}, nil
+			return s.notAdopted(afev1.ContainerReadyCondition, "Container", want.Name)
 		}
 		if err != nil {
 			return r.storageQuotaRefused(ctx, err)
@@ -322,15 +332,9 @@ func (r *SandboxReconciler) recreateAfterLoss(ctx context.Context, s *sandboxSco
 // removeOwnedContainer removes the named container when it is this
 // sandbox's in the role; another object's container is left alone.
 func (r *SandboxReconciler) removeOwnedContainer(ctx context.Context, s *sandboxScope, name, role string) error {
-	c, err := r.Engine.InspectContainer(ctx, name)
-	if errors.Is(err, docker.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if !s.id.OwnsAs(c.Labels, role) {
-		return nil
+	c, err := ownedContainer(ctx, r.Engine, s.id, name, role)
+	if c == nil {
+		return ignoreNotFound(err)
 	}
 	return r.Engine.RemoveContainer(ctx, c.ID)
 }

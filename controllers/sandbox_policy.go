@@ -2,14 +2,12 @@ package controllers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/sandboxspec"
 )
 
@@ -39,15 +37,9 @@ func checkSecret(envName string, secret *corev1.Secret) error {
 // allowed is kept, like for any spec that cannot be honoured.
 func (r *SandboxReconciler) removeRefusedContainer(ctx context.Context, s *sandboxScope) error {
 	name := s.containerName()
-	c, err := r.Engine.InspectContainer(ctx, name)
-	if errors.Is(err, docker.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if !s.id.Owns(c.Labels) {
-		return nil
+	c, err := ownedContainer(ctx, r.Engine, s.id, name, "")
+	if c == nil {
+		return ignoreNotFound(err)
 	}
 	vopts, err := r.Options.validation()
 	if err != nil {

@@ -72,12 +72,7 @@ func (r *SandboxReconciler) snapshotMissing(ctx context.Context, s *sandboxScope
 func (r *SandboxReconciler) restoreWorkspace(ctx context.Context, s *sandboxScope, volume string) error {
 	from := s.sbx.Spec.Workspace.FromSnapshot
 	// The copy helpers are made of the sandbox's image.
-	if err := r.Engine.EnsureImage(ctx, s.sbx.Spec.Image); err != nil {
-		var pe *docker.PullError
-		if errors.As(err, &pe) {
-			setCondition(s.sbx, afev1.ContainerReadyCondition, false, afev1.ImagePullFailedReason,
-				fmt.Sprintf("Image %s is not present and could not be pulled: %s", pe.Ref, pe.Reason))
-		}
+	if err := r.ensureImage(ctx, s, afev1.ContainerReadyCondition, "Image", s.sbx.Spec.Image); err != nil {
 		return err
 	}
 	started := time.Now()

@@ -44,6 +44,8 @@ type ticketScope struct {
 	tk *afev1.Ticket
 	// before is the Ticket as last written, the base of status patches.
 	before *afev1.Ticket
+	// owned are the Sandboxes the ticket controls.
+	owned []afev1.Sandbox
 }
 
 // Reconcile keeps a ticket's Sandboxes as its state asks.
@@ -70,12 +72,10 @@ func (r *TicketReconciler) reconcile(ctx context.Context, s *ticketScope) (ctrl.
 
 // reconcileNormal keeps the Sandboxes as the ticket's state asks.
 func (r *TicketReconciler) reconcileNormal(ctx context.Context, s *ticketScope) (ctrl.Result, error) {
-	tk := s.tk
-	owned, err := r.ownedSandboxes(ctx, tk)
-	if err != nil {
+	if err := r.observeSandboxes(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
-	r.countRequeues(tk, owned)
+	tk, owned := s.tk, s.owned
 	switch {
 	case tk.Spec.State.Terminal():
 		if _, err := r.cleanup(ctx, tk, owned); err != nil {
@@ -97,12 +97,10 @@ func (r *TicketReconciler) reconcileNormal(ctx context.Context, s *ticketScope) 
 // finalizer. Not done yet: the deletion of its Sandboxes and the end of its
 // Runs (both watched) bring the ticket back.
 func (r *TicketReconciler) reconcileDelete(ctx context.Context, s *ticketScope) (ctrl.Result, error) {
-	tk := s.tk
-	owned, err := r.ownedSandboxes(ctx, tk)
-	if err != nil {
+	if err := r.observeSandboxes(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
-	r.countRequeues(tk, owned)
+	tk, owned := s.tk, s.owned
 	done, err := r.cleanup(ctx, tk, owned)
 	if err != nil || !done {
 		return ctrl.Result{}, err
@@ -207,6 +205,18 @@ func (r *TicketReconciler) cleanup(ctx context.Context, tk *afev1.Ticket, owned 
 	return true, nil
 }
 
+// observeSandboxes lists the Sandboxes the ticket owns and counts their
+// losses as the ticket's requeues.
+func (r *TicketReconciler) observeSandboxes(ctx context.Context, s *ticketScope) error {
+	owned, err := r.ownedSandboxes(ctx, s.tk)
+	if err != nil {
+		return err
+	}
+	s.owned = owned
+	r.countRequeues(s.tk, owned)
+	return nil
+}
+
 // countRequeues turns the sandboxes' recreations into the ticket's requeues.
 func (r *TicketReconciler) countRequeues(tk *afev1.Ticket, owned []afev1.Sandbox) {
 	var sum int32
@@ -223,20 +233,14 @@ func (r *TicketReconciler) countRequeues(tk *afev1.Ticket, owned []afev1.Sandbox
 		tk.Status.Requeues += delta
 		tk.Status.LastRequeueTime = last
 		tk.Status.LastRequeueReason = afev1.SandboxContainerLostReason
-		setStatusCondition(&tk.Status.Conditions, metav1.Condition{
-			Type: afev1.TicketRequeuedCondition, Status: metav1.ConditionTrue, Reason: afev1.SandboxContainerLostReason,
-			Message:            fmt.Sprintf("Sandbox %s was lost and recreated with a fresh workspace; the step in flight was interrupted", lost),
-			ObservedGeneration: tk.Generation,
-		})
+		setCondition(tk, afev1.TicketRequeuedCondition, true, afev1.SandboxContainerLostReason,
+			fmt.Sprintf("Sandbox %s was lost and recreated with a fresh workspace; the step in flight was interrupted", lost))
 		r.Recorder.Eventf(tk, nil, "Warning", afev1.SandboxContainerLostReason, "Requeue",
 			"Sandbox %s was lost and recreated with a fresh workspace; requeue the interrupted step", lost)
 	}
 	tk.Status.ObservedRecreations = sum
 	if meta.FindStatusCondition(tk.Status.Conditions, afev1.TicketRequeuedCondition) == nil {
-		setStatusCondition(&tk.Status.Conditions, metav1.Condition{
-			Type: afev1.TicketRequeuedCondition, Status: metav1.ConditionFalse, Reason: afev1.NotRequeuedReason,
-			Message: "No sandbox of the ticket was lost", ObservedGeneration: tk.Generation,
-		})
+		setCondition(tk, afev1.TicketRequeuedCondition, false, afev1.NotRequeuedReason, "No sandbox of the ticket was lost")
 	}
 }
 
