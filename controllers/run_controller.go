@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -224,8 +225,8 @@ func (r *RunReconciler) start(ctx context.Context, before, run *afev1.Run, sbx *
 	r.execs.start(run.UID, a, func(execCtx context.Context) {
 		r.execute(logf.IntoContext(execCtx, log), copied, a, uid, timeout)
 	})
-	r.Recorder.Eventf(run, nil, "Normal", "Started", "Execute", "Attempt %d started in container %s", a.number, a.container)
-	r.Recorder.Eventf(sbx, run, "Normal", "RunStarted", "Execute", "Run %s started (attempt %d)", run.Name, a.number)
+	r.Recorder.Eventf(run, nil, corev1.EventTypeNormal, "Started", "Execute", "Attempt %d started in container %s", a.number, a.container)
+	r.Recorder.Eventf(sbx, run, corev1.EventTypeNormal, "RunStarted", "Execute", "Run %s started (attempt %d)", run.Name, a.number)
 	return nil
 }
 
@@ -283,14 +284,14 @@ func (r *RunReconciler) finish(ctx context.Context, before, run *afev1.Run, a *a
 	sbx := &afev1.Sandbox{}
 	sbxErr := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.SandboxRef.Name}, sbx)
 	if o.timedOut {
-		r.Recorder.Eventf(run, nil, "Warning", afev1.TimedOutReason, "Execute", msg)
+		r.Recorder.Eventf(run, nil, corev1.EventTypeWarning, afev1.TimedOutReason, "Execute", msg)
 		if sbxErr == nil {
-			r.Recorder.Eventf(sbx, run, "Warning", "RunTimedOut", "Execute", "Run %s timed out and was killed", run.Name)
+			r.Recorder.Eventf(sbx, run, corev1.EventTypeWarning, "RunTimedOut", "Execute", "Run %s timed out and was killed", run.Name)
 		}
 	} else {
-		r.Recorder.Eventf(run, nil, "Normal", "Completed", "Execute", msg)
+		r.Recorder.Eventf(run, nil, corev1.EventTypeNormal, "Completed", "Execute", msg)
 		if sbxErr == nil {
-			r.Recorder.Eventf(sbx, run, "Normal", "RunCompleted", "Execute", "Run %s exited with code %d after %dms", run.Name, code, run.Status.DurationMilliseconds)
+			r.Recorder.Eventf(sbx, run, corev1.EventTypeNormal, "RunCompleted", "Execute", "Run %s exited with code %d after %dms", run.Name, code, run.Status.DurationMilliseconds)
 		}
 	}
 	metrics.RunDuration.WithLabelValues(string(run.Status.Phase)).Observe(o.finished.Sub(o.started).Seconds())
@@ -327,7 +328,7 @@ func (r *RunReconciler) fail(ctx context.Context, before, run *afev1.Run, reason
 	if err := r.patchStatus(ctx, before, run); err != nil {
 		return err
 	}
-	r.Recorder.Eventf(run, nil, "Warning", reason, "Execute", message)
+	r.Recorder.Eventf(run, nil, corev1.EventTypeWarning, reason, "Execute", message)
 	metrics.Runs.WithLabelValues(string(afev1.RunFailed), "false").Inc()
 	return r.removeFinalizer(ctx, run)
 }

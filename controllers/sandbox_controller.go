@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -303,7 +304,7 @@ func (r *SandboxReconciler) reconcileDelete(ctx context.Context, s *sandboxScope
 		return ctrl.Result{}, err
 	}
 	r.rememberFinalized(s.sbx.UID)
-	r.Recorder.Eventf(s.sbx, nil, "Normal", "Deleted", "Delete", "Removed container, proxy, network and workspace volume")
+	r.Recorder.Eventf(s.sbx, nil, corev1.EventTypeNormal, "Deleted", "Delete", "Removed container, proxy, network and workspace volume")
 	return ctrl.Result{}, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -141,7 +142,7 @@ func (r *SandboxReconciler) ensureProxy(ctx context.Context, s *sandboxScope, wa
 		}
 		return ctrl.Result{}, err
 	}
-	r.Recorder.Eventf(s.sbx, nil, "Normal", reason, "Create", what, want.Name)
+	r.Recorder.Eventf(s.sbx, nil, corev1.EventTypeNormal, reason, "Create", what, want.Name)
 	if err := r.waitProxy(ctx, created); err != nil {
 		if errors.Is(err, docker.ErrUnavailable) {
 			return ctrl.Result{}, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -32,7 +33,7 @@ func (r *SandboxReconciler) mustRestore(ctx context.Context, s *sandboxScope) (b
 		return false, nil
 	}
 	if c := meta.FindStatusCondition(s.sbx.Status.Conditions, afev1.ContainerReadyCondition); c != nil &&
-		c.Reason == afev1.SandboxContainerLostReason && c.Status != metav1.ConditionTrue {
+		c.Reason == afev1.SandboxLostReason && c.Status != metav1.ConditionTrue {
 		return false, nil
 	}
 	if c := meta.FindStatusCondition(s.sbx.Status.Conditions, afev1.WorkspaceReadyCondition); c != nil &&
@@ -87,6 +88,6 @@ func (r *SandboxReconciler) restoreWorkspace(ctx context.Context, s *sandboxScop
 		return fmt.Errorf("restore snapshot %s into %s: %w", from, volume, err)
 	}
 	logf.FromContext(ctx).Info("Restored the workspace from a snapshot", "snapshot", from, "volume", volume, "bytes", n, "duration", time.Since(started))
-	r.Recorder.Eventf(s.sbx, nil, "Normal", "Restored", "Restore", "Workspace volume %s filled from snapshot %s", volume, from)
+	r.Recorder.Eventf(s.sbx, nil, corev1.EventTypeNormal, "Restored", "Restore", "Workspace volume %s filled from snapshot %s", volume, from)
 	return nil
 }

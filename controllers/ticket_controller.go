@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -135,7 +136,7 @@ func (r *TicketReconciler) reconcileActive(ctx context.Context, tk *afev1.Ticket
 			if err := r.Create(ctx, want); err != nil {
 				return fmt.Errorf("create sandbox %s: %w", want.Name, err)
 			}
-			r.Recorder.Eventf(tk, want, "Normal", "SandboxCreated", "Create", "Created sandbox %s for scope %s", want.Name, want.Spec.Scope)
+			r.Recorder.Eventf(tk, want, corev1.EventTypeNormal, "SandboxCreated", "Create", "Created sandbox %s for scope %s", want.Name, want.Spec.Scope)
 			current = append(current, *want)
 		case err != nil:
 			return err
@@ -232,15 +233,15 @@ func (r *TicketReconciler) countRequeues(tk *afev1.Ticket, owned []afev1.Sandbox
 	if delta := sum - tk.Status.ObservedRecreations; delta > 0 {
 		tk.Status.Requeues += delta
 		tk.Status.LastRequeueTime = last
-		tk.Status.LastRequeueReason = afev1.SandboxContainerLostReason
-		setCondition(tk, afev1.TicketRequeuedCondition, true, afev1.SandboxContainerLostReason,
+		tk.Status.LastRequeueReason = afev1.SandboxLostReason
+		setCondition(tk, afev1.TicketRequeuedCondition, true, afev1.SandboxLostReason,
 			fmt.Sprintf("Sandbox %s was lost and recreated with a fresh workspace; the step in flight was interrupted", lost))
-		r.Recorder.Eventf(tk, nil, "Warning", afev1.SandboxContainerLostReason, "Requeue",
+		r.Recorder.Eventf(tk, nil, corev1.EventTypeWarning, afev1.SandboxLostReason, "Requeue",
 			"Sandbox %s was lost and recreated with a fresh workspace; requeue the interrupted step", lost)
 	}
 	tk.Status.ObservedRecreations = sum
 	if meta.FindStatusCondition(tk.Status.Conditions, afev1.TicketRequeuedCondition) == nil {
-		setCondition(tk, afev1.TicketRequeuedCondition, false, afev1.NotRequeuedReason, "No sandbox of the ticket was lost")
+		setCondition(tk, afev1.TicketRequeuedCondition, false, afev1.NoLossReason, "No sandbox of the ticket was lost")
 	}
 }
 
@@ -344,7 +345,7 @@ func (r *TicketReconciler) observeCleanup(before, tk *afev1.Ticket) {
 		started = c.LastTransitionTime.Time
 	}
 	metrics.TicketCleanup.Observe(time.Since(started).Seconds())
-	r.Recorder.Eventf(tk, nil, "Normal", afev1.CleanedUpReason, "Cleanup", "Every sandbox and Docker object of the ticket was removed")
+	r.Recorder.Eventf(tk, nil, corev1.EventTypeNormal, afev1.CleanedUpReason, "Cleanup", "Every sandbox and Docker object of the ticket was removed")
 }
 
 // SetupWithManager registers the reconciler: Tickets and the Sandboxes they

@@ -7,10 +7,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -45,109 +43,6 @@ func (r *SandboxReconciler) ensureImage(ctx context.Context, s *sandboxScope, co
 			fmt.Sprintf("%s %s is not present and could not be pulled: %s", what, pe.Ref, pe.Reason))
 	}
 	return err
-}
-
-// resolveEnv returns the declared env as KEY=VALUE, reading Secrets directly.
-func (r *SandboxReconciler) resolveEnv(ctx context.Context, sbx *afev1.Sandbox) ([]string, error) {
-	out := make([]string, 0, len(sbx.Spec.Env))
-	for _, e := range sbx.Spec.Env {
-		if e.ValueFrom == nil {
-			out = append(out, e.Name+"="+e.Value)
-			continue
-		}
-		ref := e.ValueFrom.SecretKeyRef
-		secret := &corev1.Secret{}
-		err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: sbx.Namespace, Name: ref.Name}, secret)
-		if apierrors.IsNotFound(err) {
-			return nil, &sandboxspec.InvalidError{Reason: afev1.SecretNotFoundReason,
-				Message: fmt.Sprintf("Env %s: Secret %s does not exist", e.Name, ref.Name)}
-		}
-		if err != nil {
-			return nil, fmt.Errorf("get secret %s: %w", ref.Name, err)
-		}
-		if err := checkSecret(e.Name, secret); err != nil {
-			return nil, err
-		}
-		v, ok := secret.Data[ref.Key]
-		if !ok {
-			return nil, &sandboxspec.InvalidError{Reason: afev1.SecretNotFoundReason,
-				Message: fmt.Sprintf("Env %s: Secret %s has no key %s", e.Name, ref.Name, ref.Key)}
-		}
-		out = append(out, e.Name+"="+string(v))
-	}
-	return out, nil
-}
-
-// reconcileWorkspace makes the workspace volume exist, or resolves the folder.
-func (r *SandboxReconciler) reconcileWorkspace(ctx context.Context, s *sandboxScope) (ctrl.Result, error) {
-	if s.sbx.Spec.Workspace.Type == afev1.WorkspaceFolder {
-		return r.reconcileFolder(ctx, s)
-	}
-	// A workspace that starts from a snapshot: the snapshot is checked
-	// before anything is created.
-	restore, err := r.mustRestore(ctx, s)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if restore {
-		if missing, err := r.snapshotMissing(ctx, s); err != nil || missing {
-			return ctrl.Result{RequeueAfter: snapshotRetry}, err
-		}
-	}
-	v, err := r.ensureWorkspaceVolume(ctx, s)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if v == nil {
-		return s.notAdopted(afev1.WorkspaceReadyCondition, "Volume", naming.Volume(s.id.Key))
-	}
-	if restore {
-		if err := r.restoreWorkspace(ctx, s, v.Name); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
-	s.resolved.Workspace = v.Name
-	s.sbx.Status.VolumeName = v.Name
-	reason, msg := afev1.ReadyReason, "Volume "+v.Name+" is mounted at /workspace"
-	if from := s.sbx.Spec.Workspace.FromSnapshot; from != "" {
-		reason, msg = afev1.RestoredFromSnapshotReason, "Volume "+v.Name+", made from snapshot "+from+", is mounted at /workspace"
-	}
-	setCondition(s.sbx, afev1.WorkspaceReadyCondition, true, reason, msg)
-	return ctrl.Result{}, nil
-}
-
-// ensureWorkspaceVolume returns the sandbox's workspace volume, made when it
-// has none (a legacy-named one of an earlier controller version is kept).
-// A volume of the name left by an earlier Sandbox of this namespace and name
-// is an orphan and is replaced at once; nil means the name is taken by an
-// object that is not ours to touch.
-func (r *SandboxReconciler) ensureWorkspaceVolume(ctx context.Context, s *sandboxScope) (*docker.Volume, error) {
-	v, err := workspaceVolume(ctx, r.Engine, s.id)
-	if err == nil || !errors.Is(err, docker.ErrNotFound) {
-		return v, err
-	}
-	v, err = r.Engine.EnsureVolume(ctx, sandboxspec.Volume(s.id))
-	if err != nil {
-		return nil, err
-	}
-	if s.id.OwnsAs(v.Labels, afev1.RoleWorkspace) {
-		return v, nil
-	}
-	if !s.id.Stale(v.Labels, afev1.RoleWorkspace) {
-		return nil, nil
-	}
-	if err := r.removeStale(ctx, s, v.Labels); err != nil {
-		return nil, err
-	}
-	logf.FromContext(ctx).Info("Removing the workspace volume of an earlier sandbox of this name", "volume", v.Name)
-	if err := r.Engine.RemoveVolume(ctx, v.Name); err != nil {
-		return nil, err
-	}
-	v, err = r.Engine.EnsureVolume(ctx, sandboxspec.Volume(s.id))
-	if err != nil || !s.id.OwnsAs(v.Labels, afev1.RoleWorkspace) {
-		return nil, err
-	}
-	return v, nil
 }
 
 // removeStale removes the containers of the earlier Sandbox of this
@@ -217,13 +112,13 @@ func (r *SandboxReconciler) reconcileContainer(ctx context.Context, s *sandboxSc
 		setCondition(sbx, afev1.ContainerReadyCondition, false, afev1.ProvisioningReason, "Creating the container")
 	case have.Labels[afev1.LabelSpecHash] != want.Labels[afev1.LabelSpecHash]:
 		log.Info("Recreating drifted container", "container", want.Name)
-		setCondition(sbx, afev1.ContainerReadyCondition, false, afev1.SpecDriftReason,
+		setCondition(sbx, afev1.ContainerReadyCondition, false, afev1.SpecChangedReason,
 			"The container does not match the spec and is being recreated; the workspace is kept")
 		if err := r.Engine.RemoveContainer(ctx, have.ID); err != nil {
 			return ctrl.Result{}, err
 		}
 		metrics.Recreations.WithLabelValues("drift").Inc()
-		r.Recorder.Eventf(sbx, nil, "Normal", afev1.SpecDriftReason, "Recreate",
+		r.Recorder.Eventf(sbx, nil, corev1.EventTypeNormal, afev1.SpecChangedReason, "Recreate",
 			"Container %s no longer matched the spec and is recreated; the workspace is kept", want.Name)
 	default:
 		create = false
@@ -247,7 +142,7 @@ func (r *SandboxReconciler) reconcileContainer(ctx context.Context, s *sandboxSc
 		if err != nil {
 			return r.storageQuotaRefused(ctx, err)
 		}
-		r.Recorder.Eventf(sbx, nil, "Normal", "Created", "Create", "Started container %s", want.Name)
+		r.Recorder.Eventf(sbx, nil, corev1.EventTypeNormal, "Created", "Create", "Started container %s", want.Name)
 		have = created
 	}
 	sbx.Status.ContainerID = have.ID
@@ -259,7 +154,7 @@ func (r *SandboxReconciler) reconcileContainer(ctx context.Context, s *sandboxSc
 // container started after the loss is the replacement.
 func (r *SandboxReconciler) lossPending(sbx *afev1.Sandbox, have *docker.Container) bool {
 	c := meta.FindStatusCondition(sbx.Status.Conditions, afev1.ContainerReadyCondition)
-	if c == nil || c.Reason != afev1.SandboxContainerLostReason || c.Status == metav1.ConditionTrue {
+	if c == nil || c.Reason != afev1.SandboxLostReason || c.Status == metav1.ConditionTrue {
 		return false
 	}
 	if have == nil || !have.Running || sbx.Status.LastLostTime == nil {
@@ -278,18 +173,18 @@ func (r *SandboxReconciler) recordLoss(ctx context.Context, s *sandboxScope, hav
 	if have != nil {
 		what = fmt.Sprintf("exited with code %d", have.ExitCode)
 	}
-	name := naming.Container(naming.Key(sbx.Namespace, sbx.Name))
-	logf.Log.Info("Sandbox container lost", "sandbox", sbx.Namespace+"/"+sbx.Name, "container", name, "what", what)
+	name := s.containerName()
+	logf.FromContext(ctx).Info("Sandbox container lost", "container", name, "what", what)
 	now := metav1.Now()
 	sbx.Status.Recreations++ // counted in the metrics once written
 	sbx.Status.LastLostTime = &now
 	sbx.Status.ContainerID = ""
-	setCondition(sbx, afev1.ContainerReadyCondition, false, afev1.SandboxContainerLostReason,
+	setCondition(sbx, afev1.ContainerReadyCondition, false, afev1.SandboxLostReason,
 		"The container was lost and is being recreated with a fresh workspace")
 	if err := r.writeStatus(ctx, s); err != nil {
 		return err
 	}
-	r.Recorder.Eventf(sbx, nil, "Warning", afev1.SandboxContainerLostReason, "Recreate",
+	r.Recorder.Eventf(sbx, nil, corev1.EventTypeWarning, afev1.SandboxLostReason, "Recreate",
 		"Container %s %s; recreating it with a fresh workspace", name, what)
 	return nil
 }
@@ -337,21 +232,4 @@ func (r *SandboxReconciler) removeOwnedContainer(ctx context.Context, s *sandbox
 		return ignoreNotFound(err)
 	}
 	return r.Engine.RemoveContainer(ctx, c.ID)
-}
-
-// removeOwnedVolume removes the workspace volume, under its current and its
-// legacy name, when it is this sandbox's.
-func (r *SandboxReconciler) removeOwnedVolume(ctx context.Context, s *sandboxScope) error {
-	for {
-		v, err := workspaceVolume(ctx, r.Engine, s.id)
-		if errors.Is(err, docker.ErrNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if err := r.Engine.RemoveVolume(ctx, v.Name); err != nil {
-			return err
-		}
-	}
 }

@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -10,25 +9,6 @@ import (
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/internal/sandboxspec"
 )
-
-// deniedSecretTypes are the Secrets whose keys never enter a sandbox: they
-// are credentials of the Kubernetes API, which would let the workload act
-// as a service account (or join a node) beyond the namespace it was given.
-var deniedSecretTypes = map[corev1.SecretType]string{
-	corev1.SecretTypeServiceAccountToken: "a service-account token",
-	corev1.SecretTypeBootstrapToken:      "a bootstrap token",
-}
-
-// checkSecret refuses a Secret an env var may not read.
-func checkSecret(envName string, secret *corev1.Secret) error {
-	what, denied := deniedSecretTypes[secret.Type]
-	if !denied {
-		return nil
-	}
-	return &sandboxspec.InvalidError{Reason: afev1.SecretNotAllowedReason, Message: fmt.Sprintf(
-		"Env %s: Secret %s is %s (type %s); Kubernetes API credentials never enter a sandbox. Put the value the sandbox needs in an Opaque Secret",
-		envName, secret.Name, what, secret.Type)}
-}
 
 // removeRefusedContainer removes the sandbox's container when it runs as a
 // user the controller's policy refuses, as after a change of --deny-gids,
@@ -53,7 +33,7 @@ func (r *SandboxReconciler) removeRefusedContainer(ctx context.Context, s *sandb
 		return err
 	}
 	s.sbx.Status.ContainerID = ""
-	r.Recorder.Eventf(s.sbx, nil, "Warning", afev1.UserNotAllowedReason, "Remove",
+	r.Recorder.Eventf(s.sbx, nil, corev1.EventTypeWarning, afev1.UserNotAllowedReason, "Remove",
 		"Removed container %s: its user %s is refused by the controller's policy; the workspace is kept", name, c.User)
 	return nil
 }
