@@ -27,6 +27,7 @@ import (
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/builtin"
 	"afe.dev/sandbox/internal/metrics"
+	"afe.dev/sandbox/internal/plan"
 	"afe.dev/sandbox/internal/runexec"
 	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/internal/ticketspec"
@@ -230,16 +231,23 @@ func (r *RunReconciler) start(ctx context.Context, before, run *afev1.Run, sbx *
 	return nil
 }
 
-// finish records the outcome of the last attempt.
+// finish records the outcome of the last attempt, as plan.RunOutcome maps
+// it.
 func (r *RunReconciler) finish(ctx context.Context, before, run *afev1.Run, a *attempt) error {
 	o := a.outcome
-	if o.execErr != "" {
-		run.Status.ExitCode = ptr.To(int32(o.exitCode))
-		return r.fail(ctx, before, run, afev1.ExecFailedReason, "The command could not be executed: "+o.execErr)
+	end := plan.RunOutcome(plan.AttemptEnd{
+		ExitCode: o.exitCode, TimedOut: o.timedOut, ContainerKilled: o.containerKilled,
+		ExecErr: o.execErr, FailReason: o.failReason, FailMessage: o.failMessage,
+		Duration: o.finished.Sub(o.started),
+	})
+	if end.ExitCode != nil {
+		run.Status.ExitCode = end.ExitCode
 	}
-	if o.failReason != "" {
+	if end.Output {
 		run.Status.Output, run.Status.OutputTruncated = o.output, ptr.To(o.truncated)
-		return r.fail(ctx, before, run, o.failReason, o.failMessage)
+	}
+	if end.Phase == afev1.RunFailed {
+		return r.fail(ctx, before, run, end.Reason, end.Message)
 	}
 	if o.snapshot != "" {
 		// Recorded on the Sandbox before the Run ends: a crash in between
@@ -248,13 +256,10 @@ func (r *RunReconciler) finish(ctx context.Context, before, run *afev1.Run, a *a
 			return fmt.Errorf("record snapshot %s on sandbox %s: %w", o.snapshot, run.Spec.SandboxRef.Name, err)
 		}
 	}
-	code := int32(o.exitCode)
+	timedOut := end.Phase == afev1.RunTimedOut
 	completed := metav1.NewTime(o.finished)
-	run.Status.ExitCode = &code
-	run.Status.OK = ptr.To(code == 0 && !o.timedOut)
-	run.Status.TimedOut = ptr.To(o.timedOut)
-	run.Status.Output = o.output
-	run.Status.OutputTruncated = ptr.To(o.truncated)
+	run.Status.OK = ptr.To(end.OK)
+	run.Status.TimedOut = ptr.To(timedOut)
 	run.Status.CompletionTime = &completed
 	run.Status.DurationMilliseconds = o.finished.Sub(o.started).Milliseconds()
 	run.Status.Result = nil
@@ -264,18 +269,8 @@ func (r *RunReconciler) finish(ctx context.Context, before, run *afev1.Run, a *a
 			run.Status.Result[k] = apiextensionsv1.JSON{Raw: v}
 		}
 	}
-	phase, reason := afev1.RunCompleted, afev1.ExitedReason
-	msg := fmt.Sprintf("Exited with code %d after %dms", code, run.Status.DurationMilliseconds)
-	if o.timedOut {
-		phase, reason = afev1.RunTimedOut, afev1.TimedOutReason
-		msg = fmt.Sprintf("Killed with every process it started after %s", time.Duration(run.Status.DurationMilliseconds)*time.Millisecond)
-		if o.containerKilled {
-			msg = fmt.Sprintf("Timed out after %s; some of its processes survived every kill, so the sandbox container was removed "+
-				"with them and the sandbox is recreated as lost", time.Duration(run.Status.DurationMilliseconds)*time.Millisecond)
-		}
-	}
-	run.Status.Phase = phase
-	setCondition(run, afev1.RunCompletedCondition, true, reason, msg)
+	run.Status.Phase = end.Phase
+	setCondition(run, afev1.RunCompletedCondition, true, end.Reason, end.Message)
 	if err := r.patchStatus(ctx, before, run); err != nil {
 		return err
 	}
@@ -283,15 +278,16 @@ func (r *RunReconciler) finish(ctx context.Context, before, run *afev1.Run, a *a
 	// not repeat them.
 	sbx := &afev1.Sandbox{}
 	sbxErr := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.SandboxRef.Name}, sbx)
-	if o.timedOut {
-		r.Recorder.Eventf(run, nil, corev1.EventTypeWarning, afev1.TimedOutReason, "Execute", msg)
+	if timedOut {
+		r.Recorder.Eventf(run, nil, corev1.EventTypeWarning, afev1.TimedOutReason, "Execute", end.Message)
 		if sbxErr == nil {
 			r.Recorder.Eventf(sbx, run, corev1.EventTypeWarning, "RunTimedOut", "Execute", "Run %s timed out and was killed", run.Name)
 		}
 	} else {
-		r.Recorder.Eventf(run, nil, corev1.EventTypeNormal, "Completed", "Execute", msg)
+		r.Recorder.Eventf(run, nil, corev1.EventTypeNormal, "Completed", "Execute", end.Message)
 		if sbxErr == nil {
-			r.Recorder.Eventf(sbx, run, corev1.EventTypeNormal, "RunCompleted", "Execute", "Run %s exited with code %d after %dms", run.Name, code, run.Status.DurationMilliseconds)
+			r.Recorder.Eventf(sbx, run, corev1.EventTypeNormal, "RunCompleted", "Execute", "Run %s exited with code %d after %dms",
+				run.Name, *end.ExitCode, run.Status.DurationMilliseconds)
 		}
 	}
 	metrics.RunDuration.WithLabelValues(string(run.Status.Phase)).Observe(o.finished.Sub(o.started).Seconds())

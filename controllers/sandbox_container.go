@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -16,6 +15,7 @@ import (
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/metrics"
 	"afe.dev/sandbox/internal/naming"
+	"afe.dev/sandbox/internal/plan"
 	"afe.dev/sandbox/internal/sandboxspec"
 )
 
@@ -60,7 +60,8 @@ func (r *SandboxReconciler) removeStale(ctx context.Context, s *sandboxScope, la
 
 // reconcileContainer runs the hardened container and keeps it running with
 // the current spec: a lost container is recreated with a fresh workspace, a
-// drifted one is recreated keeping the workspace.
+// drifted one is recreated keeping the workspace. What to do is decided by
+// plan.Container; this carries it out.
 func (r *SandboxReconciler) reconcileContainer(ctx context.Context, s *sandboxScope) (ctrl.Result, error) {
 	log := logf.FromContext(ctx)
 	sbx := s.sbx
@@ -71,46 +72,44 @@ func (r *SandboxReconciler) reconcileContainer(ctx context.Context, s *sandboxSc
 	if err != nil && !errors.Is(err, docker.ErrNotFound) {
 		return ctrl.Result{}, err
 	}
-	if have != nil && s.id.Stale(have.Labels, afev1.RoleSandbox) {
+	wantHash := want.Labels[afev1.LabelSpecHash]
+	action := plan.Container(&sbx.Status, have, s.id, wantHash)
+	if action == plan.ContainerRemoveOrphan {
 		// Left by an earlier Sandbox of this name: an orphan, not a
 		// conflict.
 		if err := r.removeStale(ctx, s, have.Labels); err != nil {
 			return ctrl.Result{}, err
 		}
 		have = nil
+		action = plan.Container(&sbx.Status, have, s.id, wantHash)
 	}
-	if have != nil && !s.id.OwnsAs(have.Labels, afev1.RoleSandbox) {
+	if action == plan.ContainerNotAdopted {
 		return s.notAdopted(afev1.ContainerReadyCondition, "Container", want.Name)
 	}
 	if stopped, err := r.stopOverDisk(ctx, s, have); stopped || err != nil {
 		return ctrl.Result{}, err
 	}
-	// The image is looked at only when a container is to be made, and
-	// before anything is removed: an image that cannot be pulled leaves a
-	// running container of an earlier spec in place.
-	if have == nil || !have.Running || have.Labels[afev1.LabelSpecHash] != want.Labels[afev1.LabelSpecHash] || r.lossPending(sbx, have) {
+	if action.NeedsImage() {
 		if err := r.ensureImage(ctx, s, afev1.ContainerReadyCondition, "Image", want.Image); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
 
-	create := true
-	switch {
-	case r.lossPending(sbx, have):
-		// A loss recorded earlier whose replacement is not running yet.
+	switch action {
+	case plan.ContainerResumeLoss:
 		if err := r.recreateAfterLoss(ctx, s, have); err != nil {
 			return ctrl.Result{}, err
 		}
-	case have == nil && sbx.Status.ContainerID != "", have != nil && !have.Running:
+	case plan.ContainerRecordLoss:
 		if err := r.recordLoss(ctx, s, have); err != nil {
 			return ctrl.Result{}, err
 		}
 		if err := r.recreateAfterLoss(ctx, s, have); err != nil {
 			return ctrl.Result{}, err
 		}
-	case have == nil:
+	case plan.ContainerCreate:
 		setCondition(sbx, afev1.ContainerReadyCondition, false, afev1.ProvisioningReason, "Creating the container")
-	case have.Labels[afev1.LabelSpecHash] != want.Labels[afev1.LabelSpecHash]:
+	case plan.ContainerRecreate:
 		log.Info("Recreating drifted container", "container", want.Name)
 		setCondition(sbx, afev1.ContainerReadyCondition, false, afev1.SpecChangedReason,
 			"The container does not match the spec and is being recreated; the workspace is kept")
@@ -120,29 +119,13 @@ func (r *SandboxReconciler) reconcileContainer(ctx context.Context, s *sandboxSc
 		metrics.Recreations.WithLabelValues("drift").Inc()
 		r.Recorder.Eventf(sbx, nil, corev1.EventTypeNormal, afev1.SpecChangedReason, "Recreate",
 			"Container %s no longer matched the spec and is recreated; the workspace is kept", want.Name)
-	default:
-		create = false
 	}
 
-	if create {
-		log.Info("Creating container", "container", want.Name)
-		var created *docker.Container
-		if sbx.Spec.Workspace.Type == afev1.WorkspaceFolder {
-			var res ctrl.Result
-			created, res, err = r.runInFolder(ctx, s, want)
-			if err == nil && created == nil {
-				return res, nil // refused, and said so
-			}
-		} else {
-			created, err = r.Engine.RunContainer(ctx, want)
+	if action != plan.ContainerKeep {
+		created, res, err := r.createContainer(ctx, s, want)
+		if created == nil {
+			return res, err
 		}
-		if errors.Is(err, docker.ErrConflict) {
-			return s.notAdopted(afev1.ContainerReadyCondition, "Container", want.Name)
-		}
-		if err != nil {
-			return r.storageQuotaRefused(ctx, err)
-		}
-		r.Recorder.Eventf(sbx, nil, corev1.EventTypeNormal, "Created", "Create", "Started container %s", want.Name)
 		have = created
 	}
 	sbx.Status.ContainerID = have.ID
@@ -150,17 +133,31 @@ func (r *SandboxReconciler) reconcileContainer(ctx context.Context, s *sandboxSc
 	return ctrl.Result{}, nil
 }
 
-// lossPending is true while a recorded loss has no running replacement: a
-// container started after the loss is the replacement.
-func (r *SandboxReconciler) lossPending(sbx *afev1.Sandbox, have *docker.Container) bool {
-	c := meta.FindStatusCondition(sbx.Status.Conditions, afev1.ContainerReadyCondition)
-	if c == nil || c.Reason != afev1.SandboxLostReason || c.Status == metav1.ConditionTrue {
-		return false
+// createContainer runs the sandbox's container; nil when it did not, with
+// the result and error to return.
+func (r *SandboxReconciler) createContainer(ctx context.Context, s *sandboxScope, want docker.ContainerSpec) (*docker.Container, ctrl.Result, error) {
+	logf.FromContext(ctx).Info("Creating container", "container", want.Name)
+	var created *docker.Container
+	var err error
+	if s.sbx.Spec.Workspace.Type == afev1.WorkspaceFolder {
+		var res ctrl.Result
+		created, res, err = r.runInFolder(ctx, s, want)
+		if err == nil && created == nil {
+			return nil, res, nil // refused, and said so
+		}
+	} else {
+		created, err = r.Engine.RunContainer(ctx, want)
 	}
-	if have == nil || !have.Running || sbx.Status.LastLostTime == nil {
-		return true
+	if errors.Is(err, docker.ErrConflict) {
+		res, err := s.notAdopted(afev1.ContainerReadyCondition, "Container", want.Name)
+		return nil, res, err
 	}
-	return have.StartedAt.Before(sbx.Status.LastLostTime.Time)
+	if err != nil {
+		res, err := r.storageQuotaRefused(ctx, err)
+		return nil, res, err
+	}
+	r.Recorder.Eventf(s.sbx, nil, corev1.EventTypeNormal, "Created", "Create", "Started container %s", want.Name)
+	return created, ctrl.Result{}, nil
 }
 
 // recordLoss notes a loss in the status and writes it before the caller

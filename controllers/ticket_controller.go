@@ -22,6 +22,7 @@ import (
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/metrics"
+	"afe.dev/sandbox/internal/plan"
 	"afe.dev/sandbox/internal/status"
 	"afe.dev/sandbox/internal/ticketspec"
 )
@@ -61,28 +62,29 @@ func (r *TicketReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 }
 
 func (r *TicketReconciler) reconcile(ctx context.Context, s *ticketScope) (ctrl.Result, error) {
-	if !s.tk.DeletionTimestamp.IsZero() {
+	step := plan.Ticket(!s.tk.DeletionTimestamp.IsZero(), s.tk.Spec.State)
+	if step == plan.TicketDelete {
 		return r.reconcileDelete(ctx, s)
 	}
 	if err := ensureFinalizer(ctx, r.Client, s.tk, afev1.TicketFinalizer); err != nil {
 		return ctrl.Result{}, err
 	}
 	s.before = s.tk.DeepCopy()
-	return r.reconcileNormal(ctx, s)
+	return r.reconcileNormal(ctx, s, step)
 }
 
-// reconcileNormal keeps the Sandboxes as the ticket's state asks.
-func (r *TicketReconciler) reconcileNormal(ctx context.Context, s *ticketScope) (ctrl.Result, error) {
+// reconcileNormal keeps the Sandboxes as the ticket's step asks.
+func (r *TicketReconciler) reconcileNormal(ctx context.Context, s *ticketScope, step plan.TicketStep) (ctrl.Result, error) {
 	if err := r.observeSandboxes(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
 	tk, owned := s.tk, s.owned
-	switch {
-	case tk.Spec.State.Terminal():
+	switch step {
+	case plan.TicketCleanUp:
 		if _, err := r.cleanup(ctx, tk, owned); err != nil {
 			return ctrl.Result{}, err
 		}
-	case tk.Spec.State == afev1.TicketPaused:
+	case plan.TicketKeep:
 		// Kept as they are: a paused ticket finds its containers again.
 		status.SummarizeTicket(&tk.Status, tk.Generation, tk.Spec.State, owned, int32(len(owned)), nil)
 	default:
