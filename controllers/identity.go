@@ -21,17 +21,34 @@ import (
 // sandboxContainer is the running container of the sandbox, or nil when it
 // has none that carries its labels.
 func sandboxContainer(ctx context.Context, engine docker.Engine, id sandboxspec.Identity) (*docker.Container, error) {
-	c, err := engine.InspectContainer(ctx, naming.Container(id.Key))
-	if errors.Is(err, docker.ErrNotFound) {
-		return nil, nil
+	c, err := ownedContainer(ctx, engine, id, naming.Container(id.Key), afev1.RoleSandbox)
+	if c == nil || !c.Running {
+		return nil, ignoreNotFound(err)
 	}
+	return c, nil
+}
+
+// ownedContainer inspects the named container and verifies its labels: it
+// is the sandbox's, in the role unless role is empty. It returns
+// docker.ErrNotFound when there is no container of the name, and nil
+// without an error when the container is another object's.
+func ownedContainer(ctx context.Context, engine docker.Engine, id sandboxspec.Identity, name, role string) (*docker.Container, error) {
+	c, err := engine.InspectContainer(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	if !id.OwnsAs(c.Labels, afev1.RoleSandbox) || !c.Running {
+	if !id.Owns(c.Labels) || role != "" && !id.OwnsAs(c.Labels, role) {
 		return nil, nil
 	}
 	return c, nil
+}
+
+// ignoreNotFound is err, or nil when it says the object does not exist.
+func ignoreNotFound(err error) error {
+	if errors.Is(err, docker.ErrNotFound) {
+		return nil
+	}
+	return err
 }
 
 // workspaceVolume is the name of the sandbox's workspace volume, under its

@@ -19,12 +19,12 @@ import (
 // so a timeout kills any of them; the git part and ciScript with the
 // attempt's group, the check with a group of its own.
 func (r *RunReconciler) executeMerge(ctx context.Context, run *afev1.Run, a *attempt, uid int, timedOut *atomic.Bool, o *outcome) {
-	m := builtin.MergeOf(run)
+	merge := builtin.MergeOf(run)
 	tail := &runexec.Tail{Limit: afev1.RunOutputLimit}
-	rep := builtin.NewReport(m.Lanes)
+	rep := builtin.NewReport(merge.Lanes)
 	code, ok := r.step(ctx, a, uid, timedOut, o, docker.ExecSpec{
 		Cmd:        builtin.MergeCommand(),
-		Env:        m.Env(),
+		Env:        merge.Env(),
 		WorkingDir: "/",
 		Stdout:     rep,
 		Stderr:     tail,
@@ -54,28 +54,28 @@ func (r *RunReconciler) executeMerge(ctx context.Context, run *afev1.Run, a *att
 		o.failReason = afev1.GitFailedReason
 		o.failMessage = fmt.Sprintf("The git step ended with exit code %d without a result; see status.output", code)
 		return
-	case !r.checkMerge(ctx, run, a, uid, timedOut, o, m, rep, tail):
+	case !r.checkMerge(ctx, run, a, uid, timedOut, o, merge, rep, tail):
 		return
 	case rep.Conflict != nil:
-		out, code := rep.Outcome(m.Integration, nil)
+		out, code := rep.Outcome(merge.Integration, nil)
 		o.exitCode, o.result = code, builtin.Fields(out)
 		return
 	}
 
 	ci := &runexec.Tail{Limit: builtin.CIOutputLimit}
-	_, _ = fmt.Fprintf(tail, "afe: every lane merged into %s at %s; running ciScript in %s\n", m.Integration, rep.Integration, m.IntegrationDir())
+	_, _ = fmt.Fprintf(tail, "afe: every lane merged into %s at %s; running ciScript in %s\n", merge.Integration, rep.Integration, merge.IntegrationDir())
 	both := io.MultiWriter(tail, ci)
 	code, ok = r.step(ctx, a, uid, timedOut, o, docker.ExecSpec{
 		Cmd:        builtin.CICommand(run.Spec.CIScript),
-		Env:        m.CIEnv(rep),
-		WorkingDir: m.IntegrationDir(),
+		Env:        merge.CIEnv(rep),
+		WorkingDir: merge.IntegrationDir(),
 		Stdout:     both,
 		Stderr:     both,
 	})
 	if !ok {
 		o.output, o.truncated = tail.String(), tail.Truncated()
 		if o.timedOut {
-			out, _ := rep.Outcome(m.Integration, &builtin.CI{ExitCode: 137, Output: ci.String()})
+			out, _ := rep.Outcome(merge.Integration, &builtin.CI{ExitCode: 137, Output: ci.String()})
 			o.result = builtin.Fields(out)
 		}
 		return
@@ -85,15 +85,15 @@ func (r *RunReconciler) executeMerge(ctx context.Context, run *afev1.Run, a *att
 	if o.timedOut {
 		// Every lane merged; the CI was killed at the deadline, which is
 		// a CI that did not pass. The Run ends TimedOut with that result.
-		out, _ := rep.Outcome(m.Integration, &builtin.CI{ExitCode: code, Output: ci.String()})
+		out, _ := rep.Outcome(merge.Integration, &builtin.CI{ExitCode: code, Output: ci.String()})
 		o.result = builtin.Fields(out)
 		return
 	}
 	if msg := execFailure(code, ci.String()); msg != "" {
-		o.failReason, o.failMessage = afev1.GitFailedReason, "ciScript could not be started in "+m.IntegrationDir()+": "+msg
+		o.failReason, o.failMessage = afev1.GitFailedReason, "ciScript could not be started in "+merge.IntegrationDir()+": "+msg
 		return
 	}
-	out, code := rep.Outcome(m.Integration, &builtin.CI{ExitCode: code, Output: ci.String()})
+	out, code := rep.Outcome(merge.Integration, &builtin.CI{ExitCode: code, Output: ci.String()})
 	o.exitCode, o.result = code, builtin.Fields(out)
 }
 
@@ -102,7 +102,7 @@ func (r *RunReconciler) executeMerge(ctx context.Context, run *afev1.Run, a *att
 // a group of its own (builtin.CheckGID): nothing of the workload can write
 // to its output, nor trace it. It returns false when the Run ends there
 // (failed, timed out, or without an outcome), recorded in o.
-func (r *RunReconciler) checkMerge(ctx context.Context, run *afev1.Run, a *attempt, uid int, timedOut *atomic.Bool, o *outcome, m builtin.Merge, rep *builtin.Report, tail *runexec.Tail) bool {
+func (r *RunReconciler) checkMerge(ctx context.Context, run *afev1.Run, a *attempt, uid int, timedOut *atomic.Bool, o *outcome, merge builtin.Merge, rep *builtin.Report, tail *runexec.Tail) bool {
 	ca := &attempt{
 		number:      a.number,
 		gid:         builtin.CheckGID(string(run.UID), a.number, a.sandboxGID),
@@ -111,10 +111,10 @@ func (r *RunReconciler) checkMerge(ctx context.Context, run *afev1.Run, a *attem
 		container:   a.container,
 		containerID: a.containerID,
 	}
-	chk := builtin.NewCheck(m.Lanes)
+	chk := builtin.NewCheck(merge.Lanes)
 	code, ok := r.step(ctx, ca, uid, timedOut, o, docker.ExecSpec{
 		Cmd:        builtin.CheckCommand(),
-		Env:        m.Env(),
+		Env:        merge.Env(),
 		WorkingDir: "/",
 		Stdout:     chk,
 		Stderr:     tail,

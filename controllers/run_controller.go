@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,17 +19,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/builtin"
 	"afe.dev/sandbox/internal/metrics"
+	"afe.dev/sandbox/internal/plan"
 	"afe.dev/sandbox/internal/runexec"
 	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/internal/ticketspec"
@@ -45,12 +43,8 @@ type RunReconciler struct {
 	Recorder events.EventRecorder
 	Options  Options
 
-	execs executions
-	// done receives a Run when one of its attempts ended.
-	done chan event.TypedGenericEvent[*afev1.Run]
-	// base outlives single reconciles: attempts run under it and end with
-	// the manager.
-	base context.Context
+	// execs are the attempts this process runs; SetupWithManager makes it.
+	execs *executions
 }
 
 // +kubebuilder:rbac:groups=sandbox.afe.dev,resources=runs,verbs=get;list;watch;update;patch
@@ -58,27 +52,25 @@ type RunReconciler struct {
 // +kubebuilder:rbac:groups=sandbox.afe.dev,resources=runs/finalizers,verbs=update
 
 // Reconcile starts a Run when its sandbox is Ready, and records its outcome.
+// Unlike a Sandbox's or a Ticket's, a Run's status is written where it is
+// decided, before what follows it: an attempt starts only once it is
+// counted, and is forgotten only once its outcome is written.
 func (r *RunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	err := r.reconcile(ctx, req)
+	run := &afev1.Run{}
+	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	err := r.reconcile(ctx, run.DeepCopy(), run)
 	if errors.Is(err, errNoSlot) {
 		return ctrl.Result{RequeueAfter: slotRetry}, nil
 	}
-	if apierrors.IsConflict(err) {
-		// This reconcile read a stale copy (a Run the cache still shows
-		// Running may have ended): look again once the cache holds the newer
-		// one, rather than act on the old one.
-		return ctrl.Result{RequeueAfter: staleRetry}, nil
-	}
-	return ctrl.Result{}, err
+	// A Conflict: this reconcile read a stale copy (a Run the cache still
+	// shows Running may have ended); it looks again once the cache holds the
+	// newer one, rather than act on the old one.
+	return reconcileResult(ctrl.Result{}, err, nil)
 }
 
-func (r *RunReconciler) reconcile(ctx context.Context, req ctrl.Request) error {
-	run := &afev1.Run{}
-	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	before := run.DeepCopy()
-
+func (r *RunReconciler) reconcile(ctx context.Context, before, run *afev1.Run) error {
 	if run.Status.Phase.Terminal() {
 		r.execs.forget(run.UID)
 		return r.removeFinalizer(ctx, run)
@@ -86,12 +78,10 @@ func (r *RunReconciler) reconcile(ctx context.Context, req ctrl.Request) error {
 	if !run.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, run)
 	}
-	if controllerutil.AddFinalizer(run, afev1.RunFinalizer) {
-		if err := r.Update(ctx, run); err != nil {
-			return err
-		}
-		before = run.DeepCopy()
+	if err := ensureFinalizer(ctx, r.Client, run, afev1.RunFinalizer); err != nil {
+		return err
 	}
+	*before = *run.DeepCopy()
 
 	if a := r.execs.get(run.UID); a != nil {
 		if !a.done.Load() {
@@ -224,33 +214,40 @@ func (r *RunReconciler) start(ctx context.Context, before, run *afev1.Run, sbx *
 	run.Status.Attempts = a.number
 	run.Status.StartTime = &now
 	run.Status.ContainerID = a.containerID
-	setRunCondition(run, afev1.RunSandboxReadyCondition, true, afev1.ReadyReason, "Sandbox "+sbx.Name+" is Ready")
-	setRunCondition(run, afev1.RunCompletedCondition, false, afev1.RunningReason,
+	setCondition(run, afev1.RunSandboxReadyCondition, true, afev1.ReadyReason, "Sandbox "+sbx.Name+" is Ready")
+	setCondition(run, afev1.RunCompletedCondition, false, afev1.RunningReason,
 		fmt.Sprintf("Attempt %d is running in %s", a.number, a.container))
 	if err := r.patchStatus(ctx, before, run); err != nil {
 		return err
 	}
 
-	execCtx, cancel := context.WithCancel(r.base)
-	a.cancel = cancel
-	r.execs.put(run.UID, a)
 	log.Info("Starting Run", "attempt", a.number, "container", a.container, "timeout", timeout)
-	r.Recorder.Eventf(run, nil, "Normal", "Started", "Execute", "Attempt %d started in container %s", a.number, a.container)
-	r.Recorder.Eventf(sbx, run, "Normal", "RunStarted", "Execute", "Run %s started (attempt %d)", run.Name, a.number)
-	go r.execute(logf.IntoContext(execCtx, log), run.DeepCopy(), a, uid, timeout)
+	copied := run.DeepCopy()
+	r.execs.start(run.UID, a, func(execCtx context.Context) {
+		r.execute(logf.IntoContext(execCtx, log), copied, a, uid, timeout)
+	})
+	r.Recorder.Eventf(run, nil, corev1.EventTypeNormal, "Started", "Execute", "Attempt %d started in container %s", a.number, a.container)
+	r.Recorder.Eventf(sbx, run, corev1.EventTypeNormal, "RunStarted", "Execute", "Run %s started (attempt %d)", run.Name, a.number)
 	return nil
 }
 
-// finish records the outcome of the last attempt.
+// finish records the outcome of the last attempt, as plan.RunOutcome maps
+// it.
 func (r *RunReconciler) finish(ctx context.Context, before, run *afev1.Run, a *attempt) error {
 	o := a.outcome
-	if o.execErr != "" {
-		run.Status.ExitCode = ptr.To(int32(o.exitCode))
-		return r.fail(ctx, before, run, afev1.ExecFailedReason, "The command could not be executed: "+o.execErr)
+	end := plan.RunOutcome(plan.AttemptEnd{
+		ExitCode: o.exitCode, TimedOut: o.timedOut, ContainerKilled: o.containerKilled,
+		ExecErr: o.execErr, FailReason: o.failReason, FailMessage: o.failMessage,
+		Duration: o.finished.Sub(o.started),
+	})
+	if end.ExitCode != nil {
+		run.Status.ExitCode = end.ExitCode
 	}
-	if o.failReason != "" {
+	if end.Output {
 		run.Status.Output, run.Status.OutputTruncated = o.output, ptr.To(o.truncated)
-		return r.fail(ctx, before, run, o.failReason, o.failMessage)
+	}
+	if end.Phase == afev1.RunFailed {
+		return r.fail(ctx, before, run, end.Reason, end.Message)
 	}
 	if o.snapshot != "" {
 		// Recorded on the Sandbox before the Run ends: a crash in between
@@ -259,13 +256,10 @@ func (r *RunReconciler) finish(ctx context.Context, before, run *afev1.Run, a *a
 			return fmt.Errorf("record snapshot %s on sandbox %s: %w", o.snapshot, run.Spec.SandboxRef.Name, err)
 		}
 	}
-	code := int32(o.exitCode)
+	timedOut := end.Phase == afev1.RunTimedOut
 	completed := metav1.NewTime(o.finished)
-	run.Status.ExitCode = &code
-	run.Status.OK = ptr.To(code == 0 && !o.timedOut)
-	run.Status.TimedOut = ptr.To(o.timedOut)
-	run.Status.Output = o.output
-	run.Status.OutputTruncated = ptr.To(o.truncated)
+	run.Status.OK = ptr.To(end.OK)
+	run.Status.TimedOut = ptr.To(timedOut)
 	run.Status.CompletionTime = &completed
 	run.Status.DurationMilliseconds = o.finished.Sub(o.started).Milliseconds()
 	run.Status.Result = nil
@@ -275,18 +269,8 @@ func (r *RunReconciler) finish(ctx context.Context, before, run *afev1.Run, a *a
 			run.Status.Result[k] = apiextensionsv1.JSON{Raw: v}
 		}
 	}
-	phase, reason := afev1.RunCompleted, afev1.ExitedReason
-	msg := fmt.Sprintf("Exited with code %d after %dms", code, run.Status.DurationMilliseconds)
-	if o.timedOut {
-		phase, reason = afev1.RunTimedOut, afev1.TimedOutReason
-		msg = fmt.Sprintf("Killed with every process it started after %s", time.Duration(run.Status.DurationMilliseconds)*time.Millisecond)
-		if o.containerKilled {
-			msg = fmt.Sprintf("Timed out after %s; some of its processes survived every kill, so the sandbox container was removed "+
-				"with them and the sandbox is recreated as lost", time.Duration(run.Status.DurationMilliseconds)*time.Millisecond)
-		}
-	}
-	run.Status.Phase = phase
-	setRunCondition(run, afev1.RunCompletedCondition, true, reason, msg)
+	run.Status.Phase = end.Phase
+	setCondition(run, afev1.RunCompletedCondition, true, end.Reason, end.Message)
 	if err := r.patchStatus(ctx, before, run); err != nil {
 		return err
 	}
@@ -294,15 +278,16 @@ func (r *RunReconciler) finish(ctx context.Context, before, run *afev1.Run, a *a
 	// not repeat them.
 	sbx := &afev1.Sandbox{}
 	sbxErr := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.SandboxRef.Name}, sbx)
-	if o.timedOut {
-		r.Recorder.Eventf(run, nil, "Warning", afev1.TimedOutReason, "Execute", msg)
+	if timedOut {
+		r.Recorder.Eventf(run, nil, corev1.EventTypeWarning, afev1.TimedOutReason, "Execute", end.Message)
 		if sbxErr == nil {
-			r.Recorder.Eventf(sbx, run, "Warning", "RunTimedOut", "Execute", "Run %s timed out and was killed", run.Name)
+			r.Recorder.Eventf(sbx, run, corev1.EventTypeWarning, "RunTimedOut", "Execute", "Run %s timed out and was killed", run.Name)
 		}
 	} else {
-		r.Recorder.Eventf(run, nil, "Normal", "Completed", "Execute", msg)
+		r.Recorder.Eventf(run, nil, corev1.EventTypeNormal, "Completed", "Execute", end.Message)
 		if sbxErr == nil {
-			r.Recorder.Eventf(sbx, run, "Normal", "RunCompleted", "Execute", "Run %s exited with code %d after %dms", run.Name, code, run.Status.DurationMilliseconds)
+			r.Recorder.Eventf(sbx, run, corev1.EventTypeNormal, "RunCompleted", "Execute", "Run %s exited with code %d after %dms",
+				run.Name, *end.ExitCode, run.Status.DurationMilliseconds)
 		}
 	}
 	metrics.RunDuration.WithLabelValues(string(run.Status.Phase)).Observe(o.finished.Sub(o.started).Seconds())
@@ -314,8 +299,8 @@ func (r *RunReconciler) finish(ctx context.Context, before, run *afev1.Run, a *a
 // sandbox's changes bring it back.
 func (r *RunReconciler) wait(ctx context.Context, before, run *afev1.Run, message string) error {
 	run.Status.Phase = afev1.RunPending
-	setRunCondition(run, afev1.RunSandboxReadyCondition, false, afev1.SandboxNotReadyReason, message)
-	setRunCondition(run, afev1.RunCompletedCondition, false, afev1.SandboxNotReadyReason, "Waiting for the sandbox")
+	setCondition(run, afev1.RunSandboxReadyCondition, false, afev1.SandboxNotReadyReason, message)
+	setCondition(run, afev1.RunCompletedCondition, false, afev1.SandboxNotReadyReason, "Waiting for the sandbox")
 	return r.patchStatus(ctx, before, run)
 }
 
@@ -335,11 +320,11 @@ func (r *RunReconciler) fail(ctx context.Context, before, run *afev1.Run, reason
 	if run.Status.ExitCode == nil {
 		run.Status.ExitCode = ptr.To(int32(-1))
 	}
-	setRunCondition(run, afev1.RunCompletedCondition, true, reason, message)
+	setCondition(run, afev1.RunCompletedCondition, true, reason, message)
 	if err := r.patchStatus(ctx, before, run); err != nil {
 		return err
 	}
-	r.Recorder.Eventf(run, nil, "Warning", reason, "Execute", message)
+	r.Recorder.Eventf(run, nil, corev1.EventTypeWarning, reason, "Execute", message)
 	metrics.Runs.WithLabelValues(string(afev1.RunFailed), "false").Inc()
 	return r.removeFinalizer(ctx, run)
 }
@@ -366,40 +351,26 @@ func (r *RunReconciler) reconcileDelete(ctx context.Context, run *afev1.Run) err
 }
 
 func (r *RunReconciler) removeFinalizer(ctx context.Context, run *afev1.Run) error {
-	if !controllerutil.RemoveFinalizer(run, afev1.RunFinalizer) {
-		return nil
-	}
-	return client.IgnoreNotFound(r.Update(ctx, run))
+	_, err := removeFinalizer(ctx, r.Client, run, afev1.RunFinalizer)
+	return err
 }
 
+// patchStatus writes the status when it changed. The lock refuses a write
+// based on a stale copy: an ended Run is never started again from an old
+// cache. before becomes the version written, the base of the next write.
 func (r *RunReconciler) patchStatus(ctx context.Context, before, run *afev1.Run) error {
-	if equality.Semantic.DeepEqual(before.Status, run.Status) {
-		return nil
+	written, err := patchStatus(ctx, r.Client, before, run, afev1.RunFinalizer,
+		func(o *afev1.Run) any { return o.Status })
+	if written {
+		*before = *run.DeepCopy()
 	}
-	// The lock refuses a write based on a stale copy: an ended Run is never
-	// started again from an old cache.
-	if err := r.Status().Patch(ctx, run, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("patch run status: %w", err)
-	}
-	*before = *run.DeepCopy()
-	return nil
-}
-
-func setRunCondition(run *afev1.Run, t string, ok bool, reason, message string) {
-	status := metav1.ConditionFalse
-	if ok {
-		status = metav1.ConditionTrue
-	}
-	setStatusCondition(&run.Status.Conditions, metav1.Condition{
-		Type: t, Status: status, Reason: reason, Message: message, ObservedGeneration: run.Generation,
-	})
+	return err
 }
 
 // SetupWithManager registers the reconciler: Runs, the Sandboxes they name,
 // and the ends of attempts.
 func (r *RunReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
-	r.base = ctx
-	r.done = make(chan event.TypedGenericEvent[*afev1.Run], 1024)
+	r.execs = newExecutions(ctx)
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &afev1.Run{}, runSandboxIndex, func(o client.Object) []string {
 		return []string{o.(*afev1.Run).Spec.SandboxRef.Name}
 	}); err != nil {
@@ -409,7 +380,7 @@ func (r *RunReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) 
 		For(&afev1.Run{}, builder.WithPredicates(specOrDeletionChanged())).
 		Watches(&afev1.Sandbox{}, handler.EnqueueRequestsFromMapFunc(r.runsOfSandbox)).
 		Watches(&afev1.Ticket{}, handler.EnqueueRequestsFromMapFunc(r.runsOfTicket)).
-		WatchesRawSource(source.Channel(r.done, &handler.TypedEnqueueRequestForObject[*afev1.Run]{})).
+		WatchesRawSource(r.execs.source()).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Options.MaxConcurrentReconciles)}).
 		Named("run").
 		Complete(r)

@@ -7,12 +7,10 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
@@ -79,34 +77,8 @@ type outcome struct {
 	containerKilled bool
 }
 
-// executions tracks the attempts this process runs, by Run UID.
-type executions struct {
-	mu       sync.Mutex
-	attempts map[types.UID]*attempt
-}
-
-func (e *executions) get(uid types.UID) *attempt {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.attempts[uid]
-}
-
-func (e *executions) put(uid types.UID, a *attempt) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.attempts == nil {
-		e.attempts = map[types.UID]*attempt{}
-	}
-	e.attempts[uid] = a
-}
-
-func (e *executions) forget(uid types.UID) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	delete(e.attempts, uid)
-}
-
-// execute runs one attempt to its end and reports it on r.done.
+// execute runs one attempt to its end and reports the end to the Run's
+// reconciler.
 func (r *RunReconciler) execute(ctx context.Context, run *afev1.Run, a *attempt, uid int, timeout time.Duration) {
 	log := logf.FromContext(ctx).WithValues("run", run.Namespace+"/"+run.Name, "attempt", a.number)
 	ctx = logf.IntoContext(ctx, log)
@@ -150,7 +122,7 @@ func (r *RunReconciler) execute(ctx context.Context, run *afev1.Run, a *attempt,
 	a.outcome = o
 	a.done.Store(true)
 	if !o.abandoned {
-		r.done <- event.TypedGenericEvent[*afev1.Run]{Object: run}
+		r.execs.ended(run)
 		r.nudgeWaiting(ctx, run) // its slot is free
 	}
 }

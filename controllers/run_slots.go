@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 )
@@ -50,9 +49,6 @@ func (e *executions) admit(run *afev1.Run, sandbox types.UID, limit int, queue [
 	if busy+ahead >= limit {
 		return false
 	}
-	if e.attempts == nil {
-		e.attempts = map[types.UID]*attempt{}
-	}
 	e.attempts[run.UID] = &attempt{sandbox: sandbox}
 	return true
 }
@@ -86,10 +82,10 @@ func (r *RunReconciler) queueOf(ctx context.Context, run *afev1.Run) ([]types.UI
 // waitForSlot keeps the Run Pending until a slot of its sandbox is free.
 func (r *RunReconciler) waitForSlot(ctx context.Context, before, run *afev1.Run, limit int) error {
 	run.Status.Phase = afev1.RunPending
-	setRunCondition(run, afev1.RunSandboxReadyCondition, true, afev1.RunLimitReachedReason,
+	setCondition(run, afev1.RunSandboxReadyCondition, true, afev1.RunLimitReachedReason,
 		fmt.Sprintf("Sandbox %s runs %d Runs, the controller's --max-runs-per-sandbox; this Run starts when one ends, in the order the Runs were created",
 			run.Spec.SandboxRef.Name, limit))
-	setRunCondition(run, afev1.RunCompletedCondition, false, afev1.RunLimitReachedReason, "Waiting for a slot of the sandbox")
+	setCondition(run, afev1.RunCompletedCondition, false, afev1.RunLimitReachedReason, "Waiting for a slot of the sandbox")
 	if err := r.patchStatus(ctx, before, run); err != nil {
 		return err
 	}
@@ -105,9 +101,7 @@ func (r *RunReconciler) nudgeWaiting(ctx context.Context, run *afev1.Run) {
 		if req.Name == run.Name {
 			continue
 		}
-		select {
-		case r.done <- event.TypedGenericEvent[*afev1.Run]{Object: &afev1.Run{ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: req.Name}}}:
-		default:
+		if !r.execs.nudge(&afev1.Run{ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: req.Name}}) {
 			return
 		}
 	}

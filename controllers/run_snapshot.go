@@ -36,9 +36,9 @@ type snapshotJob struct {
 // and no container of another Sandbox with an overlapping folder, which
 // could swap a component of the path.
 func (r *RunReconciler) snapshotJobOf(ctx context.Context, sbx *afev1.Sandbox) (*snapshotJob, error) {
-	j := &snapshotJob{id: sandboxspec.IdentityOf(sbx, r.Options.Instance), image: sbx.Spec.Image}
+	job := &snapshotJob{id: sandboxspec.IdentityOf(sbx, r.Options.Instance), image: sbx.Spec.Image}
 	if ref := metav1.GetControllerOf(sbx); ref != nil && ref.Kind == "Ticket" {
-		j.ticketUID = string(ref.UID)
+		job.ticketUID = string(ref.UID)
 	}
 	if sbx.Spec.Workspace.Type == afev1.WorkspaceFolder {
 		f, err := sandboxspec.ResolveFolder(sbx.Spec.Workspace.HostPath, sbx.Namespace, r.Options.workspaces())
@@ -52,25 +52,25 @@ func (r *RunReconciler) snapshotJobOf(ctx context.Context, sbx *afev1.Sandbox) (
 		if c != nil {
 			return nil, &sandboxspec.InvalidError{Reason: afev1.WorkspaceConflictReason, Message: c.message(f.Path)}
 		}
-		j.source = docker.Mount{Type: docker.MountBind, Source: f.Path}
-		return j, nil
+		job.source = docker.Mount{Type: docker.MountBind, Source: f.Path}
+		return job, nil
 	}
-	v, err := workspaceVolume(ctx, r.Engine, j.id)
+	v, err := workspaceVolume(ctx, r.Engine, job.id)
 	if err != nil {
 		return nil, fmt.Errorf("the workspace volume: %w", err)
 	}
-	j.source = docker.Mount{Type: docker.MountVolume, Source: v.Name}
-	return j, nil
+	job.source = docker.Mount{Type: docker.MountVolume, Source: v.Name}
+	return job, nil
 }
 
 // snapshotLabels are the labels of a Run's snapshot volume: the sandbox's,
 // with the Run and the ticket.
-func snapshotLabels(j *snapshotJob, run *afev1.Run, role string) map[string]string {
-	l := j.id.Labels(role)
+func snapshotLabels(job *snapshotJob, run *afev1.Run, role string) map[string]string {
+	l := job.id.Labels(role)
 	l[afev1.LabelRun] = run.Name
 	l[afev1.LabelRunUID] = string(run.UID)
-	if j.ticketUID != "" {
-		l[afev1.LabelTicketUID] = j.ticketUID
+	if job.ticketUID != "" {
+		l[afev1.LabelTicketUID] = job.ticketUID
 	}
 	return l
 }
@@ -83,15 +83,15 @@ func (r *RunReconciler) executeSnapshot(ctx context.Context, run *afev1.Run, a *
 	log := logf.FromContext(ctx)
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	j := a.snapshot
-	name, err := r.snapshotVolume(cctx, run, j)
+	job := a.snapshot
+	name, err := r.snapshotVolume(cctx, run, job)
 	var copied int64
 	if err == nil {
 		copied, err = r.Engine.CopyWorkspace(cctx, docker.CopySpec{
 			Name:   naming.CopyHelper(name),
-			Image:  j.image,
-			Labels: snapshotLabels(j, run, afev1.RoleSnapshotCopy),
-			From:   j.source,
+			Image:  job.image,
+			Labels: snapshotLabels(job, run, afev1.RoleSnapshotCopy),
+			From:   job.source,
 			To:     docker.Mount{Type: docker.MountVolume, Source: name},
 		})
 	}
@@ -129,11 +129,11 @@ func (r *RunReconciler) executeSnapshot(ctx context.Context, run *afev1.Run, a *
 // sandbox. Numbers are counted over every snapshot of the sandbox's name
 // (also of an earlier Sandbox of that name), and a name another Run took
 // meanwhile is skipped.
-func (r *RunReconciler) snapshotVolume(ctx context.Context, run *afev1.Run, j *snapshotJob) (string, error) {
+func (r *RunReconciler) snapshotVolume(ctx context.Context, run *afev1.Run, job *snapshotJob) (string, error) {
 	existing, err := r.Engine.ListVolumes(ctx, map[string]string{
-		afev1.LabelController: j.id.Instance,
-		afev1.LabelNamespace:  j.id.Namespace,
-		afev1.LabelSandbox:    j.id.Name,
+		afev1.LabelController: job.id.Instance,
+		afev1.LabelNamespace:  job.id.Namespace,
+		afev1.LabelSandbox:    job.id.Name,
 		afev1.LabelRole:       afev1.RoleSnapshot,
 	})
 	if err != nil {
@@ -148,7 +148,7 @@ func (r *RunReconciler) snapshotVolume(ctx context.Context, run *afev1.Run, j *s
 		// An earlier attempt's copy, maybe partial: made again. Its copy
 		// helpers, found by the Run's labels, go first.
 		if err := removeContainers(ctx, r.Engine, map[string]string{
-			afev1.LabelController: j.id.Instance,
+			afev1.LabelController: job.id.Instance,
 			afev1.LabelRunUID:     string(run.UID),
 			afev1.LabelRole:       afev1.RoleSnapshotCopy,
 		}); err != nil {
@@ -157,22 +157,22 @@ func (r *RunReconciler) snapshotVolume(ctx context.Context, run *afev1.Run, j *s
 		if err := r.Engine.RemoveVolume(ctx, v.Name); err != nil {
 			return "", err
 		}
-		return r.createSnapshotVolume(ctx, run, j, v.Name)
+		return r.createSnapshotVolume(ctx, run, job, v.Name)
 	}
-	n := naming.NextSnapshot(j.id.Key, names)
+	n := naming.NextSnapshot(job.id.Key, names)
 	for i := 0; i < 16; i++ {
-		name, err := r.createSnapshotVolume(ctx, run, j, naming.Snapshot(j.id.Key, n+i))
+		name, err := r.createSnapshotVolume(ctx, run, job, naming.Snapshot(job.id.Key, n+i))
 		if !errors.Is(err, docker.ErrConflict) {
 			return name, err
 		}
 	}
-	return "", fmt.Errorf("no free snapshot name after %s: %w", naming.Snapshot(j.id.Key, n), docker.ErrConflict)
+	return "", fmt.Errorf("no free snapshot name after %s: %w", naming.Snapshot(job.id.Key, n), docker.ErrConflict)
 }
 
 // createSnapshotVolume creates the volume; ErrConflict when the name is
 // another's.
-func (r *RunReconciler) createSnapshotVolume(ctx context.Context, run *afev1.Run, j *snapshotJob, name string) (string, error) {
-	v, err := r.Engine.EnsureVolume(ctx, docker.VolumeSpec{Name: name, Labels: snapshotLabels(j, run, afev1.RoleSnapshot)})
+func (r *RunReconciler) createSnapshotVolume(ctx context.Context, run *afev1.Run, job *snapshotJob, name string) (string, error) {
+	v, err := r.Engine.EnsureVolume(ctx, docker.VolumeSpec{Name: name, Labels: snapshotLabels(job, run, afev1.RoleSnapshot)})
 	if err != nil {
 		return "", err
 	}

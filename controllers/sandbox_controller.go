@@ -9,8 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -175,11 +174,8 @@ type sandboxScope struct {
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// staleRetry is how soon a reconcile that read a stale Sandbox is repeated.
-const staleRetry = 100 * time.Millisecond
-
 // Reconcile brings the Docker objects of one Sandbox in line with its spec.
-func (r *SandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
+func (r *SandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	sbx := &afev1.Sandbox{}
 	if err := r.Get(ctx, req.NamespacedName, sbx); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -190,32 +186,23 @@ func (r *SandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (re
 		return ctrl.Result{}, nil
 	}
 	s := &sandboxScope{sbx: sbx, before: sbx.DeepCopy(), id: sandboxspec.IdentityOf(sbx, r.Options.Instance)}
-	defer func() {
-		err := r.patchStatus(ctx, s.before, sbx)
-		switch {
-		case apierrors.IsConflict(err):
-			// This reconcile read a stale copy: look again once the cache
-			// holds the newer one.
-			res = ctrl.Result{RequeueAfter: staleRetry}
-		case err != nil && !apierrors.IsNotFound(err):
-			retErr = errors.Join(retErr, err)
-		}
-	}()
+	res, err := r.reconcile(ctx, s)
+	return reconcileResult(res, err, client.IgnoreNotFound(r.writeStatus(ctx, s)))
+}
 
-	if !sbx.DeletionTimestamp.IsZero() {
+func (r *SandboxReconciler) reconcile(ctx context.Context, s *sandboxScope) (ctrl.Result, error) {
+	if !s.sbx.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, s)
 	}
-	if controllerutil.AddFinalizer(sbx, afev1.SandboxFinalizer) {
-		if err := r.Update(ctx, sbx); err != nil {
-			return ctrl.Result{}, err
-		}
-		s.before = sbx.DeepCopy()
+	if err := ensureFinalizer(ctx, r.Client, s.sbx, afev1.SandboxFinalizer); err != nil {
+		return ctrl.Result{}, err
 	}
+	s.before = s.sbx.DeepCopy()
 	res, err := r.reconcileNormal(ctx, s)
 	// A recorded loss stays the condition through an outage: it is what
 	// makes the next reconcile finish the recreation (lossPending).
-	if errors.Is(err, docker.ErrUnavailable) && !lossRecorded(sbx) {
-		setCondition(sbx, afev1.ContainerReadyCondition, false, afev1.EngineUnavailableReason,
+	if errors.Is(err, docker.ErrUnavailable) && !lossRecorded(s.sbx) {
+		setCondition(s.sbx, afev1.ContainerReadyCondition, false, afev1.EngineUnavailableReason,
 			"The Docker engine cannot be reached; retrying")
 	}
 	return res, err
@@ -314,12 +301,12 @@ func (r *SandboxReconciler) reconcileDelete(ctx context.Context, s *sandboxScope
 		return ctrl.Result{}, err
 	}
 	log.Info("Removed the sandbox's Docker objects")
-	r.Recorder.Eventf(s.sbx, nil, "Normal", "Deleted", "Delete", "Removed container, proxy, network and workspace volume")
-	controllerutil.RemoveFinalizer(s.sbx, afev1.SandboxFinalizer)
-	if err := r.Update(ctx, s.sbx); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	removed, err := removeFinalizer(ctx, r.Client, s.sbx, afev1.SandboxFinalizer)
+	if err != nil || !removed {
+		return ctrl.Result{}, err
 	}
 	r.rememberFinalized(s.sbx.UID)
+	r.Recorder.Eventf(s.sbx, nil, corev1.EventTypeNormal, "Deleted", "Delete", "Removed container, proxy, network and workspace volume")
 	return ctrl.Result{}, nil
 }
 
@@ -347,28 +334,28 @@ func (r *SandboxReconciler) removeOwnSnapshots(ctx context.Context, s *sandboxSc
 	})
 }
 
-// patchStatus summarises the conditions and writes the status once, only
+// writeStatus summarises the conditions and writes the status once, only
 // when it changed, and only over the version it read: a reconcile that
 // started from a stale cache must not overwrite what a newer one wrote (the
-// time to Ready, for one).
-func (r *SandboxReconciler) patchStatus(ctx context.Context, before, sbx *afev1.Sandbox) error {
+// time to Ready, for one). The metrics follow the write that states them.
+func (r *SandboxReconciler) writeStatus(ctx context.Context, s *sandboxScope) error {
+	sbx, before := s.sbx, s.before
 	deleting := !sbx.DeletionTimestamp.IsZero()
 	if deleting && !controllerutil.ContainsFinalizer(sbx, afev1.SandboxFinalizer) {
 		return nil // gone, or about to be
 	}
 	now := metav1.Now()
 	status.SummarizeSandbox(&sbx.Status, sbx.Generation, deleting, now)
-	if equality.Semantic.DeepEqual(before.Status, sbx.Status) {
-		return nil
-	}
-	patch := client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})
-	if err := r.Status().Patch(ctx, sbx, patch); err != nil {
-		return fmt.Errorf("patch status: %w", err)
+	written, err := patchStatus(ctx, r.Client, before, sbx, afev1.SandboxFinalizer,
+		func(o *afev1.Sandbox) any { return o.Status })
+	if !written {
+		return err
 	}
 	observeReady(before, sbx, now)
 	if lost := sbx.Status.Recreations - before.Status.Recreations; lost > 0 {
 		metrics.Recreations.WithLabelValues("lost").Add(float64(lost))
 	}
+	s.before = sbx.DeepCopy()
 	return nil
 }
 
@@ -427,14 +414,4 @@ func specOrDeletionChanged() predicate.Predicate {
 			return okOld && okNew && (statusNamesForeign(sbx) || old.Status.ContainerID != sbx.Status.ContainerID)
 		},
 	}
-}
-
-func setCondition(sbx *afev1.Sandbox, t string, ok bool, reason, message string) {
-	status := metav1.ConditionFalse
-	if ok {
-		status = metav1.ConditionTrue
-	}
-	setStatusCondition(&sbx.Status.Conditions, metav1.Condition{
-		Type: t, Status: status, Reason: reason, Message: message, ObservedGeneration: sbx.Generation,
-	})
 }

@@ -209,7 +209,7 @@ var _ = Describe("Sandbox", func() {
 			for _, e := range list.Items {
 				reasons = append(reasons, e.Reason)
 			}
-			g.Expect(reasons).To(ContainElement(afev1.SandboxContainerLostReason))
+			g.Expect(reasons).To(ContainElement(afev1.SandboxLostReason))
 		}).Should(Succeed())
 		deleteAndWaitGone(ctx, sbx)
 	})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	ctrl "sigs.k8s.io/controller-runtime"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -115,7 +116,7 @@ func (r *SandboxReconciler) stopOverDisk(ctx context.Context, s *sandboxScope, h
 		if err := r.Engine.RemoveContainer(ctx, have.ID); err != nil {
 			return true, err
 		}
-		r.Recorder.Eventf(s.sbx, nil, "Warning", afev1.DiskQuotaExceededReason, "Stop",
+		r.Recorder.Eventf(s.sbx, nil, corev1.EventTypeWarning, afev1.DiskQuotaExceededReason, "Stop",
 			"Workspace uses %s, over resources.disk %s; container %s stopped", bytesOf(used), limit.String(), have.Name)
 	}
 	s.sbx.Status.ContainerID = ""

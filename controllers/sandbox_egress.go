@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -46,9 +47,7 @@ func (r *SandboxReconciler) reconcileEgress(ctx context.Context, s *sandboxScope
 		return ctrl.Result{}, err
 	}
 	if !s.id.OwnsAs(network.Labels, afev1.RoleNetwork) {
-		setCondition(sbx, afev1.EgressReadyCondition, false, afev1.NameConflictReason,
-			fmt.Sprintf("Network %s belongs to another sandbox or controller instance and is not adopted", netSpec.Name))
-		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+		return s.notAdopted(afev1.EgressReadyCondition, "Network", netSpec.Name)
 	}
 	sbx.Status.NetworkName = network.Name
 
@@ -115,19 +114,12 @@ func (r *SandboxReconciler) ensureProxy(ctx context.Context, s *sandboxScope, wa
 		have = nil
 	}
 	if have != nil && !s.id.OwnsAs(have.Labels, afev1.RoleProxy) {
-		setCondition(s.sbx, afev1.EgressReadyCondition, false, afev1.NameConflictReason,
-			fmt.Sprintf("Container %s belongs to another sandbox or controller instance and is not adopted", want.Name))
-		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+		return s.notAdopted(afev1.EgressReadyCondition, "Container", want.Name)
 	}
 	if have != nil && have.Running && have.Labels[afev1.LabelSpecHash] == want.Labels[afev1.LabelSpecHash] {
 		return ctrl.Result{}, nil
 	}
-	if err := r.Engine.EnsureImage(ctx, want.Image); err != nil {
-		var pe *docker.PullError
-		if errors.As(err, &pe) {
-			setCondition(s.sbx, afev1.EgressReadyCondition, false, afev1.ImagePullFailedReason,
-				fmt.Sprintf("Proxy image %s is not present and could not be pulled: %s", pe.Ref, pe.Reason))
-		}
+	if err := r.ensureImage(ctx, s, afev1.EgressReadyCondition, "Proxy image", want.Image); err != nil {
 		return ctrl.Result{}, err
 	}
 	reason, what := "Created", "Started proxy %s"
@@ -151,13 +143,11 @@ func (r *SandboxReconciler) ensureProxy(ctx context.Context, s *sandboxScope, wa
 	}
 	if err != nil {
 		if errors.Is(err, docker.ErrConflict) {
-			setCondition(s.sbx, afev1.EgressReadyCondition, false, afev1.NameConflictReason,
-				fmt.Sprintf("Container %s belongs to another sandbox or controller instance and is not adopted", want.Name))
-			return ctrl.Result{RequeueAfter: conflictRetry}, nil
+			return s.notAdopted(afev1.EgressReadyCondition, "Container", want.Name)
 		}
 		return ctrl.Result{}, err
 	}
-	r.Recorder.Eventf(s.sbx, nil, "Normal", reason, "Create", what, want.Name)
+	r.Recorder.Eventf(s.sbx, nil, corev1.EventTypeNormal, reason, "Create", what, want.Name)
 	if err := r.waitProxy(ctx, created); err != nil {
 		if errors.Is(err, docker.ErrUnavailable) {
 			return ctrl.Result{}, err

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -186,23 +187,20 @@ func (r *SandboxReconciler) refuseConflict(ctx context.Context, s *sandboxScope,
 // a loss later.
 func (r *SandboxReconciler) dropFolderContainer(ctx context.Context, s *sandboxScope, reason, why string) error {
 	name := s.containerName()
-	c, err := r.Engine.InspectContainer(ctx, name)
+	c, err := ownedContainer(ctx, r.Engine, s.id, name, "")
 	if errors.Is(err, docker.ErrNotFound) {
 		s.sbx.Status.ContainerID = ""
 		return nil
 	}
-	if err != nil {
+	if c == nil {
 		return err
-	}
-	if !s.id.Owns(c.Labels) {
-		return nil
 	}
 	logf.FromContext(ctx).Info("Removing the container of a refused Folder workspace", "container", name, "reason", reason)
 	if err := r.Engine.RemoveContainer(ctx, c.ID); err != nil {
 		return err
 	}
 	s.sbx.Status.ContainerID = ""
-	r.Recorder.Eventf(s.sbx, nil, "Warning", reason, "Remove", "Removed container %s: %s", name, why)
+	r.Recorder.Eventf(s.sbx, nil, corev1.EventTypeWarning, reason, "Remove", "Removed container %s: %s", name, why)
 	return nil
 }
 
@@ -332,7 +330,7 @@ func (r *SandboxReconciler) dropMismatch(ctx context.Context, s *sandboxScope, c
 	msg := "What the engine mounted at /workspace is not the folder the controller checked; the container was removed: " + cause.Error()
 	setCondition(s.sbx, afev1.WorkspaceReadyCondition, false, afev1.WorkspaceMountMismatchReason, msg)
 	setCondition(s.sbx, afev1.ContainerReadyCondition, false, afev1.WorkspaceMountMismatchReason, "The container was removed: its /workspace was not the checked folder")
-	r.Recorder.Eventf(s.sbx, nil, "Warning", afev1.WorkspaceMountMismatchReason, "Remove", "Removed container %s: %s", c.Name, cause.Error())
+	r.Recorder.Eventf(s.sbx, nil, corev1.EventTypeWarning, afev1.WorkspaceMountMismatchReason, "Remove", "Removed container %s: %s", c.Name, cause.Error())
 	return nil
 }
 

@@ -11,5 +11,5 @@ import (
 // not Ready yet: its ContainerReady condition says SandboxLost.
 func lossRecorded(sbx *afev1.Sandbox) bool {
 	c := meta.FindStatusCondition(sbx.Status.Conditions, afev1.ContainerReadyCondition)
-	return c != nil && c.Reason == afev1.SandboxContainerLostReason && c.Status != metav1.ConditionTrue
+	return c != nil && c.Reason == afev1.SandboxLostReason && c.Status != metav1.ConditionTrue
 }

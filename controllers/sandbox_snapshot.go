@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -32,7 +33,7 @@ func (r *SandboxReconciler) mustRestore(ctx context.Context, s *sandboxScope) (b
 		return false, nil
 	}
 	if c := meta.FindStatusCondition(s.sbx.Status.Conditions, afev1.ContainerReadyCondition); c != nil &&
-		c.Reason == afev1.SandboxContainerLostReason && c.Status != metav1.ConditionTrue {
+		c.Reason == afev1.SandboxLostReason && c.Status != metav1.ConditionTrue {
 		return false, nil
 	}
 	if c := meta.FindStatusCondition(s.sbx.Status.Conditions, afev1.WorkspaceReadyCondition); c != nil &&
@@ -72,12 +73,7 @@ func (r *SandboxReconciler) snapshotMissing(ctx context.Context, s *sandboxScope
 func (r *SandboxReconciler) restoreWorkspace(ctx context.Context, s *sandboxScope, volume string) error {
 	from := s.sbx.Spec.Workspace.FromSnapshot
 	// The copy helpers are made of the sandbox's image.
-	if err := r.Engine.EnsureImage(ctx, s.sbx.Spec.Image); err != nil {
-		var pe *docker.PullError
-		if errors.As(err, &pe) {
-			setCondition(s.sbx, afev1.ContainerReadyCondition, false, afev1.ImagePullFailedReason,
-				fmt.Sprintf("Image %s is not present and could not be pulled: %s", pe.Ref, pe.Reason))
-		}
+	if err := r.ensureImage(ctx, s, afev1.ContainerReadyCondition, "Image", s.sbx.Spec.Image); err != nil {
 		return err
 	}
 	started := time.Now()
@@ -92,6 +88,6 @@ func (r *SandboxReconciler) restoreWorkspace(ctx context.Context, s *sandboxScop
 		return fmt.Errorf("restore snapshot %s into %s: %w", from, volume, err)
 	}
 	logf.FromContext(ctx).Info("Restored the workspace from a snapshot", "snapshot", from, "volume", volume, "bytes", n, "duration", time.Since(started))
-	r.Recorder.Eventf(s.sbx, nil, "Normal", "Restored", "Restore", "Workspace volume %s filled from snapshot %s", volume, from)
+	r.Recorder.Eventf(s.sbx, nil, corev1.EventTypeNormal, "Restored", "Restore", "Workspace volume %s filled from snapshot %s", volume, from)
 	return nil
 }

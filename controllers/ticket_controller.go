@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -14,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -22,6 +22,7 @@ import (
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/metrics"
+	"afe.dev/sandbox/internal/plan"
 	"afe.dev/sandbox/internal/status"
 	"afe.dev/sandbox/internal/ticketspec"
 )
@@ -40,63 +41,50 @@ type TicketReconciler struct {
 // +kubebuilder:rbac:groups=sandbox.afe.dev,resources=sandboxes,verbs=create;delete
 // +kubebuilder:rbac:groups=sandbox.afe.dev,resources=runs,verbs=list;watch
 
+// ticketScope is what one reconcile of a ticket works with.
+type ticketScope struct {
+	tk *afev1.Ticket
+	// before is the Ticket as last written, the base of status patches.
+	before *afev1.Ticket
+	// owned are the Sandboxes the ticket controls.
+	owned []afev1.Sandbox
+}
+
 // Reconcile keeps a ticket's Sandboxes as its state asks.
-func (r *TicketReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
+func (r *TicketReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	tk := &afev1.Ticket{}
 	if err := r.Get(ctx, req.NamespacedName, tk); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	before := tk.DeepCopy()
-	defer func() {
-		err := r.patchStatus(ctx, before, tk)
-		switch {
-		case apierrors.IsConflict(err) && retErr == nil:
-			// A stale copy: look again once the cache holds the newer one.
-			res = ctrl.Result{RequeueAfter: staleRetry}
-		case err != nil && !apierrors.IsNotFound(err) && retErr == nil:
-			retErr = err
-		}
-	}()
+	s := &ticketScope{tk: tk, before: tk.DeepCopy()}
+	res, err := r.reconcile(ctx, s)
+	return reconcileResult(res, err, client.IgnoreNotFound(r.writeStatus(ctx, s)))
+}
 
-	owned, err := r.ownedSandboxes(ctx, tk)
-	if err != nil {
+func (r *TicketReconciler) reconcile(ctx context.Context, s *ticketScope) (ctrl.Result, error) {
+	step := plan.Ticket(!s.tk.DeletionTimestamp.IsZero(), s.tk.Spec.State)
+	if step == plan.TicketDelete {
+		return r.reconcileDelete(ctx, s)
+	}
+	if err := ensureFinalizer(ctx, r.Client, s.tk, afev1.TicketFinalizer); err != nil {
 		return ctrl.Result{}, err
 	}
-	r.countRequeues(tk, owned)
+	s.before = s.tk.DeepCopy()
+	return r.reconcileNormal(ctx, s, step)
+}
 
-	if !tk.DeletionTimestamp.IsZero() {
-		// Not done yet: the deletion of its Sandboxes and the end of its Runs
-		// (both watched) bring the ticket back.
-		done, err := r.cleanup(ctx, tk, owned)
-		if err != nil || !done {
-			return ctrl.Result{}, err
-		}
-		if controllerutil.RemoveFinalizer(tk, afev1.TicketFinalizer) {
-			// No status write follows: the removal is what is counted, and
-			// only one write can remove the finalizer. (The Update replaces
-			// the status in tk with the server's, hence the copy.)
-			cleaned := tk.DeepCopy()
-			if err := r.Update(ctx, tk); err != nil {
-				return ctrl.Result{}, client.IgnoreNotFound(err)
-			}
-			r.observeCleanup(before, cleaned)
-		}
-		return ctrl.Result{}, nil
+// reconcileNormal keeps the Sandboxes as the ticket's step asks.
+func (r *TicketReconciler) reconcileNormal(ctx context.Context, s *ticketScope, step plan.TicketStep) (ctrl.Result, error) {
+	if err := r.observeSandboxes(ctx, s); err != nil {
+		return ctrl.Result{}, err
 	}
-	if controllerutil.AddFinalizer(tk, afev1.TicketFinalizer) {
-		if err := r.Update(ctx, tk); err != nil {
-			return ctrl.Result{}, err
-		}
-		before.Finalizers = tk.Finalizers
-		before.ResourceVersion = tk.ResourceVersion
-	}
-
-	switch {
-	case tk.Spec.State.Terminal():
+	tk, owned := s.tk, s.owned
+	switch step {
+	case plan.TicketCleanUp:
 		if _, err := r.cleanup(ctx, tk, owned); err != nil {
 			return ctrl.Result{}, err
 		}
-	case tk.Spec.State == afev1.TicketPaused:
+	case plan.TicketKeep:
 		// Kept as they are: a paused ticket finds its containers again.
 		status.SummarizeTicket(&tk.Status, tk.Generation, tk.Spec.State, owned, int32(len(owned)), nil)
 	default:
@@ -105,6 +93,29 @@ func (r *TicketReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res
 		}
 	}
 	tk.Status.ObservedGeneration = tk.Generation
+	return ctrl.Result{}, nil
+}
+
+// reconcileDelete cleans up after a deleted ticket, then removes its
+// finalizer. Not done yet: the deletion of its Sandboxes and the end of its
+// Runs (both watched) bring the ticket back.
+func (r *TicketReconciler) reconcileDelete(ctx context.Context, s *ticketScope) (ctrl.Result, error) {
+	if err := r.observeSandboxes(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
+	tk, owned := s.tk, s.owned
+	done, err := r.cleanup(ctx, tk, owned)
+	if err != nil || !done {
+		return ctrl.Result{}, err
+	}
+	// No status write follows: the removal is what is counted, and only one
+	// write can remove the finalizer. (The write replaces the status in tk
+	// with the server's, hence the copy.)
+	cleaned := tk.DeepCopy()
+	if removed, err := removeFinalizer(ctx, r.Client, tk, afev1.TicketFinalizer); err != nil || !removed {
+		return ctrl.Result{}, err
+	}
+	r.observeCleanup(s.before, cleaned)
 	return ctrl.Result{}, nil
 }
 
@@ -127,7 +138,7 @@ func (r *TicketReconciler) reconcileActive(ctx context.Context, tk *afev1.Ticket
 			if err := r.Create(ctx, want); err != nil {
 				return fmt.Errorf("create sandbox %s: %w", want.Name, err)
 			}
-			r.Recorder.Eventf(tk, want, "Normal", "SandboxCreated", "Create", "Created sandbox %s for scope %s", want.Name, want.Spec.Scope)
+			r.Recorder.Eventf(tk, want, corev1.EventTypeNormal, "SandboxCreated", "Create", "Created sandbox %s for scope %s", want.Name, want.Spec.Scope)
 			current = append(current, *want)
 		case err != nil:
 			return err
@@ -197,6 +208,18 @@ func (r *TicketReconciler) cleanup(ctx context.Context, tk *afev1.Ticket, owned 
 	return true, nil
 }
 
+// observeSandboxes lists the Sandboxes the ticket owns and counts their
+// losses as the ticket's requeues.
+func (r *TicketReconciler) observeSandboxes(ctx context.Context, s *ticketScope) error {
+	owned, err := r.ownedSandboxes(ctx, s.tk)
+	if err != nil {
+		return err
+	}
+	s.owned = owned
+	r.countRequeues(s.tk, owned)
+	return nil
+}
+
 // countRequeues turns the sandboxes' recreations into the ticket's requeues.
 func (r *TicketReconciler) countRequeues(tk *afev1.Ticket, owned []afev1.Sandbox) {
 	var sum int32
@@ -212,21 +235,15 @@ func (r *TicketReconciler) countRequeues(tk *afev1.Ticket, owned []afev1.Sandbox
 	if delta := sum - tk.Status.ObservedRecreations; delta > 0 {
 		tk.Status.Requeues += delta
 		tk.Status.LastRequeueTime = last
-		tk.Status.LastRequeueReason = afev1.SandboxContainerLostReason
-		setStatusCondition(&tk.Status.Conditions, metav1.Condition{
-			Type: afev1.TicketRequeuedCondition, Status: metav1.ConditionTrue, Reason: afev1.SandboxContainerLostReason,
-			Message:            fmt.Sprintf("Sandbox %s was lost and recreated with a fresh workspace; the step in flight was interrupted", lost),
-			ObservedGeneration: tk.Generation,
-		})
-		r.Recorder.Eventf(tk, nil, "Warning", afev1.SandboxContainerLostReason, "Requeue",
+		tk.Status.LastRequeueReason = afev1.SandboxLostReason
+		setCondition(tk, afev1.TicketRequeuedCondition, true, afev1.SandboxLostReason,
+			fmt.Sprintf("Sandbox %s was lost and recreated with a fresh workspace; the step in flight was interrupted", lost))
+		r.Recorder.Eventf(tk, nil, corev1.EventTypeWarning, afev1.SandboxLostReason, "Requeue",
 			"Sandbox %s was lost and recreated with a fresh workspace; requeue the interrupted step", lost)
 	}
 	tk.Status.ObservedRecreations = sum
 	if meta.FindStatusCondition(tk.Status.Conditions, afev1.TicketRequeuedCondition) == nil {
-		setStatusCondition(&tk.Status.Conditions, metav1.Condition{
-			Type: afev1.TicketRequeuedCondition, Status: metav1.ConditionFalse, Reason: afev1.NotRequeuedReason,
-			Message: "No sandbox of the ticket was lost", ObservedGeneration: tk.Generation,
-		})
+		setCondition(tk, afev1.TicketRequeuedCondition, false, afev1.NoLossReason, "No sandbox of the ticket was lost")
 	}
 }
 
@@ -303,19 +320,17 @@ func (r *TicketReconciler) ownedSandboxes(ctx context.Context, tk *afev1.Ticket)
 	return out, nil
 }
 
-func (r *TicketReconciler) patchStatus(ctx context.Context, before, tk *afev1.Ticket) error {
-	if !tk.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(tk, afev1.TicketFinalizer) {
-		return nil
+// writeStatus writes the status once, only when it changed, and only over
+// the version it read: the lock refuses a write based on a stale copy, so
+// that what follows a write (the cleanup's metric and Event) happens once.
+func (r *TicketReconciler) writeStatus(ctx context.Context, s *ticketScope) error {
+	written, err := patchStatus(ctx, r.Client, s.before, s.tk, afev1.TicketFinalizer,
+		func(o *afev1.Ticket) any { return o.Status })
+	if !written {
+		return err
 	}
-	if equality.Semantic.DeepEqual(before.Status, tk.Status) {
-		return nil
-	}
-	// The lock refuses a write based on a stale copy, so that what follows
-	// a write (the cleanup's metric and Event) happens once.
-	if err := r.Status().Patch(ctx, tk, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("patch ticket status: %w", err)
-	}
-	r.observeCleanup(before, tk)
+	r.observeCleanup(s.before, s.tk)
+	s.before = s.tk.DeepCopy()
 	return nil
 }
 
@@ -332,7 +347,7 @@ func (r *TicketReconciler) observeCleanup(before, tk *afev1.Ticket) {
 		started = c.LastTransitionTime.Time
 	}
 	metrics.TicketCleanup.Observe(time.Since(started).Seconds())
-	r.Recorder.Eventf(tk, nil, "Normal", afev1.CleanedUpReason, "Cleanup", "Every sandbox and Docker object of the ticket was removed")
+	r.Recorder.Eventf(tk, nil, corev1.EventTypeNormal, afev1.CleanedUpReason, "Cleanup", "Every sandbox and Docker object of the ticket was removed")
 }
 
 // SetupWithManager registers the reconciler: Tickets and the Sandboxes they

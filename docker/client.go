@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
 )
 
@@ -82,4 +83,13 @@ func isNetError(err error) bool {
 	var opErr *net.OpError
 	return errors.As(err, &opErr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// labelFilter selects the objects that carry all the labels.
+func labelFilter(labels map[string]string) filters.Args {
+	args := filters.NewArgs()
+	for k, v := range labels {
+		args.Add("label", k+"="+v)
+	}
+	return args
 }

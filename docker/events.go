@@ -6,15 +6,12 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/events"
-	"github.com/docker/docker/api/types/filters"
 )
 
 // Events streams the events of containers carrying all the labels.
 func (c *Client) Events(ctx context.Context, labels map[string]string) (<-chan Event, <-chan error) {
-	f := filters.NewArgs(filters.Arg("type", string(events.ContainerEventType)))
-	for k, v := range labels {
-		f.Add("label", k+"="+v)
-	}
+	f := labelFilter(labels)
+	f.Add("type", string(events.ContainerEventType))
 	for _, a := range []EventAction{ActionCreate, ActionStart, ActionDie, ActionDestroy, ActionOOM} {
 		f.Add("event", string(a))
 	}

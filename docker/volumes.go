@@ -3,7 +3,6 @@ package docker
 import (
 	"context"
 
-	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/volume"
 )
 
@@ -52,12 +51,4 @@ func (c *Client) RemoveVolume(ctx context.Context, name string) error {
 		return wrap(err, "remove volume "+name)
 	}
 	return nil
-}
-
-func labelFilter(labels map[string]string) filters.Args {
-	args := filters.NewArgs()
-	for k, v := range labels {
-		args.Add("label", k+"="+v)
-	}
-	return args
 }

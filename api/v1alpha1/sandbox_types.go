@@ -133,12 +133,12 @@ const (
 	NameConflictReason = "NameConflict"
 	// NoEgressReason: the sandbox declares no egress and has no network.
 	NoEgressReason = "NoEgress"
-	// SandboxContainerLostReason: the container disappeared or exited and is
+	// SandboxLostReason: the container disappeared or exited and is
 	// being recreated with a fresh workspace.
-	SandboxContainerLostReason = "SandboxLost"
-	// SpecDriftReason: the container no longer matches the spec and is being
+	SandboxLostReason = "SandboxLost"
+	// SpecChangedReason: the container no longer matches the spec and is being
 	// recreated (the workspace is kept).
-	SpecDriftReason = "SpecChanged"
+	SpecChangedReason = "SpecChanged"
 	// DeletingReason: the sandbox is being deleted.
 	DeletingReason = "Deleting"
 	// EgressNetworkMissingReason: the controller's --egress-network does not

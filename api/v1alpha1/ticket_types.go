@@ -74,8 +74,8 @@ const (
 	// SandboxConflictReason: a Sandbox with a name the ticket needs belongs
 	// to something else.
 	SandboxConflictReason = "SandboxConflict"
-	// NotRequeuedReason: no sandbox of the ticket was lost.
-	NotRequeuedReason = "NoLoss"
+	// NoLossReason: no sandbox of the ticket was lost.
+	NoLossReason = "NoLoss"
 )
 
 // TicketSpec declares a unit of work and its sandboxes.

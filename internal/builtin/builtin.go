@@ -10,6 +10,7 @@ package builtin
 
 import (
 	_ "embed"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -90,26 +91,26 @@ func (m Merge) CIEnv(rep *Report) []string {
 // Validate checks the MergeAndCI fields again (the CRD checks them first).
 func (m Merge) Validate() error {
 	if len(m.Lanes) == 0 {
-		return errorf("lanes is empty")
+		return fmt.Errorf("lanes is empty")
 	}
 	seen := map[string]bool{}
 	for _, l := range m.Lanes {
 		if err := ValidateRefName(l); err != nil {
-			return errorf("lane %q: %v", l, err)
+			return fmt.Errorf("lane %q: %w", l, err)
 		}
 		if seen[l] {
-			return errorf("lane %q is listed twice", l)
+			return fmt.Errorf("lane %q is listed twice", l)
 		}
 		seen[l] = true
 	}
 	if err := ValidateRefName(m.Integration); err != nil {
-		return errorf("integrationBranch %q: %v", m.Integration, err)
+		return fmt.Errorf("integrationBranch %q: %w", m.Integration, err)
 	}
 	if seen[m.Integration] {
-		return errorf("integrationBranch %q is also a lane", m.Integration)
+		return fmt.Errorf("integrationBranch %q is also a lane", m.Integration)
 	}
 	if err := ValidateRefName(m.Base); err != nil {
-		return errorf("baseRef %q: %v", m.Base, err)
+		return fmt.Errorf("baseRef %q: %w", m.Base, err)
 	}
 	return nil
 }

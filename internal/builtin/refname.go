@@ -6,8 +6,6 @@ import (
 	"strings"
 )
 
-func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
-
 // MaxRefName bounds a git ref name, as the CRD does.
 const MaxRefName = 200
 

@@ -41,26 +41,9 @@ while [ "$n" -lt 100 ]; do
 done
 exit 1`
 
-// CountScript prints how many processes have the real or effective group $1.
-const CountScript = `g="$1"; c=0
-for s in /proc/[0-9]*/status; do
-  while read -r k a b rest; do
-    if [ "$k" = "Gid:" ]; then
-      if [ "$a" = "$g" ] || [ "$b" = "$g" ]; then c=$((c + 1)); fi
-      break
-    fi
-  done < "$s" 2>/dev/null
-done
-echo "$c"`
-
 // KillCommand is the exec command that kills a Run's processes.
 func KillCommand(gid int) []string {
 	return []string{"/bin/sh", "-c", KillScript, "afe-kill", strconv.Itoa(gid)}
-}
-
-// CountCommand is the exec command that counts a Run's processes.
-func CountCommand(gid int) []string {
-	return []string{"/bin/sh", "-c", CountScript, "afe-count", strconv.Itoa(gid)}
 }
 
 // gidBase and gidSpan place Run groups far above any group an image uses.

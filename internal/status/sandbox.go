@@ -100,7 +100,7 @@ func sandboxPhase(st *afev1.SandboxStatus, ready metav1.Condition, deleting bool
 		return afev1.SandboxReady
 	case terminalReasons[ready.Reason]:
 		return afev1.SandboxFailed
-	case ready.Reason == afev1.SandboxContainerLostReason || ready.Reason == afev1.SpecDriftReason:
+	case ready.Reason == afev1.SandboxLostReason || ready.Reason == afev1.SpecChangedReason:
 		return afev1.SandboxRecreating
 	case waitingReasons[ready.Reason] || st.ContainerID == "" && len(st.Conditions) <= 1:
 		// Waiting for something outside: the engine, an image, the proxy.

@@ -1,0 +1,87 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+)
+
+// The writes every reconciler makes to its own object, one way: the
+// finalizer and the status are written by patches over the version the
+// reconcile read (an optimistic lock), so that a reconcile that started from
+// a stale cache fails with a Conflict instead of overwriting what a newer
+// one wrote, and what follows a write (an Event, a metric, the start of an
+// attempt) happens once.
+
+// staleRetry is how soon a reconcile that read a stale copy is repeated.
+const staleRetry = 100 * time.Millisecond
+
+// ensureFinalizer adds the finalizer when obj lacks it. On success obj is
+// the server's version, status included.
+func ensureFinalizer(ctx context.Context, c client.Client, obj client.Object, finalizer string) error {
+	if controllerutil.ContainsFinalizer(obj, finalizer) {
+		return nil
+	}
+	base := obj.DeepCopyObject().(client.Object)
+	controllerutil.AddFinalizer(obj, finalizer)
+	if err := c.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("add finalizer: %w", err)
+	}
+	return nil
+}
+
+// removeFinalizer removes the finalizer and tells whether this call did:
+// only one write can, and an object already gone is no error. On success
+// obj is the server's version, status included.
+func removeFinalizer(ctx context.Context, c client.Client, obj client.Object, finalizer string) (bool, error) {
+	if !controllerutil.ContainsFinalizer(obj, finalizer) {
+		return false, nil
+	}
+	base := obj.DeepCopyObject().(client.Object)
+	controllerutil.RemoveFinalizer(obj, finalizer)
+	err := c.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	if err != nil {
+		return false, client.IgnoreNotFound(fmt.Errorf("remove finalizer: %w", err))
+	}
+	return true, nil
+}
+
+// patchStatus writes obj's status when it differs from before's (status
+// reads it from either), over the version before was read at, and tells
+// whether it wrote. An object being deleted whose finalizer is gone is gone,
+// or about to be: nothing is written.
+func patchStatus[T client.Object](ctx context.Context, c client.Client, before, obj T, finalizer string, status func(T) any) (bool, error) {
+	if !obj.GetDeletionTimestamp().IsZero() && !controllerutil.ContainsFinalizer(obj, finalizer) {
+		return false, nil
+	}
+	if equality.Semantic.DeepEqual(status(before), status(obj)) {
+		return false, nil
+	}
+	if err := c.Status().Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return false, fmt.Errorf("patch status: %w", err)
+	}
+	return true, nil
+}
+
+// reconcileResult is what a Reconcile returns for the result and error of its work
+// and the error of its final status write. A Conflict in either means the
+// reconcile read a stale copy: it is looked at again after staleRetry, once
+// the cache holds the newer one, without an error. An error is returned
+// without a RequeueAfter, which controller-runtime would ignore.
+func reconcileResult(res ctrl.Result, err, writeErr error) (ctrl.Result, error) {
+	err = errors.Join(err, writeErr)
+	switch {
+	case apierrors.IsConflict(err):
+		return ctrl.Result{RequeueAfter: staleRetry}, nil
+	case err != nil:
+		return ctrl.Result{}, err
+	}
+	return res, nil
+}

@@ -1,0 +1,63 @@
+package plan
+
+import (
+	"fmt"
+	"time"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+)
+
+// AttemptEnd is how an attempt of a Run that reached an outcome ended.
+type AttemptEnd struct {
+	ExitCode int
+	// TimedOut: killed at its deadline; ContainerKilled: some of its
+	// processes survived every kill, and the sandbox container was removed
+	// with them.
+	TimedOut, ContainerKilled bool
+	// ExecErr: the command could not be executed at all.
+	ExecErr string
+	// FailReason and FailMessage: a builtin could not do its work.
+	FailReason, FailMessage string
+	// Duration is from the start of the attempt to its end.
+	Duration time.Duration
+}
+
+// RunEnd is the outcome a Run's status states for an attempt's end.
+type RunEnd struct {
+	// Phase is Completed, TimedOut or Failed.
+	Phase afev1.RunPhase
+	// Reason and Message are those of the Completed condition.
+	Reason, Message string
+	// ExitCode is the exit code stated; nil for a Failed Run that has none.
+	ExitCode *int32
+	// Output tells whether the attempt's output is stated.
+	Output bool
+	// OK is status.ok.
+	OK bool
+}
+
+// RunOutcome maps an attempt's end to the Run's outcome: a non-zero exit is
+// an outcome (Completed, not OK), a deadline is TimedOut, and only a command
+// that could not be executed, or a builtin that could not do its work, is
+// Failed.
+func RunOutcome(a AttemptEnd) RunEnd {
+	code := int32(a.ExitCode)
+	// Stated in whole milliseconds, as status.durationMilliseconds.
+	took := a.Duration.Truncate(time.Millisecond)
+	switch {
+	case a.ExecErr != "":
+		return RunEnd{Phase: afev1.RunFailed, Reason: afev1.ExecFailedReason,
+			Message: "The command could not be executed: " + a.ExecErr, ExitCode: &code}
+	case a.FailReason != "":
+		return RunEnd{Phase: afev1.RunFailed, Reason: a.FailReason, Message: a.FailMessage, Output: true}
+	case a.TimedOut && a.ContainerKilled:
+		return RunEnd{Phase: afev1.RunTimedOut, Reason: afev1.TimedOutReason, ExitCode: &code, Output: true,
+			Message: fmt.Sprintf("Timed out after %s; some of its processes survived every kill, so the sandbox container was removed "+
+				"with them and the sandbox is recreated as lost", took)}
+	case a.TimedOut:
+		return RunEnd{Phase: afev1.RunTimedOut, Reason: afev1.TimedOutReason, ExitCode: &code, Output: true,
+			Message: fmt.Sprintf("Killed with every process it started after %s", took)}
+	}
+	return RunEnd{Phase: afev1.RunCompleted, Reason: afev1.ExitedReason, ExitCode: &code, Output: true, OK: code == 0,
+		Message: fmt.Sprintf("Exited with code %d after %dms", code, took.Milliseconds())}
+}
