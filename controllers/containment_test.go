@@ -188,6 +188,14 @@ var _ = Describe("Run attempts and slots", func() {
 	})
 
 	It("ends a Run Failed with AttemptsExhausted once maxAttempts attempts were cut short", func() {
+		// The sandbox exists but cannot become Ready (its image cannot be
+		// pulled), so the Run waits while its status is set: a Run in
+		// flight whose sandbox is gone would end SandboxDeleted instead.
+		sbx := newSandbox(ns, "later")
+		sbx.Spec.Image = fmt.Sprintf("127.0.0.1:1/afe/missing-%d:never", GinkgoParallelProcess())
+		Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
+		DeferCleanup(func() { deleteAndWaitGone(ctx, sbx) })
+		waitCondition(ctx, sbx, afev1.ContainerReadyCondition, "False", afev1.ImagePullFailedReason)
 		run := newRun(ns, "crashy", "later")
 		run.Spec.Command = []string{"echo", "executed"}
 		run.Spec.MaxAttempts = ptr.To[int32](2)
@@ -197,9 +205,11 @@ var _ = Describe("Run attempts and slots", func() {
 		crashed := pending.DeepCopy()
 		crashed.Status.Phase, crashed.Status.Attempts = afev1.RunRunning, 2
 		Expect(k8sClient.Status().Patch(ctx, crashed, client.MergeFrom(pending))).To(Succeed())
-		sbx := newSandbox(ns, "later")
-		Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
-		DeferCleanup(func() { deleteAndWaitGone(ctx, sbx) })
+		Eventually(func(g Gomega) {
+			cur := getSandbox(ctx, sbx)(g)
+			cur.Spec.Image = dockertest.TestImage
+			g.Expect(k8sClient.Update(ctx, cur)).To(Succeed())
+		}).Should(Succeed())
 		got := waitRunPhase(ctx, run, afev1.RunFailed)
 		c := meta.FindStatusCondition(got.Status.Conditions, afev1.RunCompletedCondition)
 		Expect(c.Reason).To(Equal(afev1.AttemptsExhaustedReason))
