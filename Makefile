@@ -6,6 +6,10 @@ LOCALBIN ?= $(CURDIR)/bin
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint
+# The Ginkgo CLI, of the version go.mod names: it runs the controllers'
+# suite in parallel processes (TEST_PROCS).
+GINKGO ?= $(LOCALBIN)/ginkgo
+TEST_PROCS ?= 3
 GOLANGCI_LINT_VERSION ?= v2.15.0
 KUBE_VERSION ?= v1.37.2
 ETCD_VERSION ?= v3.6.16
@@ -64,10 +68,18 @@ images: ## Build the egress proxy image and the test images, offline.
 	hack/build-images.sh
 
 .PHONY: test
-test: manifests generate docs fmt vet lint envtest images build docker-build kubectl-afe ## The whole suite: unit, docker, envtest + Docker, e2e.
+test: manifests generate docs fmt vet lint envtest images build docker-build kubectl-afe ginkgo ## The whole suite: unit, docker, envtest + Docker, e2e.
 	@if [ -n "$$CI" ]; then git diff --exit-code -- config/crd config/rbac api docs/reference.md || { echo "generated files are stale: run 'make manifests generate docs' and commit"; exit 1; }; fi
-	KUBEBUILDER_ASSETS=$(ENVTEST_DIR) AFE_MANAGER_BIN=$(LOCALBIN)/manager AFE_KUBECTL_AFE_BIN=$(LOCALBIN)/kubectl-afe AFE_CONTROLLER_IMAGE=$(IMG) \
-		AFE_REQUIRE_DOCKER=1 go test ./... -count=1 -timeout 25m
+	@# The controllers' suite runs its specs in TEST_PROCS processes (each
+	@# with its own API server, manager and --instance), beside the other
+	@# packages; its report follows theirs.
+	export KUBEBUILDER_ASSETS=$(ENVTEST_DIR) AFE_MANAGER_BIN=$(LOCALBIN)/manager AFE_KUBECTL_AFE_BIN=$(LOCALBIN)/kubectl-afe \
+		AFE_CONTROLLER_IMAGE=$(IMG) AFE_REQUIRE_DOCKER=1; \
+	$(GINKGO) -p --procs=$(TEST_PROCS) --timeout=25m --no-color ./controllers > $(LOCALBIN)/controllers-test.log 2>&1 & suite=$$!; \
+	others=0; go test $$(go list ./... | grep -v '/controllers$$') -count=1 -timeout 25m || others=$$?; \
+	controllers=0; wait $$suite || controllers=$$?; cat $(LOCALBIN)/controllers-test.log; \
+	echo "controllers (ginkgo, $(TEST_PROCS) processes): exit $$controllers; the other packages: exit $$others"; \
+	[ $$controllers = 0 ] && [ $$others = 0 ]
 	$(MAKE) --no-print-directory fuzz
 
 # Each target runs for a number of executions (a few seconds each here), not
@@ -167,6 +179,11 @@ build-installer: manifests ## Write dist/install.yaml: CRDs, RBAC and the Deploy
 controller-gen: $(CONTROLLER_GEN)
 $(CONTROLLER_GEN):
 	GOBIN=$(LOCALBIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
+
+.PHONY: ginkgo
+ginkgo: $(GINKGO)
+$(GINKGO): go.mod
+	GOBIN=$(LOCALBIN) go install github.com/onsi/ginkgo/v2/ginkgo
 
 .PHONY: golangci-lint
 golangci-lint: $(GOLANGCI_LINT)

@@ -36,14 +36,17 @@ func TestVerifyFolderMount(t *testing.T) {
 	inst := fmt.Sprintf("verify-%d", os.Getpid())
 	t.Cleanup(func() { dockertest.RemoveAll(afev1.LabelController + "=" + inst) })
 
+	// A namespace of this process's own: the container's name is derived
+	// from it, and other test processes share the engine.
+	ns := inst
 	root := t.TempDir()
-	a := filepath.Join(root, "ns", "a")
+	a := filepath.Join(root, ns, "a")
 	if err := os.MkdirAll(a, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	r := &SandboxReconciler{Engine: engine, Options: Options{WorkspaceRoot: root, Instance: inst}}
 	sbx := &afev1.Sandbox{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "verify", UID: types.UID("uid-" + inst)},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "verify", UID: types.UID("uid-" + inst)},
 		Spec: afev1.SandboxSpec{SandboxTemplateSpec: afev1.SandboxTemplateSpec{
 			Image: dockertest.TestImage, User: "1000:1000",
 			Resources: afev1.SandboxResources{CPU: ptr.To(resource.MustParse("100m")), Memory: ptr.To(resource.MustParse("64Mi")), Pids: 32},
@@ -51,7 +54,7 @@ func TestVerifyFolderMount(t *testing.T) {
 		}},
 	}
 	s := &sandboxScope{sbx: sbx, id: sandboxspec.IdentityOf(sbx, inst)}
-	checked, err := sandboxspec.ResolveFolder(a, "ns", r.Options.workspaces())
+	checked, err := sandboxspec.ResolveFolder(a, ns, r.Options.workspaces())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +86,7 @@ func TestVerifyFolderMount(t *testing.T) {
 	}
 	// The controller checked the new a, the engine has the old one: only
 	// the look into the container's mount namespace can tell.
-	now, err := sandboxspec.ResolveFolder(a, "ns", r.Options.workspaces())
+	now, err := sandboxspec.ResolveFolder(a, ns, r.Options.workspaces())
 	if err != nil {
 		t.Fatal(err)
 	}
