@@ -221,6 +221,24 @@ var _ = Describe("Builtin Snapshot", func() {
 		}).Should(BeTrue())
 		Eventually(func() bool { return volumeExists(snaps[1]) }).Should(BeFalse())
 	})
+
+	It("removes a finished ticket's retained snapshot once retainSnapshots goes back to false", func() {
+		tk := newTicket(ns, "flipped")
+		tk.Spec.RetainSnapshots = true
+		Expect(k8sClient.Create(ctx, tk)).To(Succeed())
+		waitTicketPhase(ctx, tk, afev1.TicketReady)
+		name, _ := takeSnapshot(ctx, ns, "flipped-snap", tk.Name)
+		setState(ctx, tk, afev1.TicketDone)
+		waitTicketPhase(ctx, tk, afev1.TicketFinished)
+		Consistently(func() bool { return volumeExists(name) }, "3s").Should(BeTrue(), "retained through sweeps (every 2 s)")
+		Eventually(func(g Gomega) {
+			cur := getTicket(ctx, tk)(g)
+			cur.Spec.RetainSnapshots = false
+			g.Expect(k8sClient.Update(ctx, cur)).To(Succeed())
+		}).Should(Succeed())
+		Eventually(func() bool { return volumeExists(name) }).Should(BeFalse(), "removed by the next sweep")
+		Expect(k8sClient.Delete(ctx, tk)).To(Succeed())
+	})
 })
 
 // volumeLabels reads a volume's labels with the docker CLI.

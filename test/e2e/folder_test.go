@@ -29,12 +29,18 @@ var _ = Describe("Folder workspaces on a remote engine", func() {
 		defer fwd.Cut()
 		inst := fmt.Sprintf("e2e-remote-%d", os.Getpid())
 		defer dockertest.RemoveAll(afev1.LabelController + "=" + inst)
+		// The operator names the root through a link; sandboxes name their
+		// folders through it too. What the engine binds is the resolved
+		// path, with no link on it.
 		root := GinkgoT().TempDir()
-		ws := filepath.Join(root, "default", "ws")
-		Expect(os.MkdirAll(ws, 0o755)).To(Succeed())
+		link := filepath.Join(GinkgoT().TempDir(), "root-link")
+		Expect(os.Symlink(root, link)).To(Succeed())
+		resolved := filepath.Join(root, "default", "ws")
+		Expect(os.MkdirAll(resolved, 0o755)).To(Succeed())
+		ws := filepath.Join(link, "default", "ws")
 
 		start := func(extra ...string) *gexec.Session {
-			args := append([]string{"--instance", inst, "--docker-host", fwd.Host(), "--workspace-root", root,
+			args := append([]string{"--instance", inst, "--docker-host", fwd.Host(), "--workspace-root", link,
 				"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}, extra...)
 			cmd := exec.Command(managerBin, args...)
 			cmd.Env = append(os.Environ(), "KUBECONFIG="+own.Kubeconfig)
@@ -91,7 +97,9 @@ spec: {image: afe/busybox:dev}
 		c, err := dockertest.Inspect("afe-default.folder")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(c.Mounts).To(HaveLen(1))
-		Expect(c.Mounts[0].Source).To(Equal(ws))
+		real, err := filepath.EvalSymlinks(resolved)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(c.Mounts[0].Source).To(Equal(real), "the engine binds the resolved path, not %s", ws)
 		kubectl("", "delete", "sandbox/folder", "sandbox/volume", "--wait=true", "--timeout=60s")
 	})
 })

@@ -133,9 +133,14 @@ spec:
 		_, _, code = afe("", "run", "sample", "--", "/no/such/binary")
 		Expect(code).To(Equal(125))
 
-		out, errs, code = afe("id -u; id -g; pwd\n", "--instance", instance, "shell", "sample")
+		// A marker only the sandbox's own container holds: the shell reaches
+		// that very container.
+		marker := fmt.Sprintf("shell-marker-%d", time.Now().UnixNano())
+		mark, err := exec.Command("docker", "exec", "afe-"+ns+".sample", "sh", "-c", "echo "+marker+" > /tmp/afe-shell-marker").CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(mark))
+		out, errs, code = afe("id -u; id -g; pwd; cat /tmp/afe-shell-marker\n", "--instance", instance, "shell", "sample")
 		Expect(code).To(BeZero(), errs)
-		Expect(out).To(Equal("1000\n1000\n/workspace\n"))
+		Expect(out).To(Equal("1000\n1000\n/workspace\n" + marker + "\n"))
 
 		By("refusing a shell into the container of another controller instance")
 		_, errs, code = afe("id -u\n", "shell", "sample")
