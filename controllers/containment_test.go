@@ -47,7 +47,7 @@ func groupProcesses(container string, gid int) []string {
 
 // Workload containment (docs/threat-model.md): a Run ends at its deadline
 // whatever its processes do.
-var _ = Describe("Run deadlines against hostile workloads", func() {
+var _ = Describe("Run deadlines against hostile workloads", Serial, func() {
 	var ctx context.Context
 	var ns string
 	var sbx *afev1.Sandbox
@@ -144,7 +144,7 @@ func (k killless) Exec(ctx context.Context, container string, spec docker.ExecSp
 	return k.Engine.Exec(ctx, container, spec)
 }
 
-var _ = Describe("Run deadline fallback", func() {
+var _ = Describe("Run deadline fallback", Serial, func() {
 	It("removes the sandbox container when processes of the attempt survive every kill", func() {
 		engine, err := docker.New("")
 		Expect(err).NotTo(HaveOccurred())

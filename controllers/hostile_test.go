@@ -22,7 +22,7 @@ import (
 
 // Workloads that try to take the machine down stop at the sandbox's limits,
 // and the controller and other sandboxes keep working meanwhile.
-var _ = Describe("Hostile workloads", func() {
+var _ = Describe("Hostile workloads", Serial, func() {
 	var ctx context.Context
 	var ns string
 	var victim, bystander *afev1.Sandbox
