@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -86,6 +87,10 @@ func usageOf(st *container.StatsResponse) *ContainerUsage {
 	return u
 }
 
+// diskUsageWait bounds the wait for another measurement of the engine's
+// disk usage to end.
+const diskUsageWait = 60 * time.Second
+
 // DiskUsage measures the writable layers of all containers and the sizes of
 // all volumes in one request (the engine's /system/df; engines from API 1.42
 // on skip images and the build cache).
@@ -93,17 +98,20 @@ func (c *Client) DiskUsage(ctx context.Context) (*DiskUsage, error) {
 	var df types.DiskUsage
 	var err error
 	// Engines before 23.0 refuse a second measurement while one is running
-	// (anyone's: `docker system df` too), later ones share it: wait for it.
-	for range 50 {
+	// (anyone's: `docker system df`, another manager on the engine), later
+	// ones share it: wait for it, at a jittered pace so that several
+	// waiters do not keep meeting.
+	deadline := time.Now().Add(diskUsageWait)
+	for {
 		c.count("system_df")
 		df, err = c.api.DiskUsage(ctx, types.DiskUsageOptions{Types: []types.DiskUsageObject{types.ContainerObject, types.VolumeObject}})
-		if err == nil || !strings.Contains(err.Error(), "disk usage operation is already running") {
+		if err == nil || !strings.Contains(err.Error(), "disk usage operation is already running") || time.Now().After(deadline) {
 			break
 		}
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
+		case <-time.After(100*time.Millisecond + time.Duration(rand.Int64N(int64(200*time.Millisecond)))):
 		}
 	}
 	if err != nil {
