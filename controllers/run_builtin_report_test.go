@@ -121,7 +121,7 @@ func watchHeap() (stop func() uint64) {
 	}
 }
 
-var _ = Describe("Builtin MergeAndCI report channel", func() {
+var _ = Describe("Builtin MergeAndCI report channel", Serial, func() {
 	var ctx context.Context
 	var ns string
 	var sbx *afev1.Sandbox
