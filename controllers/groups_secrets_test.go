@@ -22,6 +22,7 @@ import (
 	"afe.dev/sandbox/internal/runexec"
 	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/test/dockertest"
+	"afe.dev/sandbox/test/testenv"
 )
 
 // engineSocketGID is the group that owns the local engine's socket, or -1
@@ -109,6 +110,11 @@ var _ = Describe("Tenant isolation: groups and Secrets", func() {
 		Entry("the group of the engine's socket", func() string {
 			gid := engineSocketGID()
 			if gid <= 0 {
+				// Under CI and make test nothing skips silently: an engine
+				// whose socket is root's leaves this boundary untested here.
+				if testenv.DockerRequired() {
+					Fail("the engine is not reached through a local socket owned by a non-root group: the socket-group boundary cannot be tested on this engine")
+				}
 				Skip("the engine is not reached through a local socket owned by a non-root group")
 			}
 			return fmt.Sprintf("1000:%d", gid)
