@@ -100,13 +100,16 @@ func (r *SandboxReconciler) reconcileContainer(ctx context.Context, s *sandboxSc
 	}
 
 	switch action {
-	case plan.ContainerResumeLoss:
-		if err := r.recreateAfterLoss(ctx, s, have); err != nil {
-			return ctrl.Result{}, err
+	case plan.ContainerRecordLoss, plan.ContainerResumeLoss:
+		if action == plan.ContainerRecordLoss {
+			if err := r.recordLoss(ctx, s, have); err != nil {
+				return ctrl.Result{}, err
+			}
 		}
-	case plan.ContainerRecordLoss:
-		if err := r.recordLoss(ctx, s, have); err != nil {
-			return ctrl.Result{}, err
+		// A crash-looping container waits, exited, for its replacement.
+		if wait, why := r.crashes.wait(sbx.UID, time.Now()); wait > 0 {
+			setCondition(sbx, afev1.ContainerReadyCondition, false, afev1.SandboxLostReason, why)
+			return ctrl.Result{RequeueAfter: wait}, nil
 		}
 		if err := r.recreateAfterLoss(ctx, s, have); err != nil {
 			return ctrl.Result{}, err
@@ -175,9 +178,9 @@ func (r *SandboxReconciler) createContainer(ctx context.Context, s *sandboxScope
 // a conflict does not repeat it.
 func (r *SandboxReconciler) recordLoss(ctx context.Context, s *sandboxScope, have *docker.Container) error {
 	sbx := s.sbx
-	what := "disappeared"
+	what, started := "disappeared", time.Time{}
 	if have != nil {
-		what = fmt.Sprintf("exited with code %d", have.ExitCode)
+		what, started = fmt.Sprintf("exited with code %d", have.ExitCode), have.StartedAt
 	}
 	name := s.containerName()
 	logf.FromContext(ctx).Info("Sandbox container lost", "container", name, "what", what)
@@ -190,6 +193,7 @@ func (r *SandboxReconciler) recordLoss(ctx context.Context, s *sandboxScope, hav
 	if err := r.writeStatus(ctx, s); err != nil {
 		return err
 	}
+	r.crashes.lost(sbx.UID, started, now.Time)
 	r.Recorder.Eventf(sbx, nil, corev1.EventTypeWarning, afev1.SandboxLostReason, "Recreate",
 		"Container %s %s; recreating it with a fresh workspace", name, what)
 	return nil

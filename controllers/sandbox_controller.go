@@ -138,6 +138,8 @@ type SandboxReconciler struct {
 	// folderLocks holds a *sync.Mutex per namespace, held across the check
 	// of a Folder workspace and the creation of its container.
 	folderLocks sync.Map
+	// crashes spaces the recreations of crash-looping containers.
+	crashes crashBackoff
 }
 
 // finalizedMemory is how long a finalized UID is remembered.
@@ -306,6 +308,7 @@ func (r *SandboxReconciler) reconcileDelete(ctx context.Context, s *sandboxScope
 		return ctrl.Result{}, err
 	}
 	r.rememberFinalized(s.sbx.UID)
+	r.crashes.forget(s.sbx.UID)
 	r.Recorder.Eventf(s.sbx, nil, corev1.EventTypeNormal, "Deleted", "Delete", "Removed container, proxy, network and workspace volume")
 	return ctrl.Result{}, nil
 }

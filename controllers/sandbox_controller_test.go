@@ -214,6 +214,27 @@ var _ = Describe("Sandbox", func() {
 		deleteAndWaitGone(ctx, sbx)
 	})
 
+	It("spaces the recreations of a container that keeps exiting at once", func() {
+		sbx := newSandbox(ns, "crashloop")
+		sbx.Spec.Command = []string{"sh", "-c", "exit 3"}
+		Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
+		label := uidLabel(sbx)
+		Eventually(func(g Gomega) {
+			g.Expect(getSandbox(ctx, sbx)(g).Status.Recreations).To(BeNumerically(">=", 2))
+		}).Should(Succeed())
+		// Unspaced, a container that exits at once is recreated about every
+		// second; spaced, the third recreation waits 10 s and the fourth 20.
+		Consistently(func(g Gomega) {
+			g.Expect(getSandbox(ctx, sbx)(g).Status.Recreations).To(BeNumerically("<=", 3))
+		}, "15s", "1s").Should(Succeed())
+		c := meta.FindStatusCondition(getSandbox(ctx, sbx)(Default).Status.Conditions, afev1.ContainerReadyCondition)
+		Expect(c).NotTo(BeNil())
+		Expect(c.Reason).To(Equal(afev1.SandboxLostReason))
+		Expect(c.Message).To(ContainSubstring("crash-loop back-off"))
+		deleteAndWaitGone(ctx, sbx)
+		Expect(dockertest.Objects(label)).To(BeEmpty())
+	})
+
 	It("idles on an image with nothing but /bin/sh", func() {
 		skip, err := dockertest.RequireImage(dockertest.ShellOnlyImage)
 		Expect(err).NotTo(HaveOccurred())
