@@ -48,6 +48,10 @@ type ticketScope struct {
 	before *afev1.Ticket
 	// owned are the Sandboxes the ticket controls.
 	owned []afev1.Sandbox
+	// requeued names the lost sandbox of a requeue not yet written; its
+	// Event follows the write, so that a write retried after a conflict
+	// does not repeat it.
+	requeued string
 }
 
 // Reconcile keeps a ticket's Sandboxes as its state asks.
@@ -216,12 +220,15 @@ func (r *TicketReconciler) observeSandboxes(ctx context.Context, s *ticketScope)
 		return err
 	}
 	s.owned = owned
-	r.countRequeues(s.tk, owned)
+	if lost := countRequeues(s.tk, owned); lost != "" {
+		s.requeued = lost
+	}
 	return nil
 }
 
-// countRequeues turns the sandboxes' recreations into the ticket's requeues.
-func (r *TicketReconciler) countRequeues(tk *afev1.Ticket, owned []afev1.Sandbox) {
+// countRequeues turns the sandboxes' recreations into the ticket's requeues;
+// it returns the sandbox lost last when there are new ones.
+func countRequeues(tk *afev1.Ticket, owned []afev1.Sandbox) string {
 	var sum int32
 	var last *metav1.Time
 	var lost string
@@ -232,19 +239,22 @@ func (r *TicketReconciler) countRequeues(tk *afev1.Ticket, owned []afev1.Sandbox
 			last, lost = st.LastLostTime, owned[i].Name
 		}
 	}
-	if delta := sum - tk.Status.ObservedRecreations; delta > 0 {
+	delta := sum - tk.Status.ObservedRecreations
+	if delta > 0 {
 		tk.Status.Requeues += delta
 		tk.Status.LastRequeueTime = last
 		tk.Status.LastRequeueReason = afev1.SandboxLostReason
 		setCondition(tk, afev1.TicketRequeuedCondition, true, afev1.SandboxLostReason,
 			fmt.Sprintf("Sandbox %s was lost and recreated with a fresh workspace; the step in flight was interrupted", lost))
-		r.Recorder.Eventf(tk, nil, corev1.EventTypeWarning, afev1.SandboxLostReason, "Requeue",
-			"Sandbox %s was lost and recreated with a fresh workspace; requeue the interrupted step", lost)
 	}
 	tk.Status.ObservedRecreations = sum
 	if meta.FindStatusCondition(tk.Status.Conditions, afev1.TicketRequeuedCondition) == nil {
 		setCondition(tk, afev1.TicketRequeuedCondition, false, afev1.NoLossReason, "No sandbox of the ticket was lost")
 	}
+	if delta <= 0 {
+		return ""
+	}
+	return lost
 }
 
 // unfinishedRuns counts the Runs of the ticket's sandboxes not yet ended.
@@ -330,6 +340,11 @@ func (r *TicketReconciler) writeStatus(ctx context.Context, s *ticketScope) erro
 		return err
 	}
 	r.observeCleanup(s.before, s.tk)
+	if s.requeued != "" {
+		r.Recorder.Eventf(s.tk, nil, corev1.EventTypeWarning, afev1.SandboxLostReason, "Requeue",
+			"Sandbox %s was lost and recreated with a fresh workspace; requeue the interrupted step", s.requeued)
+		s.requeued = ""
+	}
 	s.before = s.tk.DeepCopy()
 	return nil
 }
