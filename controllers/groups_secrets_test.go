@@ -279,7 +279,7 @@ var _ = Describe("Tenant isolation: groups and Secrets", func() {
 			sbx := newSandbox(ns, "creds")
 			sbx.Spec.Env = []afev1.EnvVar{
 				{Name: "PLAIN", Value: "x"},
-				{Name: "TOKEN", ValueFrom: &afev1.EnvVarSource{SecretKeyRef: afev1.SecretKeySelector{Name: secret.Name, Key: key}}},
+				{Name: "TOKEN", ValueFrom: &afev1.EnvVarSource{SecretKeyRef: &afev1.SecretKeySelector{Name: secret.Name, Key: key}}},
 			}
 			Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
 			expectRefused(sbx, afev1.SecretNotAllowedReason, messagePart)
@@ -303,7 +303,7 @@ var _ = Describe("Tenant isolation: groups and Secrets", func() {
 			Data:       map[string][]byte{"k": []byte("theirs")},
 		})).To(Succeed())
 		sbx := newSandbox(ns, "cross")
-		sbx.Spec.Env = []afev1.EnvVar{{Name: "T", ValueFrom: &afev1.EnvVarSource{SecretKeyRef: afev1.SecretKeySelector{Name: "elsewhere", Key: "k"}}}}
+		sbx.Spec.Env = []afev1.EnvVar{{Name: "T", ValueFrom: &afev1.EnvVarSource{SecretKeyRef: &afev1.SecretKeySelector{Name: "elsewhere", Key: "k"}}}}
 		Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
 		expectRefused(sbx, afev1.SecretNotFoundReason, "Secret elsewhere does not exist")
 	})

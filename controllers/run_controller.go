@@ -206,6 +206,7 @@ func (r *RunReconciler) start(ctx context.Context, before, run *afev1.Run, sbx *
 		containerID: ct.ID,
 		sandboxGID:  sandboxGID,
 		snapshot:    job,
+		cpuSeconds:  sbx.Spec.Resources.CPUSeconds,
 	}
 	a.gid = runexec.GID(string(run.UID), a.number)
 
@@ -238,7 +239,7 @@ func (r *RunReconciler) finish(ctx context.Context, before, run *afev1.Run, a *a
 	end := plan.RunOutcome(plan.AttemptEnd{
 		ExitCode: o.exitCode, TimedOut: o.timedOut, ContainerKilled: o.containerKilled,
 		ExecErr: o.execErr, FailReason: o.failReason, FailMessage: o.failMessage,
-		Duration: o.finished.Sub(o.started),
+		Duration: o.finished.Sub(o.started), CPUSeconds: a.cpuSeconds,
 	})
 	if end.ExitCode != nil {
 		run.Status.ExitCode = end.ExitCode

@@ -47,6 +47,9 @@ type attempt struct {
 	outcome     outcome
 	// snapshot is what a Snapshot Run copies.
 	snapshot *snapshotJob
+	// cpuSeconds is the sandbox's resources.cpuSeconds (0: none), to word
+	// an end at that limit.
+	cpuSeconds int64
 }
 
 // outcome is how an attempt ended.

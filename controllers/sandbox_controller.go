@@ -78,6 +78,10 @@ type Options struct {
 	// WorkspaceRootShared is --workspace-root-shared: a remote engine sees
 	// WorkspaceRoot at the same path as the controller.
 	WorkspaceRootShared bool
+	// EnvPassthrough is --env-passthrough: each listed name with its value
+	// in the manager's environment as it started (nil when unset). No
+	// other variable of that environment is kept.
+	EnvPassthrough map[string]*string
 	// EngineRemote is true when the engine is not on a local unix socket;
 	// SetupAll sets it from the engine. Folder workspaces are then refused
 	// unless WorkspaceRootShared.
@@ -108,6 +112,10 @@ func (o Options) validation() (sandboxspec.Options, error) {
 	}
 	v := o.workspaces()
 	v.DenyEnv, v.DenyGIDs, v.AllowedUIDs, v.AllowedGIDs = o.DenyEnv, deny, o.AllowedUIDs, o.AllowedGIDs
+	v.Passthrough = make(map[string]bool, len(o.EnvPassthrough))
+	for name, value := range o.EnvPassthrough {
+		v.Passthrough[name] = value != nil
+	}
 	return v, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -43,6 +44,14 @@ var (
 const testDeniedGID = 4711
 
 var testAllowedIDs = sandboxspec.IDRanges{{Min: 1, Max: 60000}}
+
+// The suite's --env-passthrough: testPassthrough, with a value of quotes,
+// a newline, a dollar and non-ASCII bytes, and AFE_TEST_UNSET, listed but
+// not set.
+const (
+	testPassthrough      = "AFE_TEST_PASSTHROUGH"
+	testPassthroughValue = "index \"quoted\" $HOME\n\tsecond line é"
+)
 
 func TestControllers(t *testing.T) {
 	RegisterFailHandler(Fail)
@@ -110,6 +119,7 @@ var _ = BeforeSuite(func() {
 		DenyGIDs:                denyGIDs,
 		AllowedUIDs:             testAllowedIDs,
 		AllowedGIDs:             testAllowedIDs,
+		EnvPassthrough:          map[string]*string{testPassthrough: ptr.To(testPassthroughValue), "AFE_TEST_UNSET": nil},
 	})).To(Succeed())
 	go func() {
 		defer GinkgoRecover()

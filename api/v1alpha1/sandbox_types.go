@@ -77,6 +77,10 @@ const (
 	InvalidSpecReason = "InvalidSpec"
 	// DeniedEnvReason: an env name is on the controller's --deny-env list.
 	DeniedEnvReason = "DeniedEnv"
+	// ControllerEnvNotAllowedReason: an env valueFrom.controllerEnv names a
+	// variable the controller's --env-passthrough does not list, or one it
+	// lists but does not have.
+	ControllerEnvNotAllowedReason = "ControllerEnvNotAllowed"
 	// SecretNotFoundReason: an env valueFrom names a missing Secret or key.
 	SecretNotFoundReason = "SecretNotFound"
 	// SecretNotAllowedReason: an env valueFrom names a Secret that holds
@@ -225,6 +229,16 @@ type SandboxResources struct {
 	// +kubebuilder:validation:Maximum=1048576
 	// +optional
 	OpenFiles int64 `json:"openFiles,omitempty"`
+
+	// cpuSeconds is how many seconds of CPU time each process of the
+	// sandbox may use (RLIMIT_CPU, as docker run --ulimit cpu does): a
+	// process that reaches it gets SIGXCPU, and SIGKILL one second later
+	// if it survives that. A Run that ends so says the limit was reached.
+	// Unset: no limit.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=31536000
+	// +optional
+	CPUSeconds int64 `json:"cpuSeconds,omitempty"`
 }
 
 // SecretKeySelector selects a key of a Secret in the Sandbox's namespace.
@@ -243,10 +257,23 @@ type SecretKeySelector struct {
 	Key string `json:"key"`
 }
 
-// EnvVarSource is where an environment variable's value comes from.
+// EnvVarSource is where an environment variable's value comes from: one
+// of secretKeyRef and controllerEnv.
+// +kubebuilder:validation:XValidation:rule="has(self.secretKeyRef) != has(self.controllerEnv)",message="set one of secretKeyRef and controllerEnv"
 type EnvVarSource struct {
 	// secretKeyRef reads the value from a key of a Secret.
-	SecretKeyRef SecretKeySelector `json:"secretKeyRef"`
+	// +optional
+	SecretKeyRef *SecretKeySelector `json:"secretKeyRef,omitempty"`
+	// controllerEnv names a variable of the controller's own environment
+	// that the operator passes through (--env-passthrough); any other name
+	// is refused with reason ControllerEnvNotAllowed, and the deny list
+	// still wins. Nothing else of the controller's environment ever
+	// enters a sandbox.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]*$`
+	// +optional
+	ControllerEnv string `json:"controllerEnv,omitempty"`
 }
 
 // EnvVar is one environment variable of the sandbox. Only declared variables
@@ -263,7 +290,8 @@ type EnvVar struct {
 	// +kubebuilder:validation:MaxLength=32768
 	// +optional
 	Value string `json:"value,omitempty"`
-	// valueFrom reads the value from a Secret instead.
+	// valueFrom reads the value from a Secret, or from the controller's
+	// environment, instead.
 	// +optional
 	ValueFrom *EnvVarSource `json:"valueFrom,omitempty"`
 }

@@ -48,6 +48,7 @@ func run() int {
 		denyGIDs, groupFile    string
 		allowedUIDs            string
 		allowedGIDs            string
+		envPassthrough         string
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "The address the metrics endpoint binds to; 0 disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "The address the health probes bind to.")
@@ -70,6 +71,7 @@ func run() int {
 	flag.StringVar(&allowedGIDs, "allowed-gids", "", "Comma-separated gids and ranges (1000-65535,70000) a sandbox's group must be in; empty allows any gid but 0 and the denied ones. The groups the controller gives Run commands are its own and not checked against it.")
 	flag.StringVar(&groupFile, "host-group-file", "/etc/group", "The engine host's group file, where the privileged groups and the names in --deny-gids are looked up; a missing file holds no names (in a Deployment, mount the node's /etc/group).")
 	flag.BoolVar(&opts.WorkspaceRootShared, "workspace-root-shared", false, "The Docker engine sees --workspace-root at the same path as the controller. Needed for Folder workspaces when the engine is not on a local unix socket (tcp://, ssh://): they are refused otherwise.")
+	flag.StringVar(&envPassthrough, "env-passthrough", "", "Comma-separated names of variables of the manager's own environment that a Sandbox may ask for with env[].valueFrom.controllerEnv; any other name is refused (ControllerEnvNotAllowed), and names on the deny list cannot be listed. Nothing else of the manager's environment enters a sandbox.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -84,6 +86,13 @@ func run() int {
 			opts.DenyEnv = append(opts.DenyEnv, n)
 		}
 	}
+
+	var err error
+	if opts.EnvPassthrough, err = passthrough(envPassthrough, opts.DenyEnv, os.LookupEnv); err != nil {
+		log.Error(err, "Invalid --env-passthrough")
+		return 1
+	}
+	log.Info("Environment passed through", "names", sortedNames(opts.EnvPassthrough))
 
 	engine, err := docker.New(dockerHost)
 	if err != nil {
