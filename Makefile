@@ -134,7 +134,7 @@ build: ## Build the manager binary.
 run: manifests generate build envtest images ## Run the controller; without KUBECONFIG on a local control plane kept under bin/local.
 ifeq ($(KUBECONFIG),)
 	go build -o $(LOCALBIN)/localcp ./hack/localcp
-	exec $(LOCALBIN)/localcp --assets $(ENVTEST_DIR) --dir $(LOCALBIN)/local --crds config/crd/bases -- $(LOCALBIN)/manager $(RUN_ARGS)
+	exec $(LOCALBIN)/localcp --assets $(ENVTEST_DIR) --dir $(LOCALBIN)/local --crds config/crd/bases -- $(LOCALBIN)/manager --telemetry-db $(LOCALBIN)/local/telemetry.db $(RUN_ARGS)
 else
 	exec $(LOCALBIN)/manager $(RUN_ARGS)
 endif

@@ -207,6 +207,7 @@ func (r *RunReconciler) start(ctx context.Context, before, run *afev1.Run, sbx *
 		sandboxGID:  sandboxGID,
 		snapshot:    job,
 		cpuSeconds:  sbx.Spec.Resources.CPUSeconds,
+		ticket:      sandboxspec.IdentityOf(sbx, r.Options.Instance).Ticket,
 	}
 	a.gid = runexec.GID(string(run.UID), a.number)
 

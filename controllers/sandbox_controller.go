@@ -32,6 +32,7 @@ import (
 	"afe.dev/sandbox/internal/metrics"
 	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/internal/status"
+	"afe.dev/sandbox/internal/telemetry"
 )
 
 // Options are the controller settings that come from the manager's flags.
@@ -82,6 +83,9 @@ type Options struct {
 	// in the manager's environment as it started (nil when unset). No
 	// other variable of that environment is kept.
 	EnvPassthrough map[string]*string
+	// Telemetry keeps the record of every command executed in a sandbox
+	// (nil: none is kept; the commands are still counted).
+	Telemetry *telemetry.Store
 	// EngineRemote is true when the engine is not on a local unix socket;
 	// SetupAll sets it from the engine. Folder workspaces are then refused
 	// unless WorkspaceRootShared.

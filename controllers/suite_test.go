@@ -23,6 +23,7 @@ import (
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/internal/hostgroups"
 	"afe.dev/sandbox/internal/sandboxspec"
+	"afe.dev/sandbox/internal/telemetry"
 	"afe.dev/sandbox/test/dockertest"
 )
 
@@ -44,6 +45,9 @@ var (
 const testDeniedGID = 4711
 
 var testAllowedIDs = sandboxspec.IDRanges{{Min: 1, Max: 60000}}
+
+// testTelemetry is the suite manager's command telemetry.
+var testTelemetry *telemetry.Store
 
 // The suite's --env-passthrough: testPassthrough, with a value of quotes,
 // a newline, a dollar and non-ASCII bytes, and AFE_TEST_UNSET, listed but
@@ -102,6 +106,14 @@ var _ = BeforeSuite(func() {
 	// the allowed ranges admit, so only the deny list refuses it).
 	denyGIDs, err := hostgroups.NewDenyList(strconv.Itoa(testDeniedGID), hostgroups.SocketPath(engine.Host()), "/etc/group")
 	Expect(err).NotTo(HaveOccurred())
+	telemetryDir, err := os.MkdirTemp("", "afe-telemetry-")
+	Expect(err).NotTo(HaveOccurred())
+	testTelemetry, err = telemetry.Open(filepath.Join(telemetryDir, "telemetry.db"), telemetry.Options{})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() {
+		_ = testTelemetry.Close()
+		_ = os.RemoveAll(telemetryDir)
+	})
 	var ctx context.Context
 	ctx, cancelManager = context.WithCancel(context.Background())
 	Expect(SetupAll(ctx, mgr, engine, Options{
@@ -120,6 +132,7 @@ var _ = BeforeSuite(func() {
 		AllowedUIDs:             testAllowedIDs,
 		AllowedGIDs:             testAllowedIDs,
 		EnvPassthrough:          map[string]*string{testPassthrough: ptr.To(testPassthroughValue), "AFE_TEST_UNSET": nil},
+		Telemetry:               testTelemetry,
 	})).To(Succeed())
 	go func() {
 		defer GinkgoRecover()

@@ -25,6 +25,7 @@ import (
 	"afe.dev/sandbox/internal/hostgroups"
 	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/internal/status"
+	"afe.dev/sandbox/internal/telemetry"
 )
 
 var scheme = runtime.NewScheme()
@@ -49,6 +50,8 @@ func run() int {
 		allowedUIDs            string
 		allowedGIDs            string
 		envPassthrough         string
+		telemetryDB            string
+		telemetryOpts          telemetry.Options
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "The address the metrics endpoint binds to; 0 disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "The address the health probes bind to.")
@@ -72,6 +75,9 @@ func run() int {
 	flag.StringVar(&groupFile, "host-group-file", "/etc/group", "The engine host's group file, where the privileged groups and the names in --deny-gids are looked up; a missing file holds no names (in a Deployment, mount the node's /etc/group).")
 	flag.BoolVar(&opts.WorkspaceRootShared, "workspace-root-shared", false, "The Docker engine sees --workspace-root at the same path as the controller. Needed for Folder workspaces when the engine is not on a local unix socket (tcp://, ssh://): they are refused otherwise.")
 	flag.StringVar(&envPassthrough, "env-passthrough", "", "Comma-separated names of variables of the manager's own environment that a Sandbox may ask for with env[].valueFrom.controllerEnv; any other name is refused (ControllerEnvNotAllowed), and names on the deny list cannot be listed. Nothing else of the manager's environment enters a sandbox.")
+	flag.StringVar(&telemetryDB, "telemetry-db", "", "The SQLite file the record of every command executed in a sandbox is kept in (Runs, builtins, execs through the API and on the engine); empty keeps none (the commands are still counted in afe_commands_total).")
+	flag.DurationVar(&telemetryOpts.Retention, "telemetry-retention", 30*24*time.Hour, "How long command records are kept; 0 keeps them for ever.")
+	flag.Int64Var(&telemetryOpts.MaxBytes, "telemetry-max-bytes", 1<<30, "The most the telemetry database may hold; the oldest records go first. 0: no bound.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -117,6 +123,22 @@ func run() int {
 	if err != nil {
 		log.Error(err, "Cannot create the manager")
 		return 1
+	}
+
+	if telemetryDB != "" {
+		store, err := telemetry.Open(telemetryDB, telemetryOpts)
+		if err != nil {
+			log.Error(err, "Cannot open the telemetry database")
+			return 1
+		}
+		opts.Telemetry = store
+		// It closes the store (committing what is queued) when the
+		// manager stops.
+		if err := mgr.Add(&controllers.TelemetryPruner{Store: store, Period: time.Minute}); err != nil {
+			log.Error(err, "Cannot add the telemetry pruner")
+			return 1
+		}
+		log.Info("Command telemetry", "db", telemetryDB, "retention", telemetryOpts.Retention, "maxBytes", telemetryOpts.MaxBytes)
 	}
 
 	ctx := ctrl.SetupSignalHandler()
