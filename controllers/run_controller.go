@@ -116,6 +116,13 @@ func (r *RunReconciler) reconcile(ctx context.Context, before, run *afev1.Run) e
 			fmt.Sprintf("Sandbox %s was deleted before the Run could end", run.Spec.SandboxRef.Name))
 	case err != nil:
 		return err
+	case sandboxReadyReason(sbx) == afev1.DeadlineExceededReason:
+		return r.fail(ctx, before, run, afev1.DeadlineExceededReason,
+			fmt.Sprintf("Sandbox %s ran past its lifecycle.activeDeadlineSeconds", sbx.Name))
+	case sandboxReadyReason(sbx) == afev1.SuspendedReason && !sbx.Spec.Suspend:
+		return r.wait(ctx, before, run, fmt.Sprintf("Sandbox %s is suspended and is resumed for the Run", sbx.Name))
+	case sandboxReadyReason(sbx) == afev1.SuspendedReason:
+		return r.wait(ctx, before, run, fmt.Sprintf("Sandbox %s is suspended (spec.suspend); the Run starts once it is resumed", sbx.Name))
 	case !meta.IsStatusConditionTrue(sbx.Status.Conditions, afev1.SandboxReadyCondition):
 		return r.wait(ctx, before, run, fmt.Sprintf("Sandbox %s is not Ready", sbx.Name))
 	}
@@ -419,4 +426,12 @@ func (r *RunReconciler) runsOfSandbox(ctx context.Context, o client.Object) []re
 		}
 	}
 	return reqs
+}
+
+// sandboxReadyReason is the reason of the sandbox's Ready condition.
+func sandboxReadyReason(sbx *afev1.Sandbox) string {
+	if c := meta.FindStatusCondition(sbx.Status.Conditions, afev1.SandboxReadyCondition); c != nil {
+		return c.Reason
+	}
+	return ""
 }

@@ -148,6 +148,9 @@ func (r *TicketReconciler) reconcileActive(ctx context.Context, tk *afev1.Ticket
 		case !have.DeletionTimestamp.IsZero():
 			current = append(current, *have) // replaced once gone
 		default:
+			// spec.suspend is the user's (kubectl afe suspend|resume), not
+			// the template's.
+			want.Spec.Suspend = have.Spec.Suspend
 			if !equality.Semantic.DeepEqual(have.Spec, want.Spec) {
 				log.Info("Updating sandbox to the ticket's template", "sandbox", have.Name)
 				have.Spec = want.Spec

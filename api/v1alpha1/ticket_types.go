@@ -74,6 +74,10 @@ const (
 	// SandboxConflictReason: a Sandbox with a name the ticket needs belongs
 	// to something else.
 	SandboxConflictReason = "SandboxConflict"
+	// TicketFailedCondition is true when the ticket ended Failed by the
+	// controller's decision (reason DeadlineExceeded), whatever its
+	// spec.state says.
+	TicketFailedCondition = "Failed"
 	// NoLossReason: no sandbox of the ticket was lost.
 	NoLossReason = "NoLoss"
 )
@@ -109,6 +113,21 @@ type TicketSpec struct {
 	// +kubebuilder:default=false
 	// +optional
 	RetainSnapshots bool `json:"retainSnapshots,omitempty"`
+
+	// lifecycle: activeDeadlineSeconds ends the ticket, counted from its
+	// creation, as Failed with reason DeadlineExceeded (cleaned up as any
+	// finished ticket); idleTimeoutSeconds suspends its idle sandboxes
+	// unless the sandbox template sets its own.
+	// +optional
+	Lifecycle *SandboxLifecycle `json:"lifecycle,omitempty"`
+
+	// ttlSecondsAfterFinished deletes the Ticket that long after it
+	// finished (its cleanup done); unset: the controller's --finished-ttl
+	// (0 there keeps it). 0 here deletes it at once.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=31622400
+	// +optional
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
 }
 
 // TicketStatus is the observed state of a Ticket.
