@@ -8,6 +8,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -227,3 +228,132 @@ var _ = Describe("Sandbox lifecycle", func() {
 		}, 2*time.Second, 200*time.Millisecond).Should(Succeed())
 	})
 })
+
+var _ = Describe("Ticket deadlines and expiry", func() {
+	var ctx context.Context
+	var ns string
+	BeforeEach(func() {
+		ctx = context.Background()
+		ns = newNamespace(ctx)
+	})
+
+	getTicket := func(tk *afev1.Ticket) func(Gomega) *afev1.Ticket {
+		return func(g Gomega) *afev1.Ticket {
+			got := &afev1.Ticket{}
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(tk), got)).To(Succeed())
+			return got
+		}
+	}
+
+	It("ends a ticket past its activeDeadlineSeconds Failed with reason DeadlineExceeded, fails its Run in flight and cleans up", func() {
+		tk := &afev1.Ticket{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "deadline"},
+			Spec: afev1.TicketSpec{
+				Lifecycle: &afev1.SandboxLifecycle{ActiveDeadlineSeconds: 6},
+				Sandbox:   newSandbox(ns, "x").Spec.SandboxTemplateSpec,
+			},
+		}
+		Expect(k8sClient.Create(ctx, tk)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, tk))).To(Succeed()) })
+		sbx := &afev1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tk.Name}}
+		got := waitReady(ctx, sbx)
+		label := uidLabel(got)
+		run := newRun(ns, "forever", sbx.Name)
+		run.Spec.Script = "sleep 300"
+		Expect(k8sClient.Create(ctx, run)).To(Succeed())
+		waitRunPhase(ctx, run, afev1.RunRunning)
+
+		var done *afev1.Ticket
+		Eventually(func(g Gomega) {
+			done = getTicket(tk)(g)
+			g.Expect(done.Status.Phase).To(Equal(afev1.TicketFinished))
+		}, 90*time.Second).Should(Succeed())
+		created := done.CreationTimestamp.Time
+		Expect(done.Status.FinishedTime.Sub(created)).To(BeNumerically(">=", 5*time.Second), "not before the deadline")
+		Expect(done.Spec.State).To(Equal(afev1.TicketActive), "the user's spec is left as it is")
+		failed := meta.FindStatusCondition(done.Status.Conditions, afev1.TicketFailedCondition)
+		Expect(failed).NotTo(BeNil())
+		Expect(failed.Status).To(Equal(metav1.ConditionTrue))
+		Expect(failed.Reason).To(Equal(afev1.DeadlineExceededReason))
+		Expect(meta.IsStatusConditionTrue(done.Status.Conditions, afev1.TicketCleanedUpCondition)).To(BeTrue())
+		Expect(eventReasons(ctx, ns, done)).To(ContainElement(afev1.DeadlineExceededReason))
+
+		ended := waitRunPhase(ctx, run, afev1.RunFailed)
+		Expect(meta.FindStatusCondition(ended.Status.Conditions, afev1.RunCompletedCondition).Reason).To(Equal(afev1.TicketFinishedReason))
+		Eventually(func() ([]string, error) { return dockertest.Objects(label) }).Should(BeEmpty())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(sbx), &afev1.Sandbox{}))
+		}).Should(BeTrue(), "the sandbox is deleted")
+	})
+
+	It("stops a sandbox past its own activeDeadlineSeconds and fails its waiting Runs", func() {
+		sbx := newSandbox(ns, "sbx-deadline")
+		sbx.Spec.Lifecycle = &afev1.SandboxLifecycle{ActiveDeadlineSeconds: 4}
+		Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
+		DeferCleanup(deleteAndWaitGone, ctx, sbx)
+		got := waitReady(ctx, sbx)
+		Eventually(func(g Gomega) {
+			cur := getSandbox(ctx, sbx)(g)
+			g.Expect(cur.Status.Phase).To(Equal(afev1.SandboxFailed))
+			ready := meta.FindStatusCondition(cur.Status.Conditions, afev1.SandboxReadyCondition)
+			g.Expect(ready.Reason).To(Equal(afev1.DeadlineExceededReason))
+		}).Should(Succeed())
+		Expect(containerRunning(got.Status.ContainerName)).To(Equal("false"))
+		run := newRun(ns, "late", sbx.Name)
+		run.Spec.Command = []string{"true"}
+		Expect(k8sClient.Create(ctx, run)).To(Succeed())
+		ended := waitRunPhase(ctx, run, afev1.RunFailed)
+		Expect(meta.FindStatusCondition(ended.Status.Conditions, afev1.RunCompletedCondition).Reason).To(Equal(afev1.DeadlineExceededReason))
+	})
+
+	It("deletes ended Runs and finished Tickets after ttlSecondsAfterFinished, through their finalizers", func() {
+		tk := &afev1.Ticket{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ttl"},
+			Spec: afev1.TicketSpec{
+				TTLSecondsAfterFinished: ptrTo(int32(2)),
+				Sandbox:                 newSandbox(ns, "x").Spec.SandboxTemplateSpec,
+			},
+		}
+		Expect(k8sClient.Create(ctx, tk)).To(Succeed())
+		sbx := &afev1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tk.Name}}
+		got := waitReady(ctx, sbx)
+		label := uidLabel(got)
+
+		kept := newRun(ns, "kept", sbx.Name)
+		kept.Spec.Command = []string{"true"}
+		short := newRun(ns, "short", sbx.Name)
+		short.Spec.Command = []string{"true"}
+		short.Spec.TTLSecondsAfterFinished = ptrTo(int32(1))
+		Expect(k8sClient.Create(ctx, kept)).To(Succeed())
+		Expect(k8sClient.Create(ctx, short)).To(Succeed())
+		ended := waitRunPhase(ctx, short, afev1.RunCompleted)
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(short), &afev1.Run{}))
+		}).Should(BeTrue())
+		gone := time.Now()
+		Expect(gone.Sub(ended.Status.CompletionTime.Time)).To(BeNumerically(">=", 500*time.Millisecond), "not before its TTL")
+		waitRunPhase(ctx, kept, afev1.RunCompleted)
+		Consistently(func() error {
+			return k8sClient.Get(ctx, client.ObjectKeyFromObject(kept), &afev1.Run{})
+		}, 2*time.Second, 200*time.Millisecond).Should(Succeed(), "a Run without a TTL is kept (no --finished-ttl here)")
+
+		Eventually(func() error {
+			cur := getTicket(tk)(Default)
+			cur.Spec.State = afev1.TicketDone
+			return k8sClient.Update(ctx, cur)
+		}).Should(Succeed())
+		var finished time.Time
+		Eventually(func(g Gomega) {
+			cur := getTicket(tk)(g)
+			g.Expect(cur.Status.Phase).To(Equal(afev1.TicketFinished))
+			finished = cur.Status.FinishedTime.Time
+		}).Should(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(tk), &afev1.Ticket{}))
+		}).Should(BeTrue())
+		Expect(time.Since(finished)).To(BeNumerically(">=", time.Second), "not before its TTL")
+		Eventually(func() ([]string, error) { return dockertest.Objects(label) }).Should(BeEmpty())
+	})
+})
+
+func ptrTo[T any](v T) *T { return &v }

@@ -47,7 +47,7 @@ type RunReconciler struct {
 	execs *executions
 }
 
-// +kubebuilder:rbac:groups=sandbox.afe.dev,resources=runs,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=sandbox.afe.dev,resources=runs,verbs=get;list;watch;update;patch;delete
 // +kubebuilder:rbac:groups=sandbox.afe.dev,resources=runs/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=sandbox.afe.dev,resources=runs/finalizers,verbs=update
 
@@ -63,6 +63,9 @@ func (r *RunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	err := r.reconcile(ctx, run.DeepCopy(), run)
 	if errors.Is(err, errNoSlot) {
 		return ctrl.Result{RequeueAfter: slotRetry}, nil
+	}
+	if err == nil && run.Status.Phase.Terminal() {
+		return r.expire(ctx, run)
 	}
 	// A Conflict: this reconcile read a stale copy (a Run the cache still
 	// shows Running may have ended); it looks again once the cache holds the
@@ -434,4 +437,22 @@ func sandboxReadyReason(sbx *afev1.Sandbox) string {
 		return c.Reason
 	}
 	return ""
+}
+
+// expire deletes an ended Run once its ttlSecondsAfterFinished (or
+// --finished-ttl) has passed since its completionTime.
+func (r *RunReconciler) expire(ctx context.Context, run *afev1.Run) (ctrl.Result, error) {
+	ttl, ok := finishedTTL(run.Spec.TTLSecondsAfterFinished, r.Options.FinishedTTL)
+	if !ok || !run.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	end := run.CreationTimestamp.Time
+	if run.Status.CompletionTime != nil {
+		end = run.Status.CompletionTime.Time
+	}
+	if left := time.Until(end.Add(ttl)); left > 0 {
+		return ctrl.Result{RequeueAfter: left}, nil
+	}
+	logf.FromContext(ctx).Info("Deleting the ended Run: its ttlSecondsAfterFinished passed", "ttl", ttl)
+	return ctrl.Result{}, deleteExpired(ctx, r.Client, run)
 }

@@ -64,6 +64,10 @@ type Options struct {
 	// measured between two usage measurements, while a sandbox has
 	// resources.disk (zero: only with the usage).
 	DiskCheckPeriod time.Duration
+	// FinishedTTL is --finished-ttl: how long an ended Run or a finished
+	// Ticket is kept when it does not set ttlSecondsAfterFinished; zero
+	// keeps them.
+	FinishedTTL time.Duration
 	// MaxRunsPerSandbox is --max-runs-per-sandbox: how many Runs execute in
 	// one sandbox at once (0: DefaultMaxRunsPerSandbox).
 	MaxRunsPerSandbox int

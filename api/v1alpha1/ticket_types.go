@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -211,4 +213,28 @@ type TicketList struct {
 
 func init() {
 	register(&Ticket{}, &TicketList{})
+}
+
+// DeadlineExceeded is true once the ticket exists for longer than
+// spec.lifecycle.activeDeadlineSeconds (from its creation, a time the API
+// server sets); the ticket then ends Failed whatever its state.
+func (tk *Ticket) DeadlineExceeded(now time.Time) bool {
+	d := tk.Spec.Lifecycle.ActiveDeadline()
+	return d > 0 && !now.Before(tk.CreationTimestamp.Add(d))
+}
+
+// DeadlineLeft is how long the ticket has until its deadline; zero when it
+// has none or it passed.
+func (tk *Ticket) DeadlineLeft(now time.Time) time.Duration {
+	d := tk.Spec.Lifecycle.ActiveDeadline()
+	if d <= 0 {
+		return 0
+	}
+	return max(0, tk.CreationTimestamp.Add(d).Sub(now))
+}
+
+// Ended is true for a ticket in a terminal state or past its deadline:
+// everything of it is removed.
+func (tk *Ticket) Ended(now time.Time) bool {
+	return tk.Spec.State.Terminal() || tk.DeadlineExceeded(now)
 }
