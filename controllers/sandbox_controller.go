@@ -431,6 +431,9 @@ func specOrDeletionChanged() predicate.Predicate {
 			if len(e.ObjectNew.GetFinalizers()) != len(e.ObjectOld.GetFinalizers()) {
 				return true
 			}
+			if e.ObjectNew.GetAnnotations()[afev1.ResumeRequestedAnnotation] != e.ObjectOld.GetAnnotations()[afev1.ResumeRequestedAnnotation] {
+				return true
+			}
 			old, okOld := e.ObjectOld.(*afev1.Sandbox)
 			sbx, okNew := e.ObjectNew.(*afev1.Sandbox)
 			return okOld && okNew && (statusNamesForeign(sbx) || old.Status.ContainerID != sbx.Status.ContainerID)

@@ -164,10 +164,12 @@ func (r *SandboxReconciler) observeSuspension(s *sandboxScope, before *afev1.San
 
 func deletingSandbox(sbx *afev1.Sandbox) bool { return !sbx.DeletionTimestamp.IsZero() }
 
-// recordActivity moves status.lastActivityTime forward to t, at the
-// second the API keeps.
+// recordActivity moves status.lastActivityTime forward to t, rounded up
+// to the second the API keeps (so that a restart never suspends early).
 func recordActivity(st *afev1.SandboxStatus, t time.Time) {
-	t = t.Truncate(time.Second)
+	if r := t.Truncate(time.Second); r.Before(t) {
+		t = r.Add(time.Second)
+	}
 	if st.LastActivityTime == nil || t.After(st.LastActivityTime.Time) {
 		mt := metav1.NewTime(t)
 		st.LastActivityTime = &mt
@@ -193,6 +195,11 @@ func (r *SandboxReconciler) lastActivity(sbx *afev1.Sandbox, now time.Time) time
 	}
 	if t := sbx.Status.ReadyTime; t != nil {
 		later(t.Time)
+	}
+	// A resume asked for in the future is no request: it would keep the
+	// sandbox up for ever.
+	if t, err := time.Parse(time.RFC3339, sbx.Annotations[afev1.ResumeRequestedAnnotation]); err == nil && t.Before(now.Add(time.Minute)) {
+		later(t)
 	}
 	later(r.Activity.last(sbx.UID))
 	for _, t := range r.runEnds(sbx) {
