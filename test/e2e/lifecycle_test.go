@@ -87,15 +87,19 @@ spec:
 
 		By("an idle timer that counts from the last activity recorded, not from a restart")
 		Expect(afe("run", "napper", "--", "sh", "-c", "echo woke > /workspace/mark; cat /workspace/mark")).To(Equal("woke"))
+		// Then a command of the user's (kubectl afe shell is one), which
+		// only the engine's exec events show and only the status records.
+		time.Sleep(3 * time.Second)
+		Expect(exec.Command("docker", "exec", container, "true").Run()).To(Succeed())
 		runEnded := time.Now()
-		time.Sleep(2 * time.Second)
+		time.Sleep(3 * time.Second)
 		mgr.Kill()
 		Eventually(mgr).Should(gexec.Exit())
 		start()
 		restarted := time.Now()
 		Eventually(func() string { return phase("napper") }, 30*time.Second, 200*time.Millisecond).Should(Equal("Suspended"))
 		suspended := time.Now()
-		GinkgoWriter.Printf("idle suspension %s after the last Run ended, %s after the restart (idle timeout 8s)\n",
+		GinkgoWriter.Printf("idle suspension %s after the last exec ended, %s after the restart (idle timeout 8s)\n",
 			suspended.Sub(runEnded), suspended.Sub(restarted))
 		Expect(suspended.Sub(runEnded)).To(BeNumerically(">=", 7*time.Second), "not before the idle timeout (less kubectl's own time)")
 		Expect(suspended.Sub(restarted)).To(BeNumerically("<", 7*time.Second), "the timer did not start again at the restart")
