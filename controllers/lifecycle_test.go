@@ -223,9 +223,22 @@ var _ = Describe("Sandbox lifecycle", func() {
 			return k8sClient.Update(ctx, cur)
 		}).Should(Succeed())
 		waitSuspended(ctx, sbx)
+		Eventually(func() error {
+			cur := &afev1.Ticket{}
+			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(tk), cur)).To(Succeed())
+			cur.Spec.State = afev1.TicketActive
+			return k8sClient.Update(ctx, cur)
+		}).Should(Succeed())
+		Eventually(func(g Gomega) {
+			cur := &afev1.Ticket{}
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(tk), cur)).To(Succeed())
+			g.Expect(cur.Status.Phase).NotTo(Equal(afev1.TicketPausedPhase))
+		}).Should(Succeed())
 		Consistently(func(g Gomega) {
-			g.Expect(getSandbox(ctx, sbx)(g).Spec.Suspend).To(BeTrue())
-		}, 2*time.Second, 200*time.Millisecond).Should(Succeed())
+			cur := getSandbox(ctx, sbx)(g)
+			g.Expect(cur.Spec.Suspend).To(BeTrue(), "the active ticket keeps the user's spec.suspend")
+			g.Expect(cur.Status.Phase).To(Equal(afev1.SandboxSuspended))
+		}, 3*time.Second, 200*time.Millisecond).Should(Succeed())
 	})
 })
 
