@@ -71,6 +71,9 @@ const (
 	CleaningUpReason = "CleaningUp"
 	// CleanedUpReason: nothing of the ticket is left.
 	CleanedUpReason = "CleanedUp"
+	// SandboxesSuspendedReason: every sandbox that is not Ready is
+	// suspended (idle, or spec.suspend); a Run of one resumes it.
+	SandboxesSuspendedReason = "SandboxesSuspended"
 	// SandboxesNotReadyReason: some sandboxes are not Ready yet.
 	SandboxesNotReadyReason = "SandboxesNotReady"
 	// SandboxConflictReason: a Sandbox with a name the ticket needs belongs
