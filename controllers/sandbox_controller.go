@@ -406,7 +406,7 @@ func (r *SandboxReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b = b.Watches(&afev1.Sandbox{}, handler.EnqueueRequestsFromMapFunc(r.folderNeighbours), builder.WithPredicates(folderChanged()))
 	// A new Run resumes a suspended sandbox; the end of one restarts the
 	// idle timer.
-	b = b.Watches(&afev1.Run{}, handler.EnqueueRequestsFromMapFunc(sandboxOfRun), builder.WithPredicates(runStartedOrEnded()))
+	b = b.Watches(&afev1.Run{}, handler.EnqueueRequestsFromMapFunc(r.sandboxOfRun), builder.WithPredicates(runStartedOrEnded()))
 	if r.DockerEvents != nil {
 		b = b.WatchesRawSource(source.Channel(r.DockerEvents, &handler.TypedEnqueueRequestForObject[*afev1.Sandbox]{}))
 	}

@@ -298,14 +298,22 @@ func (r *SandboxReconciler) stop(ctx context.Context, s *sandboxScope, reason, m
 
 func isNotFound(err error) bool { return err != nil && ignoreNotFound(err) == nil }
 
-// sandboxOfRun maps a Run to the Sandbox it names: a new Run resumes a
-// suspended sandbox, and the end of one restarts its idle timer.
-func sandboxOfRun(_ context.Context, o client.Object) []ctrl.Request {
+// sandboxOfRun maps a Run to the Sandbox it names, when that sandbox has a
+// lifecycle a Run changes: a new Run resumes a suspended sandbox, and the
+// end of one restarts its idle timer. Other sandboxes are not looked at
+// for their Runs (a Run costs them no Docker request).
+func (r *SandboxReconciler) sandboxOfRun(ctx context.Context, o client.Object) []ctrl.Request {
 	run, ok := o.(*afev1.Run)
 	if !ok {
 		return nil
 	}
-	return []ctrl.Request{{NamespacedName: types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.SandboxRef.Name}}}
+	key := types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.SandboxRef.Name}
+	sbx := &afev1.Sandbox{}
+	if err := r.Get(ctx, key, sbx); err != nil ||
+		sbx.Spec.Lifecycle.IdleTimeout() == 0 && !plan.WasSuspended(&sbx.Status) {
+		return nil
+	}
+	return []ctrl.Request{{NamespacedName: key}}
 }
 
 // isSandboxExec is true for an exec event of a sandbox container (not a
