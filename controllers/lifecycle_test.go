@@ -299,7 +299,7 @@ var _ = Describe("Ticket deadlines and expiry", func() {
 		}).Should(BeTrue(), "the sandbox is deleted")
 	})
 
-	It("stops a sandbox past its own activeDeadlineSeconds and fails its waiting Runs", func() {
+	It("stops a sandbox past its own activeDeadlineSeconds and fails its waiting Runs, and starts it again for a longer one", func() {
 		sbx := newSandbox(ns, "sbx-deadline")
 		sbx.Spec.Lifecycle = &afev1.SandboxLifecycle{ActiveDeadlineSeconds: 4}
 		Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
@@ -317,6 +317,16 @@ var _ = Describe("Ticket deadlines and expiry", func() {
 		Expect(k8sClient.Create(ctx, run)).To(Succeed())
 		ended := waitRunPhase(ctx, run, afev1.RunFailed)
 		Expect(meta.FindStatusCondition(ended.Status.Conditions, afev1.RunCompletedCondition).Reason).To(Equal(afev1.DeadlineExceededReason))
+
+		By("a longer deadline starts the same container again: no loss")
+		Eventually(func() error {
+			cur := getSandbox(ctx, sbx)(Default)
+			cur.Spec.Lifecycle.ActiveDeadlineSeconds = 3600
+			return k8sClient.Update(ctx, cur)
+		}).Should(Succeed())
+		again := waitReady(ctx, sbx)
+		Expect(again.Status.ContainerID).To(Equal(got.Status.ContainerID))
+		Expect(again.Status.Recreations).To(BeZero())
 	})
 
 	It("deletes ended Runs and finished Tickets after ttlSecondsAfterFinished, through their finalizers", func() {

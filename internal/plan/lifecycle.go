@@ -94,11 +94,12 @@ func Sooner(a, b time.Duration) time.Duration {
 }
 
 // WasSuspended is true when the status says the controller stopped the
-// sandbox's container for a suspension: a stopped container is then
-// started again rather than treated as lost. The status is writable by
+// sandbox's container, for a suspension or its deadline (which a longer
+// deadline lifts): a stopped container is then started again rather than
+// treated as lost. The status is writable by
 // whoever may write sandboxes/status, so a forged one only changes how this
 // sandbox's own container, verified by its labels, comes back.
 func WasSuspended(st *afev1.SandboxStatus) bool {
 	c := meta.FindStatusCondition(st.Conditions, afev1.ContainerReadyCondition)
-	return c != nil && c.Reason == afev1.SuspendedReason
+	return c != nil && (c.Reason == afev1.SuspendedReason || c.Reason == afev1.DeadlineExceededReason)
 }

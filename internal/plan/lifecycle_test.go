@@ -51,7 +51,7 @@ func TestWasSuspended(t *testing.T) {
 		"new":       {want: false},
 		"suspended": {status: cond(afev1.SuspendedReason), want: true},
 		"lost":      {status: cond(afev1.SandboxLostReason), want: false},
-		"deadline":  {status: cond(afev1.DeadlineExceededReason), want: false},
+		"deadline":  {status: cond(afev1.DeadlineExceededReason), want: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
