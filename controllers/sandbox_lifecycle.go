@@ -68,15 +68,16 @@ func (r *SandboxReconciler) reconcileLifecycle(ctx context.Context, s *sandboxSc
 	sbx := s.sbx
 	now := time.Now()
 	s.resuming = plan.WasSuspended(&sbx.Status)
-	busy, err := r.runsInFlight(ctx, sbx)
+	runs, err := r.runsOf(ctx, sbx)
 	if err != nil {
 		return false, ctrl.Result{}, err
 	}
+	busy := inFlight(runs)
 	paused, err := r.ticketPaused(ctx, sbx)
 	if err != nil {
 		return false, ctrl.Result{}, err
 	}
-	last := r.lastActivity(sbx, now)
+	last := r.lastActivity(sbx, runs, now)
 	in := plan.LifecycleInput{
 		Suspend:      sbx.Spec.Suspend,
 		IdleTimeout:  sbx.Spec.Lifecycle.IdleTimeout(),
@@ -177,10 +178,10 @@ func recordActivity(st *afev1.SandboxStatus, t time.Time) {
 }
 
 // lastActivity is when the sandbox was last seen busy: the record in its
-// status (never later than now, so that a forged one cannot keep it up for
-// ever), the commands seen in its container, the ends of its Runs, and its
-// becoming Ready; at the earliest its creation.
-func (r *SandboxReconciler) lastActivity(sbx *afev1.Sandbox, now time.Time) time.Time {
+// status (never later than now), the commands seen in its container, the
+// ends of its Runs, a resume asked for, and its becoming Ready; at the
+// earliest its creation.
+func (r *SandboxReconciler) lastActivity(sbx *afev1.Sandbox, runs []afev1.Run, now time.Time) time.Time {
 	last := sbx.CreationTimestamp.Time
 	later := func(t time.Time) {
 		if t.After(now) {
@@ -202,37 +203,22 @@ func (r *SandboxReconciler) lastActivity(sbx *afev1.Sandbox, now time.Time) time
 		later(t)
 	}
 	later(r.Activity.last(sbx.UID))
-	for _, t := range r.runEnds(sbx) {
-		later(t)
+	for i := range runs {
+		if t := runs[i].Status.CompletionTime; t != nil {
+			later(t.Time)
+		}
 	}
 	return last
 }
 
-// runsInFlight is true when a Run of the sandbox is Pending or Running.
-func (r *SandboxReconciler) runsInFlight(ctx context.Context, sbx *afev1.Sandbox) (bool, error) {
-	runs, err := r.runsOf(ctx, sbx)
-	if err != nil {
-		return false, err
-	}
+// inFlight is true when one of the Runs is Pending or Running.
+func inFlight(runs []afev1.Run) bool {
 	for i := range runs {
 		if !runs[i].Status.Phase.Terminal() && runs[i].DeletionTimestamp.IsZero() {
-			return true, nil
+			return true
 		}
 	}
-	return false, nil
-}
-
-// runEnds are the completion times of the sandbox's ended Runs, as last
-// listed (runsOf).
-func (r *SandboxReconciler) runEnds(sbx *afev1.Sandbox) []time.Time {
-	runs, _ := r.runsOf(context.Background(), sbx)
-	var out []time.Time
-	for i := range runs {
-		if t := runs[i].Status.CompletionTime; t != nil {
-			out = append(out, t.Time)
-		}
-	}
-	return out
+	return false
 }
 
 // runsOf lists the Runs that name the sandbox, from the cache.

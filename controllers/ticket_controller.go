@@ -100,24 +100,27 @@ func (r *TicketReconciler) reconcile(ctx context.Context, s *ticketScope) (ctrl.
 			"The ticket ran past spec.lifecycle.activeDeadlineSeconds (%ds): it ended Failed and everything of it is removed",
 			s.tk.Spec.Lifecycle.ActiveDeadlineSeconds))
 	}
-	res, err := r.reconcileNormal(ctx, s, step)
-	if left := s.tk.DeadlineLeft(now); err == nil && res.IsZero() && step != plan.TicketCleanUp && left > 0 {
-		res.RequeueAfter = left
+	if err := r.reconcileNormal(ctx, s, step); err != nil {
+		return ctrl.Result{}, err
 	}
-	return res, err
+	// The deadline passing changes nothing the ticket watches.
+	if left := s.tk.DeadlineLeft(now); step != plan.TicketCleanUp && left > 0 {
+		return ctrl.Result{RequeueAfter: left}, nil
+	}
+	return ctrl.Result{}, nil
 }
 
 // reconcileNormal keeps the Sandboxes as the ticket's step asks.
-func (r *TicketReconciler) reconcileNormal(ctx context.Context, s *ticketScope, step plan.TicketStep) (ctrl.Result, error) {
+func (r *TicketReconciler) reconcileNormal(ctx context.Context, s *ticketScope, step plan.TicketStep) error {
 	if err := r.observeSandboxes(ctx, s); err != nil {
-		return ctrl.Result{}, err
+		return err
 	}
 	tk, owned := s.tk, s.owned
 	switch step {
 	case plan.TicketCleanUp:
 		done, err := r.cleanup(ctx, tk, owned)
 		if err != nil {
-			return ctrl.Result{}, err
+			return err
 		}
 		s.cleanedUp = done
 	case plan.TicketKeep:
@@ -125,11 +128,11 @@ func (r *TicketReconciler) reconcileNormal(ctx context.Context, s *ticketScope, 
 		status.SummarizeTicket(&tk.Status, tk.Generation, tk.Spec.State, owned, int32(len(owned)), nil)
 	default:
 		if err := r.reconcileActive(ctx, tk, owned); err != nil {
-			return ctrl.Result{}, err
+			return err
 		}
 	}
 	tk.Status.ObservedGeneration = tk.Generation
-	return ctrl.Result{}, nil
+	return nil
 }
 
 // reconcileDelete cleans up after a deleted ticket, then removes its

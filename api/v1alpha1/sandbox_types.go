@@ -11,8 +11,8 @@ import (
 // removed before the Sandbox goes away.
 const SandboxFinalizer = "sandbox.afe.dev/cleanup"
 
-// ResumeRequestedAnnotation, an RFC 3339 time (`kubectl afe resume` sets
-// it), counts as the sandbox's activity then: a sandbox its idle timeout
+// ResumeRequestedAnnotation is an RFC 3339 time (`kubectl afe resume` sets
+// it) that counts as the sandbox's activity then: a sandbox its idle timeout
 // suspended is resumed, and its idle timer starts again from it. A time
 // later than now counts as now.
 const ResumeRequestedAnnotation = "sandbox.afe.dev/resume-requested"

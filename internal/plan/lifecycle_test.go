@@ -12,7 +12,7 @@ import (
 
 func TestSandboxLifecycle(t *testing.T) {
 	created := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	at := func(d time.Duration) time.Time { return created.Add(d) }
+	at := created.Add
 	tests := map[string]struct {
 		in   LifecycleInput
 		want Lifecycle
