@@ -114,6 +114,21 @@ func (r *SandboxReconciler) reconcileContainer(ctx context.Context, s *sandboxSc
 		if err := r.recreateAfterLoss(ctx, s, have); err != nil {
 			return ctrl.Result{}, err
 		}
+	case plan.ContainerStart:
+		log.Info("Starting the container of a suspended sandbox", "container", want.Name)
+		if err := r.Engine.StartContainer(ctx, have.ID); err != nil {
+			if !errors.Is(err, docker.ErrStartFailed) {
+				return ctrl.Result{}, err
+			}
+			setCondition(sbx, afev1.ContainerReadyCondition, false, afev1.ContainerStartFailedReason,
+				fmt.Sprintf("Container %s could not be started again; check the image and command: %v", want.Name, err))
+			return ctrl.Result{RequeueAfter: startFailedRetry}, nil
+		}
+		started, err := r.Engine.InspectContainer(ctx, have.ID)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		have = started
 	case plan.ContainerCreate:
 		setCondition(sbx, afev1.ContainerReadyCondition, false, afev1.ProvisioningReason, "Creating the container")
 	case plan.ContainerRecreate:
@@ -128,7 +143,7 @@ func (r *SandboxReconciler) reconcileContainer(ctx context.Context, s *sandboxSc
 			"Container %s no longer matched the spec and is recreated; the workspace is kept", want.Name)
 	}
 
-	if action != plan.ContainerKeep {
+	if action != plan.ContainerKeep && action != plan.ContainerStart {
 		created, res, err := r.createContainer(ctx, s, want)
 		if created == nil {
 			return res, err
@@ -137,6 +152,7 @@ func (r *SandboxReconciler) reconcileContainer(ctx context.Context, s *sandboxSc
 	}
 	sbx.Status.ContainerID = have.ID
 	setCondition(sbx, afev1.ContainerReadyCondition, true, afev1.ReadyReason, "Container "+want.Name+" is running")
+	r.resumed(ctx, s)
 	return ctrl.Result{}, nil
 }
 

@@ -119,6 +119,12 @@ func (r *SandboxReconciler) ensureProxy(ctx context.Context, s *sandboxScope, wa
 	if have != nil && have.Running && have.Labels[afev1.LabelSpecHash] == want.Labels[afev1.LabelSpecHash] {
 		return ctrl.Result{}, nil
 	}
+	if have != nil && !have.Running && s.resuming && have.Labels[afev1.LabelSpecHash] == want.Labels[afev1.LabelSpecHash] {
+		// Stopped by the suspension: started again as it was.
+		if res, ok, err := r.restartProxy(ctx, s, have); ok {
+			return res, err
+		}
+	}
 	if err := r.ensureImage(ctx, s, afev1.EgressReadyCondition, "Proxy image", want.Image); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -257,4 +263,27 @@ func egressSummary(hosts []afev1.EgressHost) string {
 		names = append(names, string(h))
 	}
 	return strings.Join(names, ", ")
+}
+
+// restartProxy starts again the proxy a suspension stopped and waits until
+// it answers; ok is false when it could not be started, and it is then
+// recreated as a lost one.
+func (r *SandboxReconciler) restartProxy(ctx context.Context, s *sandboxScope, have *docker.Container) (ctrl.Result, bool, error) {
+	logf.FromContext(ctx).Info("Starting the proxy of a suspended sandbox", "container", have.Name)
+	err := r.Engine.StartContainer(ctx, have.ID)
+	if errors.Is(err, docker.ErrStartFailed) {
+		return ctrl.Result{}, false, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, true, err
+	}
+	if err := r.waitProxy(ctx, have); err != nil {
+		if errors.Is(err, docker.ErrUnavailable) {
+			return ctrl.Result{}, true, err
+		}
+		setCondition(s.sbx, afev1.EgressReadyCondition, false, afev1.ProxyNotAnsweringReason,
+			fmt.Sprintf("Proxy %s does not answer: %v", have.Name, err))
+		return ctrl.Result{RequeueAfter: egressRetry}, true, nil
+	}
+	return ctrl.Result{}, true, nil
 }

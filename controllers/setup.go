@@ -31,6 +31,7 @@ func SetupAll(ctx context.Context, mgr ctrl.Manager, engine docker.Engine, opts 
 		Recorder:     mgr.GetEventRecorder("afe-sandbox-controller"),
 		Options:      opts,
 		DockerEvents: events.Out,
+		Activity:     events.Activity,
 		Disk:         &DiskMeter{},
 	}
 	if err := sandboxes.SetupWithManager(mgr); err != nil {

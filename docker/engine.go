@@ -35,6 +35,17 @@ type Engine interface {
 	// volumes (an image's VOLUME lines), never a named volume; it succeeds
 	// when it is already gone.
 	RemoveContainer(ctx context.Context, name string) error
+	// StopContainer stops a running container and keeps it (a suspended
+	// sandbox's); it succeeds when it is already stopped and returns
+	// ErrNotFound when there is none of the name.
+	StopContainer(ctx context.Context, name string) error
+	// StartContainer starts a stopped container as it was created; it
+	// succeeds when it runs already. One the engine cannot start fails with
+	// ErrStartFailed.
+	StartContainer(ctx context.Context, name string) error
+	// RunningExecs counts the commands executed in the container that still
+	// run (zero for a container that does not run).
+	RunningExecs(ctx context.Context, name string) (int, error)
 
 	// EnsureNetwork creates the network unless it exists, and returns it.
 	// The caller checks the labels of an existing network.

@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -8,6 +10,12 @@ import (
 // SandboxFinalizer is set on every Sandbox so that its Docker objects are
 // removed before the Sandbox goes away.
 const SandboxFinalizer = "sandbox.afe.dev/cleanup"
+
+// ResumeRequestedAnnotation is an RFC 3339 time (`kubectl afe resume` sets
+// it) that counts as the sandbox's activity then: a sandbox its idle timeout
+// suspended is resumed, and its idle timer starts again from it. A time
+// later than now counts as now.
+const ResumeRequestedAnnotation = "sandbox.afe.dev/resume-requested"
 
 // WorkspaceType says where a sandbox's /workspace lives.
 // +kubebuilder:validation:Enum=Volume;Folder
@@ -37,7 +45,7 @@ const (
 )
 
 // SandboxPhase is a one-word summary of where a Sandbox is in its life.
-// +kubebuilder:validation:Enum=Pending;Provisioning;Ready;Recreating;Failed;Terminating
+// +kubebuilder:validation:Enum=Pending;Provisioning;Ready;Recreating;Suspended;Failed;Terminating
 type SandboxPhase string
 
 // The phases of a Sandbox.
@@ -46,8 +54,11 @@ const (
 	SandboxProvisioning SandboxPhase = "Provisioning"
 	SandboxReady        SandboxPhase = "Ready"
 	SandboxRecreating   SandboxPhase = "Recreating"
-	SandboxFailed       SandboxPhase = "Failed"
-	SandboxTerminating  SandboxPhase = "Terminating"
+	// SandboxSuspended: the container and proxy are stopped, the workspace
+	// and network kept; a Run or spec.suspend=false resumes it.
+	SandboxSuspended   SandboxPhase = "Suspended"
+	SandboxFailed      SandboxPhase = "Failed"
+	SandboxTerminating SandboxPhase = "Terminating"
 )
 
 // Condition types of a Sandbox.
@@ -160,6 +171,18 @@ const (
 	// SnapshotNotFoundReason: workspace.fromSnapshot names no snapshot volume
 	// of this namespace and controller instance. Nothing was created.
 	SnapshotNotFoundReason = "SnapshotNotFound"
+	// SuspendedReason: the sandbox is suspended (spec.suspend, or idle for
+	// lifecycle.idleTimeoutSeconds): its container and proxy are stopped,
+	// its workspace and network kept. A Run of the sandbox, or
+	// spec.suspend=false, resumes it; a stopped container of a suspended
+	// sandbox is not a loss.
+	SuspendedReason = "Suspended"
+	// ResumedReason: the Event of a suspended sandbox started again.
+	ResumedReason = "Resumed"
+	// DeadlineExceededReason: the sandbox (or its ticket) ran past
+	// lifecycle.activeDeadlineSeconds. A Sandbox's container and proxy are
+	// stopped and not started again; a Ticket ends Failed and is cleaned up.
+	DeadlineExceededReason = "DeadlineExceeded"
 	// RestoredFromSnapshotReason: the workspace volume was filled from
 	// workspace.fromSnapshot (WorkspaceReady is true).
 	RestoredFromSnapshotReason = "RestoredFromSnapshot"
@@ -330,6 +353,41 @@ type WorkspaceSpec struct {
 	FromSnapshot string `json:"fromSnapshot,omitempty"`
 }
 
+// SandboxLifecycle bounds how long a sandbox runs, idle or at all.
+type SandboxLifecycle struct {
+	// idleTimeoutSeconds suspends the sandbox when, for that long, no Run
+	// of it was Pending or Running and no command ran in its container
+	// (docker exec, kubectl afe shell or exec: the controller sees them in
+	// the engine's events). 0 or unset: never. At most 30 days.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2592000
+	// +optional
+	IdleTimeoutSeconds int64 `json:"idleTimeoutSeconds,omitempty"`
+	// activeDeadlineSeconds is how long, from its creation, the sandbox (or
+	// the ticket) may exist before it is ended with reason
+	// DeadlineExceeded. 0 or unset: no deadline. At most 366 days.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=31622400
+	// +optional
+	ActiveDeadlineSeconds int64 `json:"activeDeadlineSeconds,omitempty"`
+}
+
+// IdleTimeout is lifecycle.idleTimeoutSeconds; zero is never.
+func (l *SandboxLifecycle) IdleTimeout() time.Duration {
+	if l == nil {
+		return 0
+	}
+	return time.Duration(l.IdleTimeoutSeconds) * time.Second
+}
+
+// ActiveDeadline is lifecycle.activeDeadlineSeconds; zero is none.
+func (l *SandboxLifecycle) ActiveDeadline() time.Duration {
+	if l == nil {
+		return 0
+	}
+	return time.Duration(l.ActiveDeadlineSeconds) * time.Second
+}
+
 // SandboxTemplateSpec holds the fields of a sandbox shared by a Sandbox and a
 // Ticket's sandbox template.
 // +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.disk) || !has(self.workspace) || !has(self.workspace.type) || self.workspace.type != 'Folder'",message="resources.disk is not enforced on a Folder workspace (its host folder is the operator's); use a Volume workspace"
@@ -394,6 +452,10 @@ type SandboxTemplateSpec struct {
 	// +kubebuilder:default={type: Volume}
 	// +optional
 	Workspace WorkspaceSpec `json:"workspace,omitempty"`
+
+	// lifecycle suspends the sandbox when idle and bounds its life.
+	// +optional
+	Lifecycle *SandboxLifecycle `json:"lifecycle,omitempty"`
 }
 
 // EgressHost is a host name, or a domain with a leading dot.
@@ -414,6 +476,14 @@ type SandboxSpec struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	// +optional
 	Scope string `json:"scope,omitempty"`
+
+	// suspend stops the sandbox's container and proxy, keeping its
+	// workspace and network, while true; false resumes it. Unlike a Paused
+	// ticket, which leaves its sandboxes running as they are, a suspended
+	// sandbox frees its memory and CPU. A ticket keeps this field as the
+	// user set it.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
 
 	SandboxTemplateSpec `json:",inline"`
 }
@@ -450,6 +520,17 @@ type SandboxStatus struct {
 	// readyTime is when the sandbox last became Ready.
 	// +optional
 	ReadyTime *metav1.Time `json:"readyTime,omitempty"`
+	// lastActivityTime is when a Run or a command in the container was last
+	// seen in the sandbox (or it was resumed): the idle timeout counts from
+	// it, across restarts of the controller. A report written by the
+	// controller; a later value set by anyone else only delays this
+	// sandbox's own suspension.
+	// +optional
+	LastActivityTime *metav1.Time `json:"lastActivityTime,omitempty"`
+	// suspendedTime is when the sandbox was last suspended; empty while it
+	// is not.
+	// +optional
+	SuspendedTime *metav1.Time `json:"suspendedTime,omitempty"`
 	// observedGeneration is the generation the status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`

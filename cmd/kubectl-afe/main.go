@@ -4,6 +4,8 @@
 //	kubectl afe run SANDBOX --script 'make test'
 //	kubectl afe logs RUN
 //	kubectl afe shell SANDBOX [--instance NAME] [-- CMD [ARG...]]
+//	kubectl afe suspend SANDBOX
+//	kubectl afe resume SANDBOX
 //
 // run creates a Run, waits for it, prints its output and exits with its exit
 // code (124 when it timed out, 125 when it could not be executed). It
@@ -33,6 +35,8 @@ const usage = `Usage:
   kubectl afe run SANDBOX --script 'SHELL SCRIPT'
   kubectl afe logs RUN
   kubectl afe shell SANDBOX [-- COMMAND [ARG...]]
+  kubectl afe suspend SANDBOX   (stop its container and proxy, keep its workspace)
+  kubectl afe resume SANDBOX    (start it again, also after an idle suspension)
 
 Global flags: --kubeconfig FILE, --context NAME, -n/--namespace NAME,
   --instance NAME (the controller's --instance, default "default": shell
@@ -84,6 +88,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return logsCommand(c, ns, rest[1:], stdout, stderr)
 	case "shell":
 		return shellCommand(c, ns, g.instance, rest[1:])
+	case "suspend", "resume":
+		return suspendCommand(c, ns, rest[1:], rest[0] == "suspend", stdout)
 	case "help", "-h", "--help":
 		_, _ = fmt.Fprint(stdout, usage)
 		return nil

@@ -32,8 +32,8 @@ import (
 type config struct {
 	Assets, Manager, CRDs, Image, ProxyImage, Out string
 
-	Reps, EgressReps, Tickets, LossReps, RunReps, Idle int
-	IdleFor                                            time.Duration
+	Reps, EgressReps, Tickets, LossReps, RunReps, ResumeReps, Idle int
+	IdleFor                                                        time.Duration
 	// Resync is the manager's --resync-period.
 	Resync                time.Duration
 	Parallel, Concurrency int
@@ -55,6 +55,7 @@ func main() {
 	flag.IntVar(&cfg.Tickets, "tickets", 50, "Tickets created at once, then set Done.")
 	flag.IntVar(&cfg.LossReps, "loss-reps", 10, "Containers removed by hand.")
 	flag.IntVar(&cfg.RunReps, "run-reps", 20, "Runs of true.")
+	flag.IntVar(&cfg.ResumeReps, "resume-reps", 5, "Runs that resume an idle-suspended sandbox.")
 	flag.IntVar(&cfg.Idle, "idle", 100, "Ready sandboxes left idle.")
 	flag.DurationVar(&cfg.IdleFor, "idle-for", time.Minute, "How long they are left idle.")
 	flag.DurationVar(&cfg.Resync, "resync-period", 30*time.Second,
@@ -62,7 +63,7 @@ func main() {
 	flag.IntVar(&cfg.Parallel, "parallel", 4, "Commands the parallel CLI baseline runs at once.")
 	flag.IntVar(&cfg.Concurrency, "max-concurrent-reconciles", 8, "The manager's --max-concurrent-reconciles (its default).")
 	flag.BoolVar(&cfg.Profile, "profile", false, "Save CPU and heap profiles of the manager in -out.")
-	scenarios := flag.String("scenarios", "", "Comma-separated scenarios to run (sandbox, egress, loss, run, tickets, idle); empty runs all.")
+	scenarios := flag.String("scenarios", "", "Comma-separated scenarios to run (sandbox, egress, loss, run, resume, tickets, idle); empty runs all.")
 	flag.Parse()
 	if *scenarios != "" {
 		cfg.Scenarios = strings.Split(*scenarios, ",")
@@ -174,6 +175,7 @@ func run(ctx context.Context, cfg config, log io.Writer) (rows []row, err error)
 		{"egress", b.oneSandboxWithEgress},
 		{"loss", b.loss},
 		{"run", b.runTrue},
+		{"resume", b.resume},
 		{"tickets", b.manyTickets},
 		{"idle", b.idle},
 	}

@@ -44,7 +44,19 @@ func (e *Engine) Exec(ctx context.Context, name string, spec docker.ExecSpec) (i
 		return -1, err
 	}
 	report, f := *c.report(e.volumes), e.exec
+	c.execs++
+	e.emit(docker.ActionExecStart, c)
 	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if c.execs > 0 {
+			c.execs--
+		}
+		if _, ok := e.containers[c.id]; ok {
+			e.emit(docker.ActionExecDie, c)
+		}
+	}()
 	if f == nil {
 		return 0, nil
 	}
