@@ -22,6 +22,9 @@ type DockerEventSource struct {
 	Instance string
 	// Activity records the commands seen in sandbox containers.
 	Activity *ActivityLog
+	// execs records in the telemetry the commands others executed in
+	// sandbox containers (nil: none are).
+	execs *engineExecs
 	// Out receives one event per affected Sandbox.
 	Out chan event.TypedGenericEvent[*afev1.Sandbox]
 }
@@ -38,6 +41,9 @@ func (d *DockerEventSource) NeedLeaderElection() bool { return true }
 // Start streams events until ctx ends.
 func (d *DockerEventSource) Start(ctx context.Context) error {
 	log := logf.FromContext(ctx).WithName("docker-events")
+	if d.execs != nil {
+		go d.execs.Start(ctx)
+	}
 	backoff := time.Second
 	connected := false
 	for ctx.Err() == nil {
@@ -111,6 +117,9 @@ func (d *DockerEventSource) resyncAll(ctx context.Context) {
 func (d *DockerEventSource) sawExec(ev docker.Event) {
 	if !isSandboxExec(ev) {
 		return
+	}
+	if d.execs != nil {
+		d.execs.saw(ev)
 	}
 	d.Activity.saw(ev.Labels[afev1.LabelSandboxUID], ev.Time)
 	if ev.Action != docker.ActionExecDie {

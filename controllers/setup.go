@@ -21,6 +21,7 @@ func SetupAll(ctx context.Context, mgr ctrl.Manager, engine docker.Engine, opts 
 		opts.EngineRemote = true
 	}
 	events := NewDockerEventSource(engine, mgr.GetClient(), opts.Instance)
+	events.execs = newEngineExecs(engine, opts.Telemetry, opts.Instance, events.sandboxOf)
 	if err := mgr.Add(events); err != nil {
 		return fmt.Errorf("add docker event source: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"os/exec"
 	"sync"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -91,6 +92,33 @@ var _ = Describe("Command telemetry", func() {
 			Expect(seen).To(HaveLen(runs))
 		}
 		Expect(telemetryOf(ctx, "other", "victim")).To(BeEmpty(), "nothing the workload printed became a record")
+
+		By("recording the execs made straight on the engine, as root too, after the Runs")
+		for _, sbx := range sbxs {
+			c := sbx.Status.ContainerName
+			Expect(exec.Command("docker", "exec", c, "sh", "-c", "exit 4").Run()).To(MatchError(ContainSubstring("exit status 4")))
+			Expect(exec.Command("docker", "exec", "-u", "0", "--env", "AFE_SANDBOX=victim", c, "true").Run()).To(Succeed())
+		}
+		for _, sbx := range sbxs {
+			var recs []telemetry.Record
+			Eventually(func() []telemetry.Record {
+				recs = telemetryOf(ctx, ns, sbx.Name)
+				return recs
+			}, "20s").Should(HaveLen(runs + 2))
+			for k, r := range recs {
+				Expect(r.Seq).To(BeEquivalentTo(k + 1))
+				Expect(r.SandboxUID).To(Equal(string(sbx.UID)))
+			}
+			shell, root := recs[runs], recs[runs+1]
+			Expect(shell.Source).To(Equal(telemetry.SourceEngine))
+			Expect(shell.Command).To(Equal([]string{"sh", "-c", "exit 4"}))
+			Expect(shell.ExitCode).To(Equal(4))
+			Expect(shell.User).To(Equal("1000:1000"), "an exec that names no user runs as the container's")
+			Expect(root.Command).To(Equal([]string{"true"}))
+			Expect(root.User).To(Equal("0"))
+			Expect(root.ExitCode).To(BeZero())
+			Expect(root.Ended).NotTo(BeTemporally("<", root.Started))
+		}
 		Expect(testTelemetry.Dropped()).To(BeZero())
 	})
 })

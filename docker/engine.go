@@ -68,6 +68,13 @@ type Engine interface {
 
 	// Exec runs a command in a running container and returns its exit code.
 	Exec(ctx context.Context, container string, spec ExecSpec) (int, error)
+	// InspectExec tells of an exec by its ID (its command, user and exit
+	// code); ErrNotFound when the engine no longer has it.
+	InspectExec(ctx context.Context, id string) (ExecInfo, error)
+	// OwnExec tells whether this client created the exec, and ForgetExec
+	// drops it from that memory once its end was seen.
+	OwnExec(id string) bool
+	ForgetExec(id string)
 
 	// ContainerUsage reads what a running container has used: from the
 	// host's cgroup files for a local engine whose files are visible here,
