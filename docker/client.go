@@ -1,12 +1,12 @@
 package docker
 
 import (
-	"sync"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"sync"
 	"syscall"
 
 	cerrdefs "github.com/containerd/errdefs"
