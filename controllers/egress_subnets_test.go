@@ -40,7 +40,7 @@ func (e *racingEngine) ListNetworks(ctx context.Context, labels map[string]strin
 			}
 		}
 		e.stole, _ = subnets.Free(e.ranges, inUse)
-		_, _ = e.Engine.EnsureNetwork(ctx, docker.NetworkSpec{Name: "someone-else", Subnet: e.stole})
+		_, _ = e.EnsureNetwork(ctx, docker.NetworkSpec{Name: "someone-else", Subnet: e.stole})
 	})
 	return list, err
 }
