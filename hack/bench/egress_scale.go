@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
-	"sync/atomic"
 	"time"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
@@ -28,32 +26,17 @@ const memoryFloor = 3 << 30
 func (b *bench) egressScale(ctx context.Context) ([]row, error) {
 	n := b.cfg.EgressScale
 	b.logf("%d Sandboxes with egress at once", n)
-	names := make([]string, n)
-	for i := range names {
-		names[i] = fmt.Sprintf("egress-scale-%d", i)
-	}
 	memBefore, err := memAvailable()
 	if err != nil {
 		return nil, err
 	}
-	w, err := b.watch(ctx, &afev1.SandboxList{})
-	if err != nil {
-		return nil, err
-	}
-	var made atomic.Int32
-	start := time.Now()
-	err = inParallel(n, 8, func(i int) error {
-		if avail, err := memAvailable(); err != nil || avail < memoryFloor {
-			return fmt.Errorf("host memory below %d MiB after %d sandboxes with egress; stopped creating", memoryFloor>>20, made.Load())
-		}
-		made.Add(1)
-		return b.c.Create(ctx, b.sandboxObject(names[i], []afev1.EgressHost{"example.com"}))
-	})
-	if err != nil {
-		w.w.Stop()
-		return nil, err
-	}
-	seen, err := w.until(ctx, 30*time.Minute, names, sandboxReady)
+	names, start, seen, err := b.createAtOnce(ctx, "egress-scale", n, []afev1.EgressHost{"example.com"}, 30*time.Minute,
+		func(made int) error {
+			if avail, err := memAvailable(); err != nil || avail < memoryFloor {
+				return fmt.Errorf("host memory below %d MiB after %d sandboxes with egress; stopped creating", memoryFloor>>20, made)
+			}
+			return nil
+		})
 	if err != nil {
 		return nil, err
 	}
@@ -180,16 +163,9 @@ func engineCPU() (time.Duration, error) {
 		if err != nil {
 			continue // gone meanwhile
 		}
-		s := string(stat)
-		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if open < 0 || end < open || !slices.Contains(engineProcesses, s[open+1:end]) {
-			continue
+		if comm, t := statCPU(string(stat)); slices.Contains(engineProcesses, comm) {
+			ticks += t
 		}
-		fields := strings.Fields(s[end+2:])
-		utime, _ := strconv.ParseInt(fields[11], 10, 64)
-		stime, _ := strconv.ParseInt(fields[12], 10, 64)
-		ticks += utime + stime
 	}
-	const clockTicks = 100 // USER_HZ on Linux
-	return time.Duration(ticks) * time.Second / clockTicks, nil
+	return ticksToDuration(ticks), nil
 }
