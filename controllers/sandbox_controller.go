@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -49,6 +50,10 @@ type Options struct {
 	EgressNetwork string
 	// EgressAllowPrivate lets proxies reach private addresses.
 	EgressAllowPrivate bool
+	// EgressSubnets is --egress-subnets: the ranges the sandboxes' internal
+	// networks get their /29 subnets from. Empty leaves the choice to the
+	// engine's default address pools.
+	EgressSubnets []netip.Prefix
 	// ResyncPeriod is how often every labelled Docker object is listed, to
 	// catch a loss the event stream missed and to sweep orphans.
 	ResyncPeriod time.Duration
@@ -159,6 +164,12 @@ type SandboxReconciler struct {
 	folderLocks sync.Map
 	// crashes spaces the recreations of crash-looping containers.
 	crashes crashBackoff
+	// subnets hands out the internal networks' subnets.
+	subnets subnetPool
+	// egressGone holds the UIDs of sandboxes without egress whose proxy and
+	// network this process has seen gone from the engine (never a status
+	// field: a tenant may write those).
+	egressGone sync.Map
 }
 
 // finalizedMemory is how long a finalized UID is remembered.
@@ -339,6 +350,7 @@ func (r *SandboxReconciler) reconcileDelete(ctx context.Context, s *sandboxScope
 	r.rememberFinalized(s.sbx.UID)
 	r.crashes.forget(s.sbx.UID)
 	r.Activity.forget(s.sbx.UID)
+	r.egressGone.Delete(s.sbx.UID)
 	r.Recorder.Eventf(s.sbx, nil, corev1.EventTypeNormal, "Deleted", "Delete", "Removed container, proxy, network and workspace volume")
 	return ctrl.Result{}, nil
 }

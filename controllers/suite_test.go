@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -23,6 +24,7 @@ import (
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/internal/hostgroups"
 	"afe.dev/sandbox/internal/sandboxspec"
+	"afe.dev/sandbox/internal/subnets"
 	"afe.dev/sandbox/internal/telemetry"
 	"afe.dev/sandbox/test/dockertest"
 )
@@ -127,18 +129,27 @@ var _ = BeforeSuite(func() {
 		MaxConcurrentReconciles: 4,
 		EgressNetwork:           egressNetwork,
 		EgressAllowPrivate:      true, // the test servers have private addresses
-		ProxyImage:              "afe/egress-proxy:dev",
-		DenyGIDs:                denyGIDs,
-		AllowedUIDs:             testAllowedIDs,
-		AllowedGIDs:             testAllowedIDs,
-		EnvPassthrough:          map[string]*string{testPassthrough: ptr.To(testPassthroughValue), "AFE_TEST_UNSET": nil},
-		Telemetry:               testTelemetry,
+		// The manager's default: each of the suite's processes, and any
+		// other controller on the engine, shares it.
+		EgressSubnets:  mustParseSubnets(subnets.Default),
+		ProxyImage:     "afe/egress-proxy:dev",
+		DenyGIDs:       denyGIDs,
+		AllowedUIDs:    testAllowedIDs,
+		AllowedGIDs:    testAllowedIDs,
+		EnvPassthrough: map[string]*string{testPassthrough: ptr.To(testPassthroughValue), "AFE_TEST_UNSET": nil},
+		Telemetry:      testTelemetry,
 	})).To(Succeed())
 	go func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(ctx)).To(Succeed())
 	}()
 })
+
+func mustParseSubnets(s string) []netip.Prefix {
+	p, err := subnets.Parse(s)
+	Expect(err).NotTo(HaveOccurred())
+	return p
+}
 
 var _ = AfterSuite(func() {
 	if cancelManager != nil {

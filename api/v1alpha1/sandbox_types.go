@@ -159,8 +159,10 @@ const (
 	// EgressNetworkMissingReason: the controller's --egress-network does not
 	// exist on the engine.
 	EgressNetworkMissingReason = "EgressNetworkMissing"
-	// AddressPoolExhaustedReason: the engine has no address range left for
-	// the sandbox's internal network (its default-address-pools are used up).
+	// AddressPoolExhaustedReason: no subnet is left for the sandbox's
+	// internal network: every /29 block of the controller's --egress-subnets
+	// is in use (or, with that flag empty, the engine's default-address-pools
+	// are used up).
 	AddressPoolExhaustedReason = "AddressPoolExhausted"
 	// ProxyNotAnsweringReason: the egress proxy runs but does not answer, or
 	// exited (a bad allowlist stops it with a message in its log).

@@ -25,6 +25,7 @@ import (
 	"afe.dev/sandbox/internal/hostgroups"
 	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/internal/status"
+	"afe.dev/sandbox/internal/subnets"
 	"afe.dev/sandbox/internal/telemetry"
 )
 
@@ -52,6 +53,7 @@ func run() int {
 		envPassthrough         string
 		telemetryDB            string
 		telemetryOpts          telemetry.Options
+		egressSubnets          string
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "The address the metrics endpoint binds to; 0 disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "The address the health probes bind to.")
@@ -61,6 +63,7 @@ func run() int {
 	flag.StringVar(&opts.ProxyImage, "proxy-image", "afe/egress-proxy:dev", "The egress proxy image.")
 	flag.StringVar(&opts.EgressNetwork, "egress-network", "bridge", "The network egress proxies reach the outside through.")
 	flag.BoolVar(&opts.EgressAllowPrivate, "egress-allow-private", false, "Let egress proxies reach private, loopback and link-local addresses.")
+	flag.StringVar(&egressSubnets, "egress-subnets", subnets.Default, "Comma-separated IPv4 CIDRs the internal networks of sandboxes with egress get their subnets from, a /29 each (the default holds 16384); they must not overlap the engine's default address pools or the host's routes (checked at start). Empty leaves the subnets to the engine's pools (about 30 networks with its defaults).")
 	flag.StringVar(&opts.WorkspaceRoot, "workspace-root", "", "The host folder Folder workspaces live under, in a folder per namespace (<root>/<namespace>/...); empty refuses Folder workspaces.")
 	flag.StringVar(&denyEnv, "deny-env", "", "Comma-separated env names refused in sandboxes, added to the built-in list ("+strings.Join(sandboxspec.DefaultDenyEnv, ",")+").")
 	flag.StringVar(&opts.Instance, "instance", "default", "The name of this controller instance, the afe.controller label of its Docker objects.")
@@ -101,6 +104,12 @@ func run() int {
 	}
 	log.Info("Environment passed through", "names", sortedNames(opts.EnvPassthrough))
 
+	if opts.EgressSubnets, err = subnets.Parse(egressSubnets); err != nil {
+		log.Error(err, "Invalid egress subnets")
+		return 1
+	}
+
+	ctx := ctrl.SetupSignalHandler()
 	engine, err := docker.New(dockerHost)
 	if err != nil {
 		log.Error(err, "Cannot configure the Docker client")
@@ -109,6 +118,10 @@ func run() int {
 	defer func() { _ = engine.Close() }()
 	if err := userPolicy(&opts, engine.Host(), denyGIDs, groupFile, allowedUIDs, allowedGIDs); err != nil {
 		log.Error(err, "Invalid sandbox user policy")
+		return 1
+	}
+	if err := controllers.CheckEgressSubnets(ctx, engine, opts.EgressSubnets); err != nil {
+		log.Error(err, "The egress subnets collide")
 		return 1
 	}
 	log.Info("Sandbox user policy", "denyGIDs", opts.DenyGIDs, "allowedUIDs", opts.AllowedUIDs.String(), "allowedGIDs", opts.AllowedGIDs.String())
@@ -142,7 +155,6 @@ func run() int {
 		log.Info("Command telemetry", "db", telemetryDB, "retention", telemetryOpts.Retention, "maxBytes", telemetryOpts.MaxBytes)
 	}
 
-	ctx := ctrl.SetupSignalHandler()
 	if err := controllers.SetupAll(ctx, mgr, engine, opts); err != nil {
 		log.Error(err, "Cannot set up the controllers")
 		return 1

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -182,6 +183,7 @@ func TestBenchSmoke(t *testing.T) {
 		Assets: assets, Manager: manager, CRDs: filepath.Join(root, "config", "crd", "bases"),
 		Image: dockertest.TestImage, ProxyImage: "afe/egress-proxy:dev", Out: t.TempDir(),
 		Reps: 2, EgressReps: 1, Tickets: 3, LossReps: 2, RunReps: 2, ResumeReps: 1, Idle: 3, IdleFor: 3 * time.Second,
+		EgressScale: 3,
 		// A resync of 1s would show in the idle seconds if a Ready sandbox
 		// were looked at on its own (the sweep runs every 10 s at most).
 		Resync:   time.Second,
@@ -223,6 +225,17 @@ func TestBenchSmoke(t *testing.T) {
 	for _, op := range strings.Split(ops, ", ") {
 		if name, _, _ := strings.Cut(op, " "); name != "none" && name != "system_df" && !strings.HasSuffix(name, "_list") {
 			t.Errorf("idle sandboxes cost %s requests: %s", name, idle.Controller)
+		}
+	}
+	// Egress at scale: every figure measured.
+	const dur = `(\d+ ms|\d+(\.\d+)? s)`
+	for i, re := range []string{
+		`^` + dur + `; one Ready every \d+\.\d+ s over the first 1, every \d+\.\d+ s over the last 1$`,
+		`^host memory -?\d+\.\d MiB per sandbox with its proxy \(squid [1-9]\d*\.\d MiB resident\); manager RSS [1-9]\d* MiB; engine and proxies CPU \d+% of a core$`,
+		`^` + dur + `$`,
+	} {
+		if got := rows[8+i].Controller; !regexp.MustCompile(re).MatchString(got) {
+			t.Errorf("egress-scale row %d: %q does not match %s", i, got, re)
 		}
 	}
 	pid := os.Getpid()
