@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -125,6 +126,82 @@ func TestCLIBaselineMakesTheControllersContainer(t *testing.T) {
 	}
 	if a, b := owner(viaSDK.sandbox.Name), owner(viaCLI.sandbox.Name); a != "1000:1000" || b != a {
 		t.Errorf("/workspace owner: controller %s, CLI baseline %s", a, b)
+	}
+}
+
+// The twin of a sandbox with egress: its internal network, its proxy and
+// the sandbox container on that network, as the controller makes them.
+func TestCLIBaselineMakesTheControllersEgress(t *testing.T) {
+	engine := requireEngine(t)
+	if skip, err := dockertest.RequireImage("afe/egress-proxy:dev"); err != nil || skip != "" {
+		t.Fatalf("the proxy image: %v %s", err, skip)
+	}
+	ctx := context.Background()
+	instance := "bench-twin-egress-" + strconv.Itoa(os.Getpid())
+	label := afev1.LabelController + "=" + instance
+	t.Cleanup(func() { dockertest.RemoveAll(label) })
+	// The proxies' way out is a network of the test's own.
+	egress := "afe-" + instance + "-out"
+	if out, err := exec.Command("docker", "network", "create", "--label", label, egress).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	proxy := sandboxspec.ProxyOptions{Image: "afe/egress-proxy:dev", EgressNetwork: egress}
+
+	sbx := &afev1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: "twin", UID: types.UID("uid-twin-egress")}}
+	sbx.Spec.Image = dockertest.TestImage
+	sbx.Spec.User = "1000:1000"
+	sbx.Spec.Resources.Pids = 64
+	sbx.Spec.Egress = []afev1.EgressHost{"allowed.test"}
+	viaSDK := newCLISandbox(sbx, instance, proxy)
+	sbx.Name, sbx.UID = "twin-cli", "uid-twin-egress-cli"
+	viaCLI := newCLISandbox(sbx, instance, proxy)
+
+	if _, err := engine.EnsureVolume(ctx, viaSDK.volume); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := engine.EnsureNetwork(ctx, *viaSDK.network); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := engine.RunContainer(ctx, *viaSDK.proxy); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := engine.RunContainer(ctx, viaSDK.sandbox); err != nil {
+		t.Fatal(err)
+	}
+	if err := viaCLI.create(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"Internal", "Driver", "Options", "EnableIPv6"} {
+		if a, b := pick(inspectRaw(t, viaSDK.network.Name), f), pick(inspectRaw(t, viaCLI.network.Name), f); !reflect.DeepEqual(a, b) {
+			t.Errorf("network %s: controller %v, CLI baseline %v", f, a, b)
+		}
+	}
+	containerFields := []string{
+		"HostConfig.CapDrop", "HostConfig.CapAdd", "HostConfig.SecurityOpt", "HostConfig.Memory", "HostConfig.MemorySwap",
+		"HostConfig.NanoCpus", "HostConfig.PidsLimit", "HostConfig.Ulimits", "HostConfig.Init", "HostConfig.Dns",
+		"HostConfig.IpcMode", "HostConfig.ReadonlyRootfs", "HostConfig.Tmpfs", "HostConfig.Privileged",
+		"HostConfig.RestartPolicy", "Config.User", "Config.Env", "Config.Cmd", "Config.Entrypoint", "Config.WorkingDir",
+	}
+	for _, pair := range [][2]string{{viaSDK.proxy.Name, viaCLI.proxy.Name}, {viaSDK.sandbox.Name, viaCLI.sandbox.Name}} {
+		sdk, cli := inspectRaw(t, pair[0]), inspectRaw(t, pair[1])
+		for _, f := range containerFields {
+			if a, b := pick(sdk, f), pick(cli, f); !reflect.DeepEqual(a, b) {
+				t.Errorf("%s %s: controller %v, CLI baseline %v", pair[0], f, a, b)
+			}
+		}
+		// The same networks, by role: the sandbox's internal one (and, for
+		// the proxy, the way out).
+		nets := func(c map[string]any, own string) []string {
+			var out []string
+			for n := range pick(c, "NetworkSettings.Networks").(map[string]any) {
+				out = append(out, strings.Replace(n, own, "<internal>", 1))
+			}
+			sort.Strings(out)
+			return out
+		}
+		if a, b := nets(sdk, viaSDK.network.Name), nets(cli, viaCLI.network.Name); !reflect.DeepEqual(a, b) {
+			t.Errorf("%s networks: controller %v, CLI baseline %v", pair[0], a, b)
+		}
 	}
 }
 
