@@ -69,4 +69,34 @@ var _ = Describe("Egress faults of the operator's making", func() {
 		Eventually(reason, "90s").Should(Equal(afev1.ReadyReason))
 		own.kubectl("", "delete", "sandbox/out", "--timeout=60s")
 	})
+
+	It("says AddressPoolExhausted when --egress-subnets is full, and Ready once a block is free", func() {
+		own := newOwnCluster()
+		inst := fmt.Sprintf("e2e-egress-full-%d", os.Getpid())
+		label := afev1.LabelController + "=" + inst
+		defer dockertest.RemoveAll(label)
+		egress := "afe-e2e-egress-" + inst
+		out, err := exec.Command("docker", "network", "create", "--label", label, egress).CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(out))
+		// Two /29 blocks, for three sandboxes with egress.
+		defer stopManager(own.startManager("", nil, "--instance", inst, "--egress-network", egress, "--egress-subnets", "10.213.7.0/28"))
+		for _, name := range []string{"one", "two", "three"} {
+			own.kubectl(fmt.Sprintf("apiVersion: sandbox.afe.dev/v1alpha1\nkind: Sandbox\nmetadata: {name: %s}\nspec: {image: afe/busybox:dev, egress: [allowed.test]}\n", name), "apply", "-f", "-")
+			if name != "three" {
+				own.kubectl("", "wait", "--for=condition=Ready", "sandbox/"+name, "--timeout=90s")
+			}
+		}
+		Eventually(own.reason("sandbox/three", afev1.EgressReadyCondition), "60s").Should(Equal(afev1.AddressPoolExhaustedReason))
+		Expect(own.get("sandbox/three", `{.status.conditions[?(@.type=="EgressReady")].message}`)()).
+			To(ContainSubstring("--egress-subnets (10.213.7.0/28: 2 blocks)"))
+		three, err := dockertest.Objects(label + "," + afev1.LabelSandbox + "=three")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(three).NotTo(ContainElement(HavePrefix("network/")), "no network is made while no block is free")
+		Expect(three).NotTo(ContainElement(HavePrefix("container/")))
+
+		By("freeing a block")
+		own.kubectl("", "delete", "sandbox/one", "--timeout=60s")
+		own.kubectl("", "wait", "--for=condition=Ready", "sandbox/three", "--timeout=120s")
+		own.kubectl("", "delete", "sandbox/two", "sandbox/three", "--timeout=60s")
+	})
 })
