@@ -247,6 +247,16 @@ func (r *RunReconciler) start(ctx context.Context, before, run *afev1.Run, sbx *
 // it.
 func (r *RunReconciler) finish(ctx context.Context, before, run *afev1.Run, a *attempt) error {
 	o := a.outcome
+	// The attempt's record is committed before its end is: a Run said
+	// ended is in the telemetry, whenever the manager stops after.
+	if store := r.Options.Telemetry; store != nil {
+		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := store.Flush(fctx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("commit the telemetry of run %s: %w", run.Name, err)
+		}
+	}
 	end := plan.RunOutcome(plan.AttemptEnd{
 		ExitCode: o.exitCode, TimedOut: o.timedOut, ContainerKilled: o.containerKilled,
 		ExecErr: o.execErr, FailReason: o.failReason, FailMessage: o.failMessage,
