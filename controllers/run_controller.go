@@ -248,14 +248,15 @@ func (r *RunReconciler) start(ctx context.Context, before, run *afev1.Run, sbx *
 func (r *RunReconciler) finish(ctx context.Context, before, run *afev1.Run, a *attempt) error {
 	o := a.outcome
 	// The attempt's record is committed before its end is: a Run said
-	// ended is in the telemetry, whenever the manager stops after.
+	// ended is in the telemetry, whenever the manager stops after. A store
+	// that cannot commit (a full disk) is logged, and does not hold the
+	// Run's end back.
 	if store := r.Options.Telemetry; store != nil {
 		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := store.Flush(fctx)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("commit the telemetry of run %s: %w", run.Name, err)
+		if err := store.Flush(fctx); err != nil {
+			logf.FromContext(ctx).Error(err, "The telemetry store did not commit the Run's record")
 		}
+		cancel()
 	}
 	end := plan.RunOutcome(plan.AttemptEnd{
 		ExitCode: o.exitCode, TimedOut: o.timedOut, ContainerKilled: o.containerKilled,
