@@ -106,7 +106,12 @@ func (r *SandboxReconciler) reconcileContainer(ctx context.Context, s *sandboxSc
 				return ctrl.Result{}, err
 			}
 		}
-		// A crash-looping container waits, exited, for its replacement.
+		// A crash-looping container waits, exited, for its replacement. One
+		// that is gone was removed by someone with engine access (docker rm
+		// -f shows as an exit first): a removal is no crash.
+		if have == nil {
+			r.crashes.forget(sbx.UID)
+		}
 		if wait, why := r.crashes.wait(sbx.UID, time.Now()); wait > 0 {
 			setCondition(sbx, afev1.ContainerReadyCondition, false, afev1.SandboxLostReason, why)
 			return ctrl.Result{RequeueAfter: wait}, nil
