@@ -164,6 +164,21 @@ var _ = Describe("Sandbox lifecycle", func() {
 		Expect(containerRunning(proxy)).To(Equal("true"))
 		waitRunPhase(ctx, run, afev1.RunCompleted)
 
+		By("interrupting a Run in flight on spec.suspend: it is executed again once resumed")
+		inflight := newRun(ns, "inflight", sbx.Name)
+		inflight.Spec.Script = "if [ -f /workspace/first ]; then echo again; else touch /workspace/first; sleep 120; fi"
+		Expect(k8sClient.Create(ctx, inflight)).To(Succeed())
+		waitRunPhase(ctx, inflight, afev1.RunRunning)
+		suspend(true)
+		waitSuspended(ctx, sbx)
+		Eventually(func(g Gomega) {
+			g.Expect(getRun(ctx, inflight)(g).Status.Phase).To(Equal(afev1.RunPending))
+		}).Should(Succeed())
+		suspend(false)
+		again := waitRunPhase(ctx, inflight, afev1.RunCompleted)
+		Expect(again.Status.Output).To(Equal("again\n"))
+		Expect(again.Status.Attempts).To(Equal(int32(2)))
+
 		By("recreating on resume a container whose spec changed while suspended, keeping the workspace")
 		_, err := dockertest.Exec(name, "sh", "-c", "echo kept > /workspace/mark")
 		Expect(err).NotTo(HaveOccurred())
