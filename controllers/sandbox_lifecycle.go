@@ -84,6 +84,7 @@ func (r *SandboxReconciler) reconcileLifecycle(ctx context.Context, s *sandboxSc
 		Deadline:     sbx.Spec.Lifecycle.ActiveDeadline(),
 		Created:      sbx.CreationTimestamp.Time,
 		Paused:       paused,
+		Suspended:    s.resuming,
 		Busy:         busy,
 		LastActivity: last,
 		Now:          now,

@@ -34,8 +34,11 @@ type LifecycleInput struct {
 	// none.
 	Deadline time.Duration
 	Created  time.Time
-	// Paused: its ticket is Paused, which leaves a running sandbox running.
+	// Paused: its ticket is Paused, which leaves a sandbox as it is: a
+	// running one running, a suspended one suspended (but for a Run).
 	Paused bool
+	// Suspended: the sandbox is suspended now (WasSuspended).
+	Suspended bool
 	// Busy: a Run of the sandbox is Pending or Running, or a command runs
 	// in its container.
 	Busy bool
@@ -70,9 +73,10 @@ func SandboxLifecycle(in LifecycleInput) Lifecycle {
 		return Lifecycle{State: LifecycleSuspend, Recheck: deadlineLeft}
 	case in.Busy || in.IdleTimeout <= 0:
 		return Lifecycle{State: LifecycleRun, Recheck: deadlineLeft}
-	case in.Paused:
+	case in.Paused && !in.Suspended:
 		// Not suspended while paused; looked at again in a while, as an
-		// unpaused ticket does not reconcile its sandboxes by itself.
+		// unpaused ticket does not reconcile its sandboxes by itself. A
+		// suspended one stays so, until activity (a resume) as always.
 		return Lifecycle{State: LifecycleRun, Recheck: Sooner(in.IdleTimeout, deadlineLeft)}
 	}
 	idleLeft := in.LastActivity.Add(in.IdleTimeout).Sub(in.Now)
