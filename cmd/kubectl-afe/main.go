@@ -4,6 +4,7 @@
 //	kubectl afe run SANDBOX --script 'make test'
 //	kubectl afe logs RUN
 //	kubectl afe shell SANDBOX [--instance NAME] [-- CMD [ARG...]]
+//	kubectl afe exec SANDBOX [-i] [-t] -- CMD [ARG...]
 //
 // run creates a Run, waits for it, prints its output and exits with its exit
 // code (124 when it timed out, 125 when it could not be executed). It
@@ -22,6 +23,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -33,6 +35,7 @@ const usage = `Usage:
   kubectl afe run SANDBOX --script 'SHELL SCRIPT'
   kubectl afe logs RUN
   kubectl afe shell SANDBOX [-- COMMAND [ARG...]]
+  kubectl afe exec SANDBOX [-i] [-t] -- COMMAND [ARG...]
 
 Global flags: --kubeconfig FILE, --context NAME, -n/--namespace NAME,
   --instance NAME (the controller's --instance, default "default": shell
@@ -73,11 +76,18 @@ func run(args []string, stdout, stderr io.Writer) error {
 		_, _ = fmt.Fprint(stderr, usage)
 		return exitError{2}
 	}
-	c, ns, err := g.client()
+	cfg, ns, err := g.config()
 	if err != nil {
 		return err
 	}
+	c, err := newClient(cfg)
+	if err != nil {
+		return err
+	}
+	streams := execStreams{stdin: os.Stdin, stdout: stdout, stderr: stderr, terminal: os.Stdout}
 	switch rest[0] {
+	case "exec":
+		return execCommand(cfg, ns, rest[1:], streams)
 	case "run":
 		return runCommand(c, ns, rest[1:], stdout, stderr)
 	case "logs":
@@ -134,9 +144,9 @@ func parseGlobals(args []string) (globals, []string, error) {
 	return g, rest, nil
 }
 
-// client connects like kubectl: --kubeconfig, then KUBECONFIG, then
+// config connects like kubectl: --kubeconfig, then KUBECONFIG, then
 // ~/.kube/config; the namespace from -n or the context.
-func (g globals) client() (client.WithWatch, string, error) {
+func (g globals) config() (*rest.Config, string, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = g.kubeconfig
 	overrides := &clientcmd.ConfigOverrides{CurrentContext: g.context}
@@ -151,15 +161,19 @@ func (g globals) client() (client.WithWatch, string, error) {
 			return nil, "", err
 		}
 	}
+	return cfg, ns, nil
+}
+
+// newClient is a client of the Kubernetes API with the project's types.
+func newClient(cfg *rest.Config) (client.WithWatch, error) {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	if err := afev1.AddToScheme(scheme); err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
-	return c, ns, err
+	return client.NewWithWatch(cfg, client.Options{Scheme: scheme})
 }
 
 func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	_ "k8s.io/client-go/plugin/pkg/client/auth"
@@ -22,6 +23,7 @@ import (
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/controllers"
 	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/access"
 	"afe.dev/sandbox/internal/hostgroups"
 	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/internal/status"
@@ -71,6 +73,13 @@ func run() int {
 	flag.StringVar(&groupFile, "host-group-file", "/etc/group", "The engine host's group file, where the privileged groups and the names in --deny-gids are looked up; a missing file holds no names (in a Deployment, mount the node's /etc/group).")
 	flag.BoolVar(&opts.WorkspaceRootShared, "workspace-root-shared", false, "The Docker engine sees --workspace-root at the same path as the controller. Needed for Folder workspaces when the engine is not on a local unix socket (tcp://, ssh://): they are refused otherwise.")
 	zapOpts := zap.Options{}
+	var accessOpts access.Options
+	var accessService string
+	flag.StringVar(&accessOpts.BindAddress, "access-bind-address", "0", "The address the access API (exec, files, Run logs for kubectl afe, reached through the Kubernetes API server as the aggregated API "+access.APIServiceName+") binds to; port 0 takes a free port; \"0\" disables it.")
+	flag.StringVar(&accessOpts.CertDir, "access-cert-dir", "", "A folder with the access API's serving certificate (tls.crt, tls.key) and its CA (ca.crt, put in the APIService); empty makes a CA and a certificate at start.")
+	flag.StringVar(&accessService, "access-service", "afe-system/afe-access", "The Service (namespace/name) the access API's APIService points at.")
+	flag.BoolVar(&accessOpts.Register, "access-register", false, "Write the APIService "+access.APIServiceName+" at start, with the serving CA.")
+	flag.StringVar(&accessOpts.ExternalName, "access-external-name", "", "Also write the --access-service as an ExternalName Service to this host at the bound port (\"localhost\" for a local control plane without a cluster network, as make run does).")
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
@@ -114,6 +123,24 @@ func run() int {
 	if err := controllers.SetupAll(ctx, mgr, engine, opts); err != nil {
 		log.Error(err, "Cannot set up the controllers")
 		return 1
+	}
+	if accessOpts.BindAddress != "0" {
+		ns, name, ok := strings.Cut(accessService, "/")
+		if !ok || ns == "" || name == "" {
+			log.Error(nil, "--access-service must be namespace/name", "value", accessService)
+			return 1
+		}
+		accessOpts.Service = types.NamespacedName{Namespace: ns, Name: name}
+		accessOpts.Instance = opts.Instance
+		server, err := access.New(mgr, engine, accessOpts)
+		if err != nil {
+			log.Error(err, "Cannot set up the access API")
+			return 1
+		}
+		if err := mgr.Add(server); err != nil {
+			log.Error(err, "Cannot add the access API")
+			return 1
+		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		log.Error(err, "Cannot add the health check")
