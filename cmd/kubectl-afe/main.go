@@ -3,8 +3,13 @@
 //	kubectl afe run SANDBOX [--timeout S] [--workdir DIR] -- CMD [ARG...]
 //	kubectl afe run SANDBOX --script 'make test'
 //	kubectl afe logs RUN
-//	kubectl afe shell SANDBOX [--instance NAME] [-- CMD [ARG...]]
+//	kubectl afe shell SANDBOX [-- CMD [ARG...]]
 //	kubectl afe exec SANDBOX [-i] [-t] -- CMD [ARG...]
+//	kubectl afe cp LOCAL SANDBOX:/workspace/PATH  (and back)
+//
+// shell, exec and cp go through the manager's access API (an aggregated API of
+// the Kubernetes API server) with the caller's Kubernetes identity: they
+// need no Docker CLI and no access to the engine.
 //
 // run creates a Run, waits for it, prints its output and exits with its exit
 // code (124 when it timed out, 125 when it could not be executed). It
@@ -36,10 +41,12 @@ const usage = `Usage:
   kubectl afe logs RUN
   kubectl afe shell SANDBOX [-- COMMAND [ARG...]]
   kubectl afe exec SANDBOX [-i] [-t] -- COMMAND [ARG...]
+  kubectl afe cp LOCAL SANDBOX:/workspace/PATH
+  kubectl afe cp SANDBOX:/workspace/PATH LOCAL
 
-Global flags: --kubeconfig FILE, --context NAME, -n/--namespace NAME,
-  --instance NAME (the controller's --instance, default "default": shell
-  reaches only containers that controller made)
+Global flags: --kubeconfig FILE, --context NAME, -n/--namespace NAME.
+  --instance NAME is accepted and ignored: the manager serving the access
+  API reaches only the containers its own instance made.
 `
 
 // exitError carries the exit code the plugin ends with.
@@ -88,12 +95,14 @@ func run(args []string, stdout, stderr io.Writer) error {
 	switch rest[0] {
 	case "exec":
 		return execCommand(cfg, ns, rest[1:], streams)
+	case "cp":
+		return cpCommand(cfg, ns, rest[1:], stderr)
 	case "run":
 		return runCommand(c, ns, rest[1:], stdout, stderr)
 	case "logs":
 		return logsCommand(c, ns, rest[1:], stdout, stderr)
 	case "shell":
-		return shellCommand(c, ns, g.instance, rest[1:])
+		return shellCommand(cfg, ns, rest[1:], streams)
 	case "help", "-h", "--help":
 		_, _ = fmt.Fprint(stdout, usage)
 		return nil

@@ -79,6 +79,7 @@ func run() int {
 	flag.StringVar(&accessOpts.CertDir, "access-cert-dir", "", "A folder with the access API's serving certificate (tls.crt, tls.key) and its CA (ca.crt, put in the APIService); empty makes a CA and a certificate at start.")
 	flag.StringVar(&accessService, "access-service", "afe-system/afe-access", "The Service (namespace/name) the access API's APIService points at.")
 	flag.BoolVar(&accessOpts.Register, "access-register", false, "Write the APIService "+access.APIServiceName+" at start, with the serving CA.")
+	flag.Int64Var(&accessOpts.MaxFileBytes, "access-max-file-bytes", access.DefaultMaxFileBytes, "The largest tar one kubectl afe cp may move, either way; a larger one fails before anything is written.")
 	flag.StringVar(&accessOpts.ExternalName, "access-external-name", "", "Also write the --access-service as an ExternalName Service to this host at the bound port (\"localhost\" for a local control plane without a cluster network, as make run does).")
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()

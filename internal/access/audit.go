@@ -39,6 +39,20 @@ func (s *Server) auditExec(ctx context.Context, req *request, t *target, o execO
 	}
 }
 
+// auditFiles records a file transfer: its path, its size and how it ended.
+func (s *Server) auditFiles(ctx context.Context, req *request, t *target, reason, p string, n int64, err error) {
+	outcome := "done"
+	if err != nil {
+		outcome = "failed: " + err.Error()
+	}
+	verb := map[string]string{UploadReason: "uploaded into", DownloadReason: "downloaded"}[reason]
+	s.log.Info(reason, "user", req.user.GetName(), "groups", req.user.GetGroups(), "namespace", req.namespace,
+		"sandbox", req.name, "path", p, "bytes", n, "error", errString(err))
+	if t != nil {
+		s.event(ctx, t.sbx, err, reason, fmt.Sprintf("User %q %s %q (%d bytes of tar): %s", req.user.GetName(), verb, p, n, outcome))
+	}
+}
+
 // event writes an Event about the sandbox; Warning when err is set.
 func (s *Server) event(ctx context.Context, sbx *afev1.Sandbox, err error, reason, note string) {
 	kind := corev1.EventTypeNormal

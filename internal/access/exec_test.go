@@ -181,18 +181,23 @@ var _ = Describe("Exec through the access API", Ordered, func() {
 		res := execIn(ctx, alice, nsA, "box", []string{"sh", "-c", "exit 3"}, remotecommand.StreamOptions{})
 		Expect(res.code).To(Equal(3))
 		Eventually(func(g Gomega) {
-			list := &eventsv1.EventList{}
-			g.Expect(adminClient.List(ctx, list, client.InNamespace(nsA))).To(Succeed())
-			var notes []string
-			for _, ev := range list.Items {
-				if ev.Reason == access.ExecReason && ev.Regarding.Name == "box" && ev.Regarding.Kind == "Sandbox" {
-					notes = append(notes, ev.Note)
-				}
-			}
-			g.Expect(notes).To(ContainElement(`User "alice" ran "sh" "-c" "exit 3" (tty false): exit code 3`))
+			g.Expect(eventNotes(ctx, g, nsA, "box")).To(ContainElement(`User "alice" ran "sh" "-c" "exit 3" (tty false): exit code 3`))
 		}).Should(Succeed())
 	})
 })
+
+// eventNotes are the notes of the access API's Events on the Sandbox.
+func eventNotes(ctx context.Context, g Gomega, ns, sandbox string) []string {
+	list := &eventsv1.EventList{}
+	g.Expect(adminClient.List(ctx, list, client.InNamespace(ns))).To(Succeed())
+	var notes []string
+	for _, ev := range list.Items {
+		if ev.ReportingController == "afe.dev/access" && ev.Regarding.Name == sandbox && ev.Regarding.Kind == "Sandbox" {
+			notes = append(notes, ev.Note)
+		}
+	}
+	return notes
+}
 
 // sizeQueue hands remotecommand the sizes the test sends.
 type sizeQueue struct {

@@ -23,7 +23,9 @@ type route struct {
 // routes are what the API serves; each is authorized as the verb the
 // Kubernetes API server derives from the method (POST is create, GET get).
 var routes = map[route]func(s *Server, w http.ResponseWriter, r *http.Request, req *request){
-	{"sandboxes", "exec", http.MethodPost}: (*Server).serveExec,
+	{"sandboxes", "exec", http.MethodPost}:  (*Server).serveExec,
+	{"sandboxes", "files", http.MethodGet}:  (*Server).serveDownload,
+	{"sandboxes", "files", http.MethodPost}: (*Server).serveUpload,
 }
 
 // request is an authorized request: who asks, for which object.

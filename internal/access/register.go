@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 )
 
@@ -39,6 +40,20 @@ func (s *Server) register(ctx context.Context) error {
 			return fmt.Errorf("service %s: %w", s.opts.Service, err)
 		}
 	}
+	// The aggregator writes the APIService's status meanwhile: a conflict
+	// is retried.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		return s.writeAPIService(ctx, port)
+	})
+	if err != nil {
+		return fmt.Errorf("APIService %s: %w", APIServiceName, err)
+	}
+	s.log.Info("Registered the access API", "apiService", APIServiceName, "service", s.opts.Service.String(), "port", port)
+	return nil
+}
+
+// writeAPIService creates or updates the APIService.
+func (s *Server) writeAPIService(ctx context.Context, port int32) error {
 	as := &unstructured.Unstructured{}
 	as.SetGroupVersionKind(apiServiceGVK)
 	as.SetName(APIServiceName)
@@ -57,9 +72,5 @@ func (s *Server) register(ctx context.Context) error {
 			},
 		}, "spec")
 	})
-	if err != nil {
-		return fmt.Errorf("APIService %s: %w", APIServiceName, err)
-	}
-	s.log.Info("Registered the access API", "apiService", APIServiceName, "service", s.opts.Service.String(), "port", port)
-	return nil
+	return err
 }

@@ -35,6 +35,7 @@ const (
 type Engine interface {
 	InspectContainer(ctx context.Context, name string) (*docker.Container, error)
 	ExecStream(ctx context.Context, containerID string, spec docker.StreamSpec) (int, error)
+	OpenFilesHelper(ctx context.Context, spec docker.FilesHelperSpec) (*docker.FilesHelper, error)
 }
 
 // Options configure the access API.
@@ -55,6 +56,9 @@ type Options struct {
 	// Instance is the controller's --instance: only containers it made are
 	// reached.
 	Instance string
+	// MaxFileBytes bounds the tar of one file transfer (0 is
+	// DefaultMaxFileBytes).
+	MaxFileBytes int64
 }
 
 // The manager checks callers with the API server (as system:auth-delegator

@@ -51,6 +51,9 @@ var (
 	nsA, nsB   string
 )
 
+// maxFileBytes is the suite's --access-max-file-bytes: a 50 MiB file fits.
+const maxFileBytes = 64 << 20
+
 func TestAccess(t *testing.T) {
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "Access API Suite")
@@ -106,6 +109,7 @@ var _ = BeforeSuite(func() {
 		Register:     true,
 		ExternalName: "localhost",
 		Instance:     instance,
+		MaxFileBytes: maxFileBytes,
 	})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(mgr.Add(accessServer)).To(Succeed())
