@@ -131,11 +131,22 @@ func (r *RunReconciler) execute(ctx context.Context, run *afev1.Run, a *attempt,
 func (r *RunReconciler) executeCommand(ctx context.Context, run *afev1.Run, a *attempt, uid int, timedOut *atomic.Bool, o *outcome) {
 	tail := &runexec.Tail{Limit: afev1.RunOutputLimit}
 	results := &runexec.Results{}
+	// The whole output, bounded, is kept too (kubectl afe logs -f).
+	logw := io.Discard
+	if r.Options.RunLogs != nil {
+		w, err := r.Options.RunLogs.Create(run.UID, a.number)
+		if err != nil {
+			logf.FromContext(ctx).Error(err, "Cannot keep the Run's log")
+		} else {
+			defer func() { _ = w.Close() }()
+			logw = w
+		}
+	}
 	code, ok := r.step(ctx, a, uid, timedOut, o, docker.ExecSpec{
 		Cmd:        runexec.Command(run.Spec.Command, run.Spec.Script),
 		WorkingDir: run.Spec.WorkingDir,
-		Stdout:     io.MultiWriter(tail, results),
-		Stderr:     tail,
+		Stdout:     io.MultiWriter(tail, results, logw),
+		Stderr:     io.MultiWriter(tail, logw),
 	})
 	if o.timedOut {
 		o.output, o.truncated = tail.String(), tail.Truncated()

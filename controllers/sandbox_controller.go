@@ -28,6 +28,7 @@ import (
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/runlog"
 	"afe.dev/sandbox/internal/hostgroups"
 	"afe.dev/sandbox/internal/metrics"
 	"afe.dev/sandbox/internal/sandboxspec"
@@ -38,6 +39,9 @@ import (
 type Options struct {
 	// Instance is --instance: the value of the afe.controller label.
 	Instance string
+	// RunLogs keeps the whole output of each Run attempt (--run-log-dir,
+	// --run-log-max); nil keeps none.
+	RunLogs *runlog.Store
 	// WorkspaceRoot is --workspace-root; empty refuses Folder workspaces.
 	WorkspaceRoot string
 	// DenyEnv are refused env names besides the built-in ones.

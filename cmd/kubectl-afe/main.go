@@ -2,7 +2,7 @@
 //
 //	kubectl afe run SANDBOX [--timeout S] [--workdir DIR] -- CMD [ARG...]
 //	kubectl afe run SANDBOX --script 'make test'
-//	kubectl afe logs RUN
+//	kubectl afe logs [-f] RUN
 //	kubectl afe shell SANDBOX [-- CMD [ARG...]]
 //	kubectl afe exec SANDBOX [-i] [-t] -- CMD [ARG...]
 //	kubectl afe cp LOCAL SANDBOX:/workspace/PATH  (and back)
@@ -38,7 +38,7 @@ import (
 const usage = `Usage:
   kubectl afe run SANDBOX [--timeout SECONDS] [--workdir DIR] -- COMMAND [ARG...]
   kubectl afe run SANDBOX --script 'SHELL SCRIPT'
-  kubectl afe logs RUN
+  kubectl afe logs [-f] RUN
   kubectl afe shell SANDBOX [-- COMMAND [ARG...]]
   kubectl afe exec SANDBOX [-i] [-t] -- COMMAND [ARG...]
   kubectl afe cp LOCAL SANDBOX:/workspace/PATH
@@ -100,7 +100,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	case "run":
 		return runCommand(c, ns, rest[1:], stdout, stderr)
 	case "logs":
-		return logsCommand(c, ns, rest[1:], stdout, stderr)
+		return logsCommand(c, cfg, ns, rest[1:], stdout, stderr)
 	case "shell":
 		return shellCommand(cfg, ns, rest[1:], streams)
 	case "help", "-h", "--help":

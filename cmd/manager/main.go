@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -23,8 +24,9 @@ import (
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/controllers"
 	"afe.dev/sandbox/docker"
-	"afe.dev/sandbox/internal/access"
+	"afe.dev/sandbox/access"
 	"afe.dev/sandbox/internal/hostgroups"
+	"afe.dev/sandbox/internal/runlog"
 	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/internal/status"
 )
@@ -74,6 +76,9 @@ func run() int {
 	flag.BoolVar(&opts.WorkspaceRootShared, "workspace-root-shared", false, "The Docker engine sees --workspace-root at the same path as the controller. Needed for Folder workspaces when the engine is not on a local unix socket (tcp://, ssh://): they are refused otherwise.")
 	zapOpts := zap.Options{}
 	var accessOpts access.Options
+	runLogs := &runlog.Store{}
+	flag.Int64Var(&runLogs.Max, "run-log-max", runlog.DefaultMax, "The bytes of each Run attempt's output the manager keeps (kubectl afe logs -f), then cut with a marker; status.output keeps its last 32 KiB either way. 0 keeps none.")
+	flag.StringVar(&runLogs.Dir, "run-log-dir", "", "Where the manager keeps the Run logs (never in a workspace); default a folder of the instance under the temporary folder. In a Deployment, a volume.")
 	var accessService string
 	flag.StringVar(&accessOpts.BindAddress, "access-bind-address", "0", "The address the access API (exec, files, Run logs for kubectl afe, reached through the Kubernetes API server as the aggregated API "+access.APIServiceName+") binds to; port 0 takes a free port; \"0\" disables it.")
 	flag.StringVar(&accessOpts.CertDir, "access-cert-dir", "", "A folder with the access API's serving certificate (tls.crt, tls.key) and its CA (ca.crt, put in the APIService); empty makes a CA and a certificate at start.")
@@ -120,6 +125,16 @@ func run() int {
 		return 1
 	}
 
+	if runLogs.Max > 0 {
+		if runLogs.Dir == "" {
+			runLogs.Dir = filepath.Join(os.TempDir(), "afe-run-logs-"+opts.Instance)
+		}
+		if err := os.MkdirAll(runLogs.Dir, 0o700); err != nil {
+			log.Error(err, "Cannot make the Run log folder", "dir", runLogs.Dir)
+			return 1
+		}
+		opts.RunLogs, accessOpts.RunLogs = runLogs, runLogs
+	}
 	ctx := ctrl.SetupSignalHandler()
 	if err := controllers.SetupAll(ctx, mgr, engine, opts); err != nil {
 		log.Error(err, "Cannot set up the controllers")

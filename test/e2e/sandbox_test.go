@@ -178,6 +178,19 @@ spec:
 		Expect(err).NotTo(HaveOccurred(), string(viaEnv))
 		Expect(string(viaEnv)).To(Equal("hello from the sandbox\n"))
 
+		By("following a Run's whole output with logs -f, to its exit code")
+		mustKubectlStdin(`apiVersion: sandbox.afe.dev/v1alpha1
+kind: Run
+metadata:
+  name: follow
+spec:
+  sandboxRef: {name: sample}
+  script: for i in 1 2 3; do echo tick $i; sleep 1; done; exit 3
+`, "apply", "-n", ns, "-f", "-")
+		out, errs, code = afe("", "logs", "-f", "follow")
+		Expect(code).To(Equal(3), errs)
+		Expect(out).To(Equal("tick 1\ntick 2\ntick 3\n"))
+
 		By("recording the shell and the exec as Events naming the user")
 		events := mustKubectl("get", "events.events.k8s.io", "-n", ns, "--field-selector", "reason=Exec", "-o", "jsonpath={range .items[*]}{.note}{\"\\n\"}{end}")
 		Expect(events).To(ContainSubstring(`User "afe-admin" ran "/bin/sh" (tty false): exit code 0`))

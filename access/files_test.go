@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 
-	"afe.dev/sandbox/internal/access"
+	"afe.dev/sandbox/access"
 	"afe.dev/sandbox/test/dockertest"
 )
 

@@ -29,8 +29,9 @@ import (
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/controllers"
-	"afe.dev/sandbox/internal/access"
+	"afe.dev/sandbox/access"
 	"afe.dev/sandbox/internal/localcp"
+	"afe.dev/sandbox/internal/runlog"
 	"afe.dev/sandbox/test/dockertest"
 )
 
@@ -63,7 +64,7 @@ func assetsDir() string {
 	if d := os.Getenv("KUBEBUILDER_ASSETS"); d != "" {
 		return d
 	}
-	return filepath.Join("..", "..", "bin", "envtest", "1.37.2")
+	return filepath.Join("..", "bin", "envtest", "1.37.2")
 }
 
 var _ = BeforeSuite(func() {
@@ -78,7 +79,7 @@ var _ = BeforeSuite(func() {
 	}
 	Expect(afev1.AddToScheme(scheme.Scheme)).To(Succeed())
 	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
+		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assetsDir(),
 	}
@@ -97,8 +98,10 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	var ctx context.Context
 	ctx, cancelManager = context.WithCancel(context.Background())
+	runLogs := &runlog.Store{Dir: GinkgoT().TempDir()}
 	Expect(controllers.SetupAll(ctx, mgr, engine, controllers.Options{
 		Instance:                instance,
+		RunLogs:                 runLogs,
 		ResyncPeriod:            30 * time.Second,
 		MaxConcurrentReconciles: 2,
 		ProxyImage:              "afe/egress-proxy:dev",
@@ -110,6 +113,7 @@ var _ = BeforeSuite(func() {
 		ExternalName: "localhost",
 		Instance:     instance,
 		MaxFileBytes: maxFileBytes,
+		RunLogs:      runLogs,
 	})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(mgr.Add(accessServer)).To(Succeed())
@@ -147,7 +151,7 @@ var _ = AfterSuite(func() {
 // applyAccessRoles creates the ClusterRoles of config/rbac/access_roles.yaml
 // as they are shipped.
 func applyAccessRoles(ctx context.Context) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "config", "rbac", "access_roles.yaml"))
+	data, err := os.ReadFile(filepath.Join("..", "config", "rbac", "access_roles.yaml"))
 	Expect(err).NotTo(HaveOccurred())
 	for _, doc := range strings.Split(string(data), "\n---\n") {
 		role := &rbacv1.ClusterRole{}

@@ -22,6 +22,7 @@ import (
 
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/pki"
+	"afe.dev/sandbox/internal/runlog"
 )
 
 // The access API's group and version, and the name of its APIService.
@@ -56,6 +57,8 @@ type Options struct {
 	// Instance is the controller's --instance: only containers it made are
 	// reached.
 	Instance string
+	// RunLogs are the Run logs the controllers keep; nil serves none.
+	RunLogs *runlog.Store
 	// MaxFileBytes bounds the tar of one file transfer (0 is
 	// DefaultMaxFileBytes).
 	MaxFileBytes int64

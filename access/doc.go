@@ -12,7 +12,12 @@
 //
 // The paths are subresources of a namespaced object:
 //
-//	POST /apis/access.sandbox.afe.dev/v1alpha1/namespaces/NS/sandboxes/NAME/exec   (create sandboxes/exec)
+//	POST .../namespaces/NS/sandboxes/NAME/exec          (create sandboxes/exec)
+//	GET  .../namespaces/NS/sandboxes/NAME/files?path=P  (get sandboxes/files: a tar of P)
+//	POST .../namespaces/NS/sandboxes/NAME/files?path=D  (create sandboxes/files: a tar into D)
+//	GET  .../namespaces/NS/runs/NAME/log[?follow=true]  (get runs/log)
+//
+// under /apis/access.sandbox.afe.dev/v1alpha1.
 //
 // Exec speaks the Kubernetes streaming protocol (SPDY, v4.channel.k8s.io)
 // that client-go's remotecommand executor and kubectl exec speak.

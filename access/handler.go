@@ -26,6 +26,7 @@ var routes = map[route]func(s *Server, w http.ResponseWriter, r *http.Request, r
 	{"sandboxes", "exec", http.MethodPost}:  (*Server).serveExec,
 	{"sandboxes", "files", http.MethodGet}:  (*Server).serveDownload,
 	{"sandboxes", "files", http.MethodPost}: (*Server).serveUpload,
+	{"runs", "log", http.MethodGet}:         (*Server).serveLog,
 }
 
 // request is an authorized request: who asks, for which object.

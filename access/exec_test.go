@@ -23,7 +23,7 @@ import (
 	utilexec "k8s.io/client-go/util/exec"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"afe.dev/sandbox/internal/access"
+	"afe.dev/sandbox/access"
 )
 
 // execResult is what an exec gave back.
