@@ -14,6 +14,7 @@ import (
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/remotecommand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
@@ -100,6 +101,21 @@ var _ = Describe("Live Run logs through the access API", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(len(data)).To(Equal(5 << 20))
 		Expect(string(data) == strings.Repeat(line, (5<<20)/len(line))).To(BeTrue(), "the log differs from what the Run printed")
+	})
+
+	It("lets afe-sandbox-viewer read Run logs, and neither exec nor move files", func() {
+		carol := addUserWithRole("carol", nsA, "afe-sandbox-viewer")
+		resp := logRequest(ctx, carol, nsA, "ticker", false)
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		Expect(resp.StatusCode).To(Equal(http.StatusOK), string(body))
+		Expect(string(body)).To(HavePrefix("line 1\n"))
+		res := execIn(ctx, carol, nsA, "logs", []string{"true"}, remotecommand.StreamOptions{})
+		Expect(res.err).To(MatchError(ContainSubstring("forbidden")))
+		for _, method := range []string{http.MethodGet, http.MethodPost} {
+			code, _ := status(filesRequest(ctx, carol, method, nsA, "logs", "/workspace", nil))
+			Expect(code).To(Equal(http.StatusForbidden), method)
+		}
 	})
 
 	It("answers 403 to a user of another namespace", func() {
