@@ -17,8 +17,8 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/access"
+	afev1 "afe.dev/sandbox/api/v1alpha1"
 )
 
 // logRequest reads the Run's log through the API server as the config's

@@ -27,9 +27,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
+	"afe.dev/sandbox/access"
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/controllers"
-	"afe.dev/sandbox/access"
 	"afe.dev/sandbox/internal/localcp"
 	"afe.dev/sandbox/internal/runlog"
 	"afe.dev/sandbox/test/dockertest"

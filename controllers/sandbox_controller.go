@@ -28,9 +28,9 @@ import (
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/docker"
-	"afe.dev/sandbox/internal/runlog"
 	"afe.dev/sandbox/internal/hostgroups"
 	"afe.dev/sandbox/internal/metrics"
+	"afe.dev/sandbox/internal/runlog"
 	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/internal/status"
 )

@@ -109,7 +109,10 @@ func (c *Client) ExecStream(ctx context.Context, containerID string, spec Stream
 	select {
 	case <-ctx.Done():
 		attach.Close()
-		<-copied
+		if err := <-copied; err != nil && !errors.Is(err, io.EOF) {
+			// A read cut short by the close: expected here.
+			return -1, errors.Join(ctx.Err(), err)
+		}
 		return -1, ctx.Err()
 	case err := <-copied:
 		if err != nil && !errors.Is(err, io.EOF) {

@@ -202,7 +202,7 @@ func streamLog(ctx context.Context, cfg *rest.Config, run *afev1.Run, follow boo
 		case resp.StatusCode == http.StatusNotFound && strings.Contains(apiErr.Error(), "has no log yet") && follow:
 			time.Sleep(300 * time.Millisecond) // not started yet
 		case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusServiceUnavailable:
-			return fmt.Errorf("%w: %v", errNoLog, apiErr)
+			return fmt.Errorf("%w: %w", errNoLog, apiErr)
 		default:
 			return apiErr
 		}

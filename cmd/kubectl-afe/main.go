@@ -87,22 +87,26 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	c, err := newClient(cfg)
-	if err != nil {
-		return err
-	}
 	streams := execStreams{stdin: os.Stdin, stdout: stdout, stderr: stderr, terminal: os.Stdout}
+	// exec, shell and cp need only the connection (a process each is the
+	// interactive path: it starts with no more than that).
 	switch rest[0] {
 	case "exec":
 		return execCommand(cfg, ns, rest[1:], streams)
 	case "cp":
 		return cpCommand(cfg, ns, rest[1:], stderr)
+	case "shell":
+		return shellCommand(cfg, ns, rest[1:], streams)
+	}
+	c, err := newClient(cfg)
+	if err != nil {
+		return err
+	}
+	switch rest[0] {
 	case "run":
 		return runCommand(c, ns, rest[1:], stdout, stderr)
 	case "logs":
 		return logsCommand(c, cfg, ns, rest[1:], stdout, stderr)
-	case "shell":
-		return shellCommand(cfg, ns, rest[1:], streams)
 	case "help", "-h", "--help":
 		_, _ = fmt.Fprint(stdout, usage)
 		return nil

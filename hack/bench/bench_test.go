@@ -178,8 +178,15 @@ func TestBenchSmoke(t *testing.T) {
 			t.Fatalf("build the manager: %v: %s", err, out)
 		}
 	}
+	plugin := os.Getenv("AFE_KUBECTL_AFE_BIN")
+	if plugin == "" {
+		plugin = filepath.Join(t.TempDir(), "kubectl-afe")
+		if out, err := exec.Command("go", "build", "-o", plugin, "afe.dev/sandbox/cmd/kubectl-afe").CombinedOutput(); err != nil {
+			t.Fatalf("build the plugin: %v: %s", err, out)
+		}
+	}
 	cfg := config{
-		Assets: assets, Manager: manager, CRDs: filepath.Join(root, "config", "crd", "bases"),
+		Assets: assets, Manager: manager, Plugin: plugin, CRDs: filepath.Join(root, "config", "crd", "bases"),
 		Image: dockertest.TestImage, ProxyImage: "afe/egress-proxy:dev", Out: t.TempDir(),
 		Reps: 2, EgressReps: 1, Tickets: 3, LossReps: 2, RunReps: 2, Idle: 3, IdleFor: 3 * time.Second,
 		// A resync of 1s would show in the idle seconds if a Ready sandbox
@@ -197,23 +204,23 @@ func TestBenchSmoke(t *testing.T) {
 	var table strings.Builder
 	writeTable(&table, rows)
 	t.Logf("\n%s", table.String())
-	if len(rows) != 8 {
-		t.Fatalf("want 8 rows, got %d", len(rows))
+	if len(rows) != 9 {
+		t.Fatalf("want 9 rows, got %d", len(rows))
 	}
-	for _, r := range rows[:6] {
+	for _, r := range rows[:7] {
 		if r.Controller == "" || r.Baseline == "" || !strings.HasSuffix(r.Ratio, "x") {
 			t.Errorf("row without figures: %+v", r)
 		}
 	}
-	if !strings.Contains(rows[7].Controller, "Docker requests") {
-		t.Errorf("idle row: %+v", rows[7])
+	if !strings.Contains(rows[8].Controller, "Docker requests") {
+		t.Errorf("idle row: %+v", rows[8])
 	}
 	// Idle, only the sweep's lists: nothing per sandbox.
-	_, ops, _ := strings.Cut(rows[7].Controller, "(")
+	_, ops, _ := strings.Cut(rows[8].Controller, "(")
 	ops, _, _ = strings.Cut(ops, ")")
 	for _, op := range strings.Split(ops, ", ") {
 		if name, _, _ := strings.Cut(op, " "); name != "none" && !strings.HasSuffix(name, "_list") {
-			t.Errorf("idle sandboxes cost %s requests: %s", name, rows[7].Controller)
+			t.Errorf("idle sandboxes cost %s requests: %s", name, rows[8].Controller)
 		}
 	}
 	pid := os.Getpid()

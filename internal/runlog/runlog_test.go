@@ -3,6 +3,7 @@ package runlog
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,7 +53,7 @@ func TestWriterBound(t *testing.T) {
 
 func TestLatestAndFollow(t *testing.T) {
 	s := &Store{Dir: t.TempDir()}
-	if _, err := s.Latest("uid-2"); err != ErrNoLog {
+	if _, err := s.Latest("uid-2"); !errors.Is(err, ErrNoLog) {
 		t.Fatalf("Latest of a Run without log: %v, want ErrNoLog", err)
 	}
 	for _, a := range []int32{1, 2} {
