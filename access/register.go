@@ -22,6 +22,9 @@ var apiServiceGVK = schema.GroupVersionKind{Group: "apiregistration.k8s.io", Ver
 // server's CA, and, with ExternalName, the Service (and its namespace).
 func (s *Server) register(ctx context.Context) error {
 	port := int32(443)
+	if s.opts.ServicePort > 0 {
+		port = s.opts.ServicePort
+	}
 	if s.opts.ExternalName != "" {
 		port = s.port()
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.opts.Service.Namespace}}

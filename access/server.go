@@ -46,8 +46,10 @@ type Options struct {
 	// CertDir holds tls.crt and tls.key (and ca.crt, the CA registered in
 	// the APIService); empty makes a CA and a serving certificate in memory.
 	CertDir string
-	// Service is the Service the APIService points at.
-	Service types.NamespacedName
+	// Service is the Service the APIService points at, and its port (0 is
+	// 443; with ExternalName, the bound port).
+	Service     types.NamespacedName
+	ServicePort int32
 	// Register writes the APIService (with the serving CA) at start.
 	Register bool
 	// ExternalName, when set, also writes the Service, as an ExternalName

@@ -83,6 +83,8 @@ func run() int {
 	flag.StringVar(&accessOpts.BindAddress, "access-bind-address", "0", "The address the access API (exec, files, Run logs for kubectl afe, reached through the Kubernetes API server as the aggregated API "+access.APIServiceName+") binds to; port 0 takes a free port; \"0\" disables it.")
 	flag.StringVar(&accessOpts.CertDir, "access-cert-dir", "", "A folder with the access API's serving certificate (tls.crt, tls.key) and its CA (ca.crt, put in the APIService); empty makes a CA and a certificate at start.")
 	flag.StringVar(&accessService, "access-service", "afe-system/afe-access", "The Service (namespace/name) the access API's APIService points at.")
+	var accessPort int
+	flag.IntVar(&accessPort, "access-service-port", 443, "The port of the --access-service the APIService names (with --access-external-name, the bound port instead).")
 	flag.BoolVar(&accessOpts.Register, "access-register", false, "Write the APIService "+access.APIServiceName+" at start, with the serving CA.")
 	flag.Int64Var(&accessOpts.MaxFileBytes, "access-max-file-bytes", access.DefaultMaxFileBytes, "The largest tar one kubectl afe cp may move, either way; a larger one fails before anything is written.")
 	flag.StringVar(&accessOpts.ExternalName, "access-external-name", "", "Also write the --access-service as an ExternalName Service to this host at the bound port (\"localhost\" for a local control plane without a cluster network, as make run does).")
@@ -147,6 +149,7 @@ func run() int {
 			return 1
 		}
 		accessOpts.Service = types.NamespacedName{Namespace: ns, Name: name}
+		accessOpts.ServicePort = int32(accessPort)
 		accessOpts.Instance = opts.Instance
 		server, err := access.New(mgr, engine, accessOpts)
 		if err != nil {

@@ -65,9 +65,26 @@ var _ = Describe("The manager with the RBAC it ships", func() {
 		}
 		Expect(canI("create", "pods")).To(Equal("no"))
 
-		By("starting the manager with that identity")
+		By("starting the manager with that identity, serving the access API as config/manager does")
+		// The Service is the deployment's (config/manager/access_service.yaml);
+		// with no cluster network here, an ExternalName to the manager's port.
+		accessAddr := freeAddr()
+		_, accessPort, _ := strings.Cut(accessAddr, ":")
+		k(`apiVersion: v1
+kind: Namespace
+metadata: {name: afe-system}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: afe-access, namespace: afe-system}
+spec:
+  type: ExternalName
+  externalName: localhost
+  ports: [{name: https, port: `+accessPort+`}]
+`, "apply", "-f", "-")
 		out := gbytes.NewBuffer()
-		cmd := exec.Command(managerBin, "--instance", inst, "--metrics-bind-address", "0", "--health-probe-bind-address", "0")
+		cmd := exec.Command(managerBin, "--instance", inst, "--metrics-bind-address", "0", "--health-probe-bind-address", "0",
+			"--access-bind-address", accessAddr, "--access-register", "--access-service", "afe-system/afe-access", "--access-service-port", accessPort)
 		cmd.Env = append(os.Environ(), "KUBECONFIG="+saConfig)
 		mgr, err := gexec.Start(cmd, GinkgoWriter, out)
 		Expect(err).NotTo(HaveOccurred())
@@ -102,6 +119,12 @@ spec: {sandboxRef: {name: rbac}, script: 'echo "$TOKEN"'}
 		Eventually(func() string {
 			return k("", "get", "events", "-n", "default", "--field-selector", "involvedObject.name=rbac-run", "-o", "jsonpath={.items[*].reason}")
 		}).ShouldNot(BeEmpty(), "Events are recorded")
+		By("exec through the access API, its checks made with that identity (TokenReview, SubjectAccessReview, the front proxy's CA)")
+		k("", "wait", "--for=condition=Available", "apiservice/v1alpha1.access.sandbox.afe.dev", "--timeout=60s")
+		execOut, err := exec.Command(pluginBin(), "--kubeconfig", own.Kubeconfig, "-n", "default", "exec", "rbac", "--", "sh", "-c", `echo "in $TOKEN"`).CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(execOut))
+		Expect(string(execOut)).To(Equal("in s3cret\n"))
+		k("", "delete", "apiservice/v1alpha1.access.sandbox.afe.dev")
 		k("", "patch", "-n", "default", "ticket/rbac", "--type=merge", "-p", `{"spec":{"state":"Done"}}`)
 		k("", "wait", "-n", "default", "--for=jsonpath={.status.phase}=Finished", "ticket/rbac", "--timeout=90s")
 		Eventually(func() ([]string, error) { return dockertest.Objects(afev1.LabelController + "=" + inst) }).Should(BeEmpty())
