@@ -108,8 +108,8 @@ test-chaos: envtest images build ## A longer crash-convergence churn (CHURN_SEED
 
 BENCH_ARGS ?=
 .PHONY: bench
-bench: manifests envtest images build ## The benchmark table: the controller against the docker CLI (BENCH_ARGS, e.g. "-idle 200 -profile").
-	go run ./hack/bench -assets $(ENVTEST_DIR) -manager $(LOCALBIN)/manager -out $(LOCALBIN)/bench $(BENCH_ARGS)
+bench: manifests envtest images build kubectl-afe ## The benchmark table: the controller against the docker CLI (BENCH_ARGS, e.g. "-idle 200 -profile").
+	go run ./hack/bench -assets $(ENVTEST_DIR) -manager $(LOCALBIN)/manager -plugin $(LOCALBIN)/kubectl-afe -out $(LOCALBIN)/bench $(BENCH_ARGS)
 
 # The fast tier: what needs neither Docker nor images, in well under 90 s.
 # The fake engine's tests stay in `make test` too (go test ./...).
@@ -131,10 +131,14 @@ build: ## Build the manager binary.
 	go build -o $(LOCALBIN)/manager ./cmd/manager
 
 .PHONY: run
-run: manifests generate build envtest images ## Run the controller; without KUBECONFIG on a local control plane kept under bin/local.
+run: manifests generate build kubectl-afe envtest images ## Run the controller; without KUBECONFIG on a local control plane kept under bin/local.
 ifeq ($(KUBECONFIG),)
 	go build -o $(LOCALBIN)/localcp ./hack/localcp
-	exec $(LOCALBIN)/localcp --assets $(ENVTEST_DIR) --dir $(LOCALBIN)/local --crds config/crd/bases -- $(LOCALBIN)/manager --telemetry-db $(LOCALBIN)/local/telemetry.db $(RUN_ARGS)
+	@# The access API (kubectl afe exec, shell, cp, logs -f) through the local
+	@# API server: an ExternalName Service to localhost at a free port.
+	exec $(LOCALBIN)/localcp --assets $(ENVTEST_DIR) --dir $(LOCALBIN)/local --crds config/crd/bases -- $(LOCALBIN)/manager \
+		--access-bind-address=127.0.0.1:0 --access-register --access-external-name=localhost --access-service=afe-local/access \
+		--run-log-dir=$(LOCALBIN)/local/run-logs --telemetry-db $(LOCALBIN)/local/telemetry.db $(RUN_ARGS)
 else
 	exec $(LOCALBIN)/manager $(RUN_ARGS)
 endif

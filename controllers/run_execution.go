@@ -143,12 +143,23 @@ func (r *RunReconciler) execute(ctx context.Context, run *afev1.Run, a *attempt,
 func (r *RunReconciler) executeCommand(ctx context.Context, run *afev1.Run, a *attempt, uid int, timedOut *atomic.Bool, o *outcome) {
 	tail := &runexec.Tail{Limit: afev1.RunOutputLimit}
 	results := &runexec.Results{}
+	// The whole output, bounded, is kept too (kubectl afe logs -f).
+	logw := io.Discard
+	if r.Options.RunLogs != nil {
+		w, err := r.Options.RunLogs.Create(run.UID, a.number)
+		if err != nil {
+			logf.FromContext(ctx).Error(err, "Cannot keep the Run's log")
+		} else {
+			defer func() { _ = w.Close() }()
+			logw = w
+		}
+	}
 	o.measure = telemetry.NewOutput()
 	code, ok := r.step(ctx, a, uid, timedOut, o, docker.ExecSpec{
 		Cmd:        runexec.Command(run.Spec.Command, run.Spec.Script),
 		WorkingDir: run.Spec.WorkingDir,
-		Stdout:     io.MultiWriter(tail, results, o.measure),
-		Stderr:     io.MultiWriter(tail, o.measure),
+		Stdout:     io.MultiWriter(tail, results, logw, o.measure),
+		Stderr:     io.MultiWriter(tail, logw, o.measure),
 	})
 	if o.timedOut {
 		o.output, o.truncated = tail.String(), tail.Truncated()

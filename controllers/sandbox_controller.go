@@ -31,6 +31,7 @@ import (
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/hostgroups"
 	"afe.dev/sandbox/internal/metrics"
+	"afe.dev/sandbox/internal/runlog"
 	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/internal/status"
 	"afe.dev/sandbox/internal/telemetry"
@@ -40,6 +41,9 @@ import (
 type Options struct {
 	// Instance is --instance: the value of the afe.controller label.
 	Instance string
+	// RunLogs keeps the whole output of each Run attempt (--run-log-dir,
+	// --run-log-max); nil keeps none.
+	RunLogs *runlog.Store
 	// WorkspaceRoot is --workspace-root; empty refuses Folder workspaces.
 	WorkspaceRoot string
 	// DenyEnv are refused env names besides the built-in ones.

@@ -8,6 +8,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/runlog"
 	"afe.dev/sandbox/internal/status"
 )
 
@@ -71,6 +72,11 @@ func SetupAll(ctx context.Context, mgr ctrl.Manager, engine docker.Engine, opts 
 	}
 	if err := runs.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("set up run controller: %w", err)
+	}
+	if opts.RunLogs != nil {
+		if err := mgr.Add(&runlog.Sweeper{Store: opts.RunLogs, Client: mgr.GetClient(), Period: time.Minute}); err != nil {
+			return fmt.Errorf("add run log sweeper: %w", err)
+		}
 	}
 	return nil
 }

@@ -197,8 +197,8 @@ func containerConfig(spec ContainerSpec) (*container.Config, *container.HostConf
 		if m.Type == MountBind {
 			mm.BindOptions = &mount.BindOptions{Propagation: mount.PropagationRPrivate}
 		}
-		if m.Type == MountVolume && len(m.Labels) > 0 {
-			mm.VolumeOptions = &mount.VolumeOptions{Labels: m.Labels}
+		if m.Type == MountVolume && (len(m.Labels) > 0 || m.NoCopy) {
+			mm.VolumeOptions = &mount.VolumeOptions{Labels: m.Labels, NoCopy: m.NoCopy}
 		}
 		hc.Mounts = append(hc.Mounts, mm)
 	}
@@ -243,7 +243,7 @@ func (c *Client) InspectContainer(ctx context.Context, name string) (*Container,
 		}
 	}
 	for _, m := range info.Mounts {
-		out.Mounts = append(out.Mounts, MountPoint{Type: MountType(m.Type), Source: m.Source, Destination: m.Destination})
+		out.Mounts = append(out.Mounts, MountPoint{Type: MountType(m.Type), Source: m.Source, Destination: m.Destination, Name: m.Name})
 	}
 	if info.NetworkSettings != nil {
 		for n, ep := range info.NetworkSettings.Networks {
@@ -277,7 +277,7 @@ func (c *Client) ListContainers(ctx context.Context, labels map[string]string) (
 			ct.Name = strings.TrimPrefix(s.Names[0], "/")
 		}
 		for _, m := range s.Mounts {
-			ct.Mounts = append(ct.Mounts, MountPoint{Type: MountType(m.Type), Source: m.Source, Destination: m.Destination})
+			ct.Mounts = append(ct.Mounts, MountPoint{Type: MountType(m.Type), Source: m.Source, Destination: m.Destination, Name: m.Name})
 		}
 		if s.NetworkSettings != nil {
 			for n, ep := range s.NetworkSettings.Networks {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
@@ -52,13 +51,7 @@ func (c *Client) Exec(ctx context.Context, containerName string, spec ExecSpec) 
 		return -1, wrap(err, "attach to exec in "+containerName)
 	}
 	defer attach.Close()
-	stdout, stderr := spec.Stdout, spec.Stderr
-	if stdout == nil {
-		stdout = io.Discard
-	}
-	if stderr == nil {
-		stderr = io.Discard
-	}
+	stdout, stderr := orDiscard(spec.Stdout), orDiscard(spec.Stderr)
 	copied := make(chan error, 1)
 	go func() {
 		_, err := stdcopy.StdCopy(stdout, stderr, attach.Reader)
@@ -82,21 +75,7 @@ func (c *Client) Exec(ctx context.Context, containerName string, spec ExecSpec) 
 		}
 	}
 	// The stream ends a little before the engine records the exit code.
-	for i := 0; ; i++ {
-		c.count("container_exec_inspect")
-		info, err := c.api.ContainerExecInspect(ctx, created.ID)
-		if err != nil {
-			return -1, wrap(err, "inspect exec in "+containerName)
-		}
-		if !info.Running {
-			return info.ExitCode, nil
-		}
-		select {
-		case <-ctx.Done():
-			return -1, ctx.Err()
-		case <-time.After(time.Duration(min(i+1, 20)) * 5 * time.Millisecond):
-		}
-	}
+	return c.execExitCode(ctx, created.ID, containerName)
 }
 
 func errNotFoundf(format string, args ...any) error {

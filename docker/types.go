@@ -53,6 +53,9 @@ type Mount struct {
 	// volume is then found and removed by its labels like the one it
 	// replaces, instead of being left behind unlabelled.
 	Labels map[string]string `json:",omitempty"`
+	// NoCopy keeps the engine from copying the image's content at the
+	// mount point (and its owner) into an empty volume.
+	NoCopy bool `json:",omitempty"`
 }
 
 // Ulimit is one resource limit (RLIMIT_*) of a container.
@@ -138,6 +141,8 @@ type MountPoint struct {
 	// engine's host.
 	Source      string
 	Destination string
+	// Name is the volume's name (volume mounts only).
+	Name string
 }
 
 // VolumeSpec is a named volume.

@@ -2,10 +2,16 @@
 //
 //	kubectl afe run SANDBOX [--timeout S] [--workdir DIR] -- CMD [ARG...]
 //	kubectl afe run SANDBOX --script 'make test'
-//	kubectl afe logs RUN
-//	kubectl afe shell SANDBOX [--instance NAME] [-- CMD [ARG...]]
+//	kubectl afe logs [-f] RUN
+//	kubectl afe shell SANDBOX [-- CMD [ARG...]]
+//	kubectl afe exec SANDBOX [-i] [-t] -- CMD [ARG...]
+//	kubectl afe cp LOCAL SANDBOX:/workspace/PATH  (and back)
 //	kubectl afe suspend SANDBOX
 //	kubectl afe resume SANDBOX
+//
+// shell, exec and cp go through the manager's access API (an aggregated API of
+// the Kubernetes API server) with the caller's Kubernetes identity: they
+// need no Docker CLI and no access to the engine.
 //
 // run creates a Run, waits for it, prints its output and exits with its exit
 // code (124 when it timed out, 125 when it could not be executed). It
@@ -24,6 +30,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -33,14 +40,17 @@ import (
 const usage = `Usage:
   kubectl afe run SANDBOX [--timeout SECONDS] [--workdir DIR] -- COMMAND [ARG...]
   kubectl afe run SANDBOX --script 'SHELL SCRIPT'
-  kubectl afe logs RUN
+  kubectl afe logs [-f] RUN
   kubectl afe shell SANDBOX [-- COMMAND [ARG...]]
+  kubectl afe exec SANDBOX [-i] [-t] -- COMMAND [ARG...]
+  kubectl afe cp LOCAL SANDBOX:/workspace/PATH
+  kubectl afe cp SANDBOX:/workspace/PATH LOCAL
   kubectl afe suspend SANDBOX   (stop its container and proxy, keep its workspace)
   kubectl afe resume SANDBOX    (start it again, also after an idle suspension)
 
-Global flags: --kubeconfig FILE, --context NAME, -n/--namespace NAME,
-  --instance NAME (the controller's --instance, default "default": shell
-  reaches only containers that controller made)
+Global flags: --kubeconfig FILE, --context NAME, -n/--namespace NAME.
+  --instance NAME is accepted and ignored: the manager serving the access
+  API reaches only the containers its own instance made.
 `
 
 // exitError carries the exit code the plugin ends with.
@@ -77,7 +87,22 @@ func run(args []string, stdout, stderr io.Writer) error {
 		_, _ = fmt.Fprint(stderr, usage)
 		return exitError{2}
 	}
-	c, ns, err := g.client()
+	cfg, ns, err := g.config()
+	if err != nil {
+		return err
+	}
+	streams := execStreams{stdin: os.Stdin, stdout: stdout, stderr: stderr, terminal: os.Stdout}
+	// exec, shell and cp need only the connection (a process each is the
+	// interactive path: it starts with no more than that).
+	switch rest[0] {
+	case "exec":
+		return execCommand(cfg, ns, rest[1:], streams)
+	case "cp":
+		return cpCommand(cfg, ns, rest[1:], stderr)
+	case "shell":
+		return shellCommand(cfg, ns, rest[1:], streams)
+	}
+	c, err := newClient(cfg)
 	if err != nil {
 		return err
 	}
@@ -85,9 +110,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	case "run":
 		return runCommand(c, ns, rest[1:], stdout, stderr)
 	case "logs":
-		return logsCommand(c, ns, rest[1:], stdout, stderr)
-	case "shell":
-		return shellCommand(c, ns, g.instance, rest[1:])
+		return logsCommand(c, cfg, ns, rest[1:], stdout, stderr)
 	case "suspend", "resume":
 		return suspendCommand(c, ns, rest[1:], rest[0] == "suspend", stdout)
 	case "help", "-h", "--help":
@@ -140,9 +163,9 @@ func parseGlobals(args []string) (globals, []string, error) {
 	return g, rest, nil
 }
 
-// client connects like kubectl: --kubeconfig, then KUBECONFIG, then
+// config connects like kubectl: --kubeconfig, then KUBECONFIG, then
 // ~/.kube/config; the namespace from -n or the context.
-func (g globals) client() (client.WithWatch, string, error) {
+func (g globals) config() (*rest.Config, string, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = g.kubeconfig
 	overrides := &clientcmd.ConfigOverrides{CurrentContext: g.context}
@@ -157,15 +180,19 @@ func (g globals) client() (client.WithWatch, string, error) {
 			return nil, "", err
 		}
 	}
+	return cfg, ns, nil
+}
+
+// newClient is a client of the Kubernetes API with the project's types.
+func newClient(cfg *rest.Config) (client.WithWatch, error) {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	if err := afev1.AddToScheme(scheme); err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
-	return c, ns, err
+	return client.NewWithWatch(cfg, client.Options{Scheme: scheme})
 }
 
 func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {

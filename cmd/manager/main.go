@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	_ "k8s.io/client-go/plugin/pkg/client/auth"
@@ -19,10 +21,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"afe.dev/sandbox/access"
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/controllers"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/hostgroups"
+	"afe.dev/sandbox/internal/runlog"
 	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/internal/status"
 	"afe.dev/sandbox/internal/subnets"
@@ -83,6 +87,19 @@ func run() int {
 	flag.DurationVar(&telemetryOpts.Retention, "telemetry-retention", 30*24*time.Hour, "How long command records are kept; 0 keeps them for ever.")
 	flag.Int64Var(&telemetryOpts.MaxBytes, "telemetry-max-bytes", 1<<30, "The most the telemetry database may hold; the oldest records go first. 0: no bound.")
 	zapOpts := zap.Options{}
+	var accessOpts access.Options
+	runLogs := &runlog.Store{}
+	flag.Int64Var(&runLogs.Max, "run-log-max", runlog.DefaultMax, "The bytes of each Run attempt's output the manager keeps (kubectl afe logs -f), then cut with a marker; status.output keeps its last 32 KiB either way. 0 keeps none.")
+	flag.StringVar(&runLogs.Dir, "run-log-dir", "", "Where the manager keeps the Run logs (never in a workspace); default a folder of the instance under the temporary folder. In a Deployment, a volume.")
+	var accessService string
+	flag.StringVar(&accessOpts.BindAddress, "access-bind-address", "0", "The address the access API (exec, files, Run logs for kubectl afe, reached through the Kubernetes API server as the aggregated API "+access.APIServiceName+") binds to; port 0 takes a free port; \"0\" disables it.")
+	flag.StringVar(&accessOpts.CertDir, "access-cert-dir", "", "A folder with the access API's serving certificate (tls.crt, tls.key) and its CA (ca.crt, put in the APIService); empty makes a CA and a certificate at start.")
+	flag.StringVar(&accessService, "access-service", "afe-system/afe-access", "The Service (namespace/name) the access API's APIService points at.")
+	var accessPort int
+	flag.IntVar(&accessPort, "access-service-port", 443, "The port of the --access-service the APIService names (with --access-external-name, the bound port instead).")
+	flag.BoolVar(&accessOpts.Register, "access-register", false, "Write the APIService "+access.APIServiceName+" at start, with the serving CA.")
+	flag.Int64Var(&accessOpts.MaxFileBytes, "access-max-file-bytes", access.DefaultMaxFileBytes, "The largest tar one kubectl afe cp may move, either way; a larger one fails before anything is written.")
+	flag.StringVar(&accessOpts.ExternalName, "access-external-name", "", "Also write the --access-service as an ExternalName Service to this host at the bound port (\"localhost\" for a local control plane without a cluster network, as make run does).")
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
@@ -155,9 +172,38 @@ func run() int {
 		log.Info("Command telemetry", "db", telemetryDB, "retention", telemetryOpts.Retention, "maxBytes", telemetryOpts.MaxBytes)
 	}
 
+	if runLogs.Max > 0 {
+		if runLogs.Dir == "" {
+			runLogs.Dir = filepath.Join(os.TempDir(), "afe-run-logs-"+opts.Instance)
+		}
+		if err := os.MkdirAll(runLogs.Dir, 0o700); err != nil {
+			log.Error(err, "Cannot make the Run log folder", "dir", runLogs.Dir)
+			return 1
+		}
+		opts.RunLogs, accessOpts.RunLogs = runLogs, runLogs
+	}
 	if err := controllers.SetupAll(ctx, mgr, engine, opts); err != nil {
 		log.Error(err, "Cannot set up the controllers")
 		return 1
+	}
+	if accessOpts.BindAddress != "0" {
+		ns, name, ok := strings.Cut(accessService, "/")
+		if !ok || ns == "" || name == "" {
+			log.Error(nil, "--access-service must be namespace/name", "value", accessService)
+			return 1
+		}
+		accessOpts.Service = types.NamespacedName{Namespace: ns, Name: name}
+		accessOpts.ServicePort = int32(accessPort)
+		accessOpts.Instance = opts.Instance
+		server, err := access.New(mgr, engine, accessOpts)
+		if err != nil {
+			log.Error(err, "Cannot set up the access API")
+			return 1
+		}
+		if err := mgr.Add(server); err != nil {
+			log.Error(err, "Cannot add the access API")
+			return 1
+		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		log.Error(err, "Cannot add the health check")

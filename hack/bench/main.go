@@ -30,7 +30,7 @@ import (
 // config sizes the run: `make bench` uses the defaults, the smoke test in
 // `make test` tiny ones.
 type config struct {
-	Assets, Manager, CRDs, Image, ProxyImage, Out string
+	Assets, Manager, Plugin, CRDs, Image, ProxyImage, Out string
 
 	Reps, EgressReps, Tickets, LossReps, RunReps, ResumeReps, Idle int
 	// EgressScale is how many Sandboxes with egress are created at once.
@@ -48,6 +48,7 @@ func main() {
 	cfg := config{}
 	flag.StringVar(&cfg.Assets, "assets", os.Getenv("KUBEBUILDER_ASSETS"), "The folder of kube-apiserver and etcd.")
 	flag.StringVar(&cfg.Manager, "manager", "bin/manager", "The manager binary.")
+	flag.StringVar(&cfg.Plugin, "plugin", "bin/kubectl-afe", "The kubectl plugin binary (the exec scenario).")
 	flag.StringVar(&cfg.CRDs, "crds", "config/crd/bases", "The CRD folder.")
 	flag.StringVar(&cfg.Image, "image", "afe/busybox:dev", "The sandbox image.")
 	flag.StringVar(&cfg.ProxyImage, "proxy-image", "afe/egress-proxy:dev", "The egress proxy image.")
@@ -66,7 +67,7 @@ func main() {
 	flag.IntVar(&cfg.Parallel, "parallel", 4, "Commands the parallel CLI baseline runs at once.")
 	flag.IntVar(&cfg.Concurrency, "max-concurrent-reconciles", 8, "The manager's --max-concurrent-reconciles (its default).")
 	flag.BoolVar(&cfg.Profile, "profile", false, "Save CPU and heap profiles of the manager in -out.")
-	scenarios := flag.String("scenarios", "", "Comma-separated scenarios to run (sandbox, egress, loss, run, resume, tickets, idle, egress-scale); empty runs all.")
+	scenarios := flag.String("scenarios", "", "Comma-separated scenarios to run (sandbox, egress, loss, run, resume, exec, tickets, idle, egress-scale); empty runs all.")
 	flag.Parse()
 	if *scenarios != "" {
 		cfg.Scenarios = strings.Split(*scenarios, ",")
@@ -105,6 +106,7 @@ type bench struct {
 	ns          string
 	egressNet   string
 	manager     *exec.Cmd
+	kubeconfig  string
 	metricsAddr string
 	pprofAddr   string
 }
@@ -179,6 +181,7 @@ func run(ctx context.Context, cfg config, log io.Writer) (rows []row, err error)
 		{"loss", b.loss},
 		{"run", b.runTrue},
 		{"resume", b.resume},
+		{"exec", b.execTrue},
 		{"tickets", b.manyTickets},
 		{"idle", b.idle},
 		{"egress-scale", b.egressScale},
@@ -229,10 +232,15 @@ func (b *bench) startManager(kubeconfig string) error {
 		"--max-concurrent-reconciles", fmt.Sprint(b.cfg.Concurrency),
 		"--resync-period", b.cfg.Resync.String(),
 		"--zap-time-encoding", "rfc3339nano",
+		// The access API, as make run serves it.
+		"--access-bind-address", "127.0.0.1:0",
+		"--access-register",
+		"--access-external-name", "localhost",
 	}
 	if b.cfg.Profile {
 		args = append(args, "--pprof-bind-address", b.pprofAddr)
 	}
+	b.kubeconfig = kubeconfig
 	b.manager = exec.Command(b.cfg.Manager, args...)
 	b.manager.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	b.manager.Stdout, b.manager.Stderr = logFile, logFile

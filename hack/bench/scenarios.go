@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -234,6 +235,62 @@ func (b *bench) runTrue(ctx context.Context) ([]row, error) {
 		baseline = append(baseline, time.Since(start))
 	}
 	return []row{timing(title, controller, baseline, "`docker exec`")}, nil
+}
+
+// execTrue: `kubectl afe exec SANDBOX -- true` (the plugin through the
+// API server and the manager's access API) against `docker exec C true`,
+// both as whole processes, alternating, in the same sandbox.
+func (b *bench) execTrue(ctx context.Context) ([]row, error) {
+	title := fmt.Sprintf("`kubectl afe exec SANDBOX -- true`, as a whole process (%d reps)", b.cfg.RunReps)
+	b.logf("%s", title)
+	sbx, _, err := b.createSandbox(ctx, "exec", nil)
+	if err != nil {
+		return nil, err
+	}
+	plugin := func() error {
+		cmd := exec.CommandContext(ctx, b.cfg.Plugin, "--kubeconfig", b.kubeconfig, "-n", b.ns, "exec", sbx.Name, "--", "true")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("kubectl afe exec: %w: %s", err, strings.TrimSpace(string(out)))
+		}
+		return nil
+	}
+	// Once unmeasured: the APIService's discovery and the first TLS
+	// sessions.
+	if err := waitFor(ctx, time.Minute, plugin); err != nil {
+		return nil, err
+	}
+	var controller, baseline sample
+	for range b.cfg.RunReps {
+		d, err := timed(plugin)
+		if err != nil {
+			return nil, err
+		}
+		controller = append(controller, d)
+		d, err = timed(func() error {
+			return dockerCLI(ctx, nil, "exec", "-u", sbx.Spec.User, "-w", sandboxspec.WorkspacePath, sbx.Status.ContainerName, "true")
+		})
+		if err != nil {
+			return nil, err
+		}
+		baseline = append(baseline, d)
+	}
+	return []row{timing(title, controller, baseline, "`docker exec C true`")}, nil
+}
+
+// waitFor retries f until it succeeds or the timeout passes.
+func waitFor(ctx context.Context, timeout time.Duration, f func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 // manyTickets: N Tickets created at once until all Ready, then set Done

@@ -12,6 +12,8 @@ import (
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"afe.dev/sandbox/internal/pki"
 )
 
 // ControlPlane is a running local control plane.
@@ -48,6 +50,9 @@ func Start(dir, assets string, crdDirs ...string) (*ControlPlane, error) {
 	}
 	env.ControlPlane.Etcd = &envtest.Etcd{DataDir: filepath.Join(dir, "etcd")}
 	env.ControlPlane.APIServer = &envtest.APIServer{CertDir: certs}
+	if err := EnableAggregation(env.ControlPlane.APIServer, filepath.Join(certs, "front-proxy")); err != nil {
+		return nil, err
+	}
 	if _, err := env.Start(); err != nil {
 		return nil, fmt.Errorf("start control plane: %w", err)
 	}
@@ -68,6 +73,23 @@ func Start(dir, assets string, crdDirs ...string) (*ControlPlane, error) {
 		return nil, err
 	}
 	return cp, nil
+}
+
+// EnableAggregation makes the API server an aggregator: it gets a
+// front-proxy CA and client certificate made fresh under dir, presents the
+// certificate to aggregated API servers (the manager's access API) with the
+// caller's identity in request headers, and publishes the CA for them in
+// kube-system/extension-apiserver-authentication.
+func EnableAggregation(api *envtest.APIServer, dir string) error {
+	flags, err := pki.FrontProxy(dir)
+	if err != nil {
+		return fmt.Errorf("front proxy certificates: %w", err)
+	}
+	args := api.Configure()
+	for k, v := range flags {
+		args.Set(k, v)
+	}
+	return nil
 }
 
 // Stop stops the API server and etcd; their state stays in Dir.

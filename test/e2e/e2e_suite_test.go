@@ -96,6 +96,12 @@ func startManager() {
 		"--metrics-bind-address", metricsAddr,
 		"--health-probe-bind-address", probeAddr,
 		"--resync-period", "30s",
+		// The access API, as make run serves it (its Service is not
+		// config/default's, which a spec dry-runs here).
+		"--access-bind-address", "127.0.0.1:0",
+		"--access-service", "afe-local/access",
+		"--access-register",
+		"--access-external-name", "localhost",
 	)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+cp.Kubeconfig)
 	var err error

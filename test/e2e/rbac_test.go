@@ -61,9 +61,26 @@ var _ = Describe("The manager with the RBAC it ships", func() {
 		}
 		Expect(canI("create", "pods")).To(Equal("no"))
 
-		By("starting the manager with that identity")
+		By("starting the manager with that identity, serving the access API as config/manager does")
+		// The Service is the deployment's (config/manager/access_service.yaml);
+		// with no cluster network here, an ExternalName to the manager's port.
+		accessAddr := freeAddr()
+		_, accessPort, _ := strings.Cut(accessAddr, ":")
+		k(`apiVersion: v1
+kind: Namespace
+metadata: {name: afe-system}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: afe-access, namespace: afe-system}
+spec:
+  type: ExternalName
+  externalName: localhost
+  ports: [{name: https, port: `+accessPort+`}]
+`, "apply", "-f", "-")
 		out := gbytes.NewBuffer()
-		defer stopManager(own.startManager(saConfig, out, "--instance", inst))
+		defer stopManager(own.startManager(saConfig, out, "--instance", inst,
+			"--access-bind-address", accessAddr, "--access-register", "--access-service", "afe-system/afe-access", "--access-service-port", accessPort))
 
 		By("a ticket with a Secret in its env, egress, a Run, then Done")
 		k(`apiVersion: v1
@@ -91,6 +108,12 @@ spec: {sandboxRef: {name: rbac}, script: 'echo "$TOKEN"'}
 		Eventually(func() string {
 			return k("", "get", "events", "-n", "default", "--field-selector", "involvedObject.name=rbac-run", "-o", "jsonpath={.items[*].reason}")
 		}).ShouldNot(BeEmpty(), "Events are recorded")
+		By("exec through the access API, its checks made with that identity (TokenReview, SubjectAccessReview, the front proxy's CA)")
+		k("", "wait", "--for=condition=Available", "apiservice/v1alpha1.access.sandbox.afe.dev", "--timeout=60s")
+		execOut, err := exec.Command(pluginBin(), "--kubeconfig", own.Kubeconfig, "-n", "default", "exec", "rbac", "--", "sh", "-c", `echo "in $TOKEN"`).CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(execOut))
+		Expect(string(execOut)).To(Equal("in s3cret\n"))
+		k("", "delete", "apiservice/v1alpha1.access.sandbox.afe.dev")
 		k("", "patch", "-n", "default", "ticket/rbac", "--type=merge", "-p", `{"spec":{"state":"Done"}}`)
 		k("", "wait", "-n", "default", "--for=jsonpath={.status.phase}=Finished", "ticket/rbac", "--timeout=90s")
 		Eventually(func() ([]string, error) { return dockertest.Objects(afev1.LabelController + "=" + inst) }).Should(BeEmpty())

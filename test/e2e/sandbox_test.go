@@ -96,10 +96,15 @@ spec:
 		mustKubectl("delete", "-n", ns, "sandbox/socket-group", "--timeout=60s")
 	})
 
-	It("serves the kubectl plugin: run, logs, shell", func() {
+	It("serves the kubectl plugin: run, logs, exec, shell, with no Docker CLI and no engine in reach", func() {
 		plugin := pluginBin()
+		// The plugin runs with a PATH holding no docker binary and a
+		// DOCKER_HOST pointing nowhere: it needs only its kubeconfig.
+		noDocker := []string{"PATH=" + GinkgoT().TempDir(), "DOCKER_HOST=unix:///nonexistent/docker.sock", "HOME=" + GinkgoT().TempDir()}
+		mustKubectl("wait", "--for=condition=Available", "apiservice/v1alpha1.access.sandbox.afe.dev", "--timeout=60s")
 		afe := func(stdin string, args ...string) (string, string, int) {
 			cmd := exec.Command(plugin, append([]string{"--kubeconfig", cp.Kubeconfig, "-n", ns}, args...)...)
+			cmd.Env = noDocker
 			cmd.Stdin = strings.NewReader(stdin)
 			var out, errb strings.Builder
 			cmd.Stdout, cmd.Stderr = &out, &errb
@@ -138,14 +143,18 @@ spec:
 		marker := fmt.Sprintf("shell-marker-%d", time.Now().UnixNano())
 		mark, err := exec.Command("docker", "exec", "afe-"+ns+".sample", "sh", "-c", "echo "+marker+" > /tmp/afe-shell-marker").CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), string(mark))
-		out, errs, code = afe("id -u; id -g; pwd; cat /tmp/afe-shell-marker\n", "--instance", instance, "shell", "sample")
+		out, errs, code = afe("id -u; id -g; pwd; cat /tmp/afe-shell-marker\n", "shell", "sample")
 		Expect(code).To(BeZero(), errs)
 		Expect(out).To(Equal("1000\n1000\n/workspace\n" + marker + "\n"))
 
-		By("refusing a shell into the container of another controller instance")
-		_, errs, code = afe("id -u\n", "shell", "sample")
-		Expect(code).NotTo(BeZero())
-		Expect(errs).To(ContainSubstring(`refused: container afe-` + ns + `.sample is not the sandbox container of sandbox sample for controller instance "default"`))
+		By("exec: stdin, stdout, stderr and the exit code, as kubectl exec")
+		out, errs, code = afe("piped\n", "exec", "sample", "-i", "--", "sh", "-c", "cat; cat /tmp/afe-shell-marker; echo to-stderr >&2; exit 5")
+		Expect(code).To(Equal(5), errs)
+		Expect(out).To(Equal("piped\n" + marker + "\n"))
+		Expect(errs).To(Equal("to-stderr\n"))
+		_, errs, code = afe("", "exec", "missing", "--", "true")
+		Expect(code).To(Equal(1))
+		Expect(errs).To(ContainSubstring(`"missing" not found`))
 
 		By("passing a workload's output on byte for byte to a pipe, escaped to a terminal")
 		hostile := "\x1b]52;c;aGk=\x07\x1b[2J\rcleared\u009b31m\n"
@@ -169,12 +178,23 @@ spec:
 		Expect(err).NotTo(HaveOccurred(), string(viaEnv))
 		Expect(string(viaEnv)).To(Equal("hello from the sandbox\n"))
 
-		By("refusing a shell when the engine is not reachable")
-		cmd = exec.Command(plugin, "--kubeconfig", cp.Kubeconfig, "-n", ns, "--instance", instance, "shell", "sample")
-		cmd.Env = append(os.Environ(), "DOCKER_HOST=unix:///nonexistent/docker.sock")
-		refused, err := cmd.CombinedOutput()
-		Expect(err).To(HaveOccurred())
-		Expect(string(refused)).To(ContainSubstring("refused"))
+		By("following a Run's whole output with logs -f, to its exit code")
+		mustKubectlStdin(`apiVersion: sandbox.afe.dev/v1alpha1
+kind: Run
+metadata:
+  name: follow
+spec:
+  sandboxRef: {name: sample}
+  script: for i in 1 2 3; do echo tick $i; sleep 1; done; exit 3
+`, "apply", "-n", ns, "-f", "-")
+		out, errs, code = afe("", "logs", "-f", "follow")
+		Expect(code).To(Equal(3), errs)
+		Expect(out).To(Equal("tick 1\ntick 2\ntick 3\n"))
+
+		By("recording the shell and the exec as Events naming the user")
+		events := mustKubectl("get", "events.events.k8s.io", "-n", ns, "--field-selector", "reason=Exec", "-o", "jsonpath={range .items[*]}{.note}{\"\\n\"}{end}")
+		Expect(events).To(ContainSubstring(`User "afe-admin" ran "/bin/sh" (tty false): exit code 0`))
+		Expect(events).To(ContainSubstring(`User "afe-admin" ran "sh" "-c" "cat; cat /tmp/afe-shell-marker; echo to-stderr >&2; exit 5" (tty false): exit code 5`))
 	})
 
 	It("serves its metrics", func() {
@@ -328,7 +348,7 @@ spec:
   user: "2000"
 `, "apply", "-n", ns, "-f", "-")).To(Equal("sandbox.sandbox.afe.dev/bare-uid created"))
 		mustKubectl("wait", "-n", ns, "--for=condition=Ready", "sandbox/bare-uid", "--timeout=90s")
-		cmd := exec.Command(pluginBin(), "--kubeconfig", cp.Kubeconfig, "-n", ns, "--instance", instance, "shell", "bare-uid")
+		cmd := exec.Command(pluginBin(), "--kubeconfig", cp.Kubeconfig, "-n", ns, "shell", "bare-uid")
 		cmd.Stdin = strings.NewReader("id -u; id -g\n")
 		out, err := cmd.Output()
 		Expect(err).NotTo(HaveOccurred())

@@ -1,8 +1,10 @@
-package main
+package access
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -18,12 +20,12 @@ import (
 	"afe.dev/sandbox/test/dockertest"
 )
 
-// The shell reaches the container whose name is derived from the Sandbox
-// and whose labels name that Sandbox (UID, namespace, name), the sandbox
-// role and the controller's instance, by its ID. Every case also forges
-// status.containerName and containerID towards a running container that
-// is right in every label: the plugin must never go there.
-func TestShellTarget(t *testing.T) {
+// Exec and files reach the container whose name is derived from the
+// Sandbox and whose labels name that Sandbox (UID, namespace, name), the
+// sandbox role and the controller's instance, by its ID. Every case also
+// forges status.containerName and containerID towards a running container
+// that is right in every label: the access API must never go there.
+func TestContainerFor(t *testing.T) {
 	engine, skip, err := dockertest.Require()
 	if err != nil {
 		t.Fatal(err)
@@ -31,10 +33,10 @@ func TestShellTarget(t *testing.T) {
 	if skip != "" {
 		t.Skip(skip)
 	}
-	const instance = "plugin-test"
-	run := fmt.Sprintf("shell-%d-%d", os.Getpid(), time.Now().UnixNano())
+	const instance = "access-target-test"
+	run := fmt.Sprintf("target-%d-%d", os.Getpid(), time.Now().UnixNano())
 	t.Cleanup(func() { dockertest.RemoveAll("afe.test=" + run) })
-	ns := "plugin-" + run
+	ns := "access-" + run
 
 	// rightLabels are the labels the controller of instance gives the
 	// sandbox container of sbx.
@@ -62,34 +64,34 @@ func TestShellTarget(t *testing.T) {
 		"another sandbox's UID": {change: func(l map[string]string) map[string]string {
 			l[afev1.LabelSandboxUID] = "another-uid"
 			return l
-		}, refused: "label afe.sandbox-uid"},
+		}, refused: "label afe.sandbox-uid differs"},
 		"no UID label": {change: func(l map[string]string) map[string]string {
 			delete(l, afev1.LabelSandboxUID)
 			return l
-		}, refused: "label afe.sandbox-uid"},
+		}, refused: "label afe.sandbox-uid differs"},
 		"the proxy's role": {change: func(l map[string]string) map[string]string {
 			l[afev1.LabelRole] = afev1.RoleProxy
 			return l
-		}, refused: "label afe.role"},
+		}, refused: "label afe.role differs"},
 		"no role": {change: func(l map[string]string) map[string]string {
 			delete(l, afev1.LabelRole)
 			return l
-		}, refused: "label afe.role"},
+		}, refused: "label afe.role differs"},
 		"another instance": {change: func(l map[string]string) map[string]string {
 			l[afev1.LabelController] = "other"
 			return l
-		}, refused: "label afe.controller"},
+		}, refused: "label afe.controller differs"},
 		"another namespace": {change: func(l map[string]string) map[string]string {
 			l[afev1.LabelNamespace] = "other"
 			return l
-		}, refused: "label afe.namespace"},
+		}, refused: "label afe.namespace differs"},
 		"another sandbox name": {change: func(l map[string]string) map[string]string {
 			l[afev1.LabelSandbox] = "other"
 			return l
-		}, refused: "label afe.sandbox"},
+		}, refused: "label afe.sandbox differs"},
 		"no container at the name; status names a right one": {
 			change:  func(map[string]string) map[string]string { return nil },
-			refused: "is not on the Docker engine",
+			refused: "has no container",
 		},
 		"stopped": {change: func(l map[string]string) map[string]string { return l }, stopped: true, refused: "not running"},
 		"a Sandbox without UID, a container with an empty UID label": {change: func(l map[string]string) map[string]string {
@@ -103,6 +105,7 @@ func TestShellTarget(t *testing.T) {
 		sbx := &afev1.Sandbox{ObjectMeta: metav1.ObjectMeta{
 			Namespace: ns, Name: fmt.Sprintf("sbx-%d", i), UID: types.UID(fmt.Sprintf("uid-%s-%d", run, i)),
 		}}
+		sbx.Spec.User = "1000:1000"
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -141,12 +144,13 @@ func TestShellTarget(t *testing.T) {
 				sbx.UID = ""
 			}
 
-			got, err := shellTarget(ctx, engine, sbx, instance)
+			got, err := containerFor(ctx, engine, sbx, instance)
 			if tc.refused != "" {
 				if err == nil {
-					t.Fatalf("reached container %s (%s); want refused", got.Name, got.ID)
+					t.Fatalf("reached container %s; want refused", got.containerID)
 				}
-				if !strings.HasPrefix(err.Error(), "refused: ") || !strings.Contains(err.Error(), tc.refused) {
+				var se *statusError
+				if !errors.As(err, &se) || se.code != http.StatusConflict || !strings.Contains(err.Error(), tc.refused) {
 					t.Fatalf("error %q does not say it refused because of %q", err, tc.refused)
 				}
 				return
@@ -154,52 +158,8 @@ func TestShellTarget(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d := cmp.Diff(made.ID, got.ID); d != "" {
+			if d := cmp.Diff(made.ID, got.containerID); d != "" {
 				t.Fatalf("reached another container than the sandbox's (decoy %s): %s", decoy.ID, d)
-			}
-		})
-	}
-}
-
-// The shell runs as the sandbox's uid:gid, numerically, never as the raw
-// user string (a bare uid would run with the group the image gives it, or
-// root's), by the container's ID.
-func TestShellArgv(t *testing.T) {
-	tests := map[string]struct {
-		user    string
-		command []string
-		tty     bool
-		want    []string
-		refused bool
-	}{
-		"uid:gid": {user: "1000:2000", want: []string{"docker", "exec", "-i", "--user", "1000:2000", "--workdir", "/workspace", "ID", "/bin/sh"}},
-		"a bare uid gets its own gid": {user: "1234", command: []string{"id", "-g"},
-			want: []string{"docker", "exec", "-i", "--user", "1234:1234", "--workdir", "/workspace", "ID", "id", "-g"}},
-		"leading zeros are read as numbers": {user: "01000:0100", tty: true,
-			want: []string{"docker", "exec", "-it", "--user", "1000:100", "--workdir", "/workspace", "ID", "/bin/sh"}},
-		"root is refused":          {user: "0", refused: true},
-		"root's group is refused":  {user: "1000:0", refused: true},
-		"a user name is refused":   {user: "nobody", refused: true},
-		"a group name is refused":  {user: "1000:users", refused: true},
-		"an empty user is refused": {user: "", refused: true},
-		"a flag is refused":        {user: "--privileged", refused: true},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			sbx := &afev1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "s"}}
-			sbx.Spec.User = tc.user
-			got, err := shellArgv(sbx, "ID", tc.command, tc.tty)
-			if tc.refused {
-				if err == nil {
-					t.Fatalf("user %q gave %q; want refused", tc.user, got)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d := cmp.Diff(tc.want, got); d != "" {
-				t.Fatal(d)
 			}
 		})
 	}

@@ -1,0 +1,236 @@
+package access
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/remotecommand"
+	"k8s.io/streaming/pkg/httpstream"
+	"k8s.io/streaming/pkg/httpstream/spdy"
+
+	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/sandboxspec"
+)
+
+// streamWait is how long the client has to open its streams after the
+// upgrade; idleTimeout closes a connection on which nothing moved for that
+// long (a shell left open).
+const (
+	streamWait  = 30 * time.Second
+	idleTimeout = 4 * time.Hour
+	// firstSizeWait is how long a terminal's command waits for its size.
+	firstSizeWait = time.Second
+)
+
+// execOptions are the query of an exec request, as client-go's
+// PodExecOptions encode them: command (repeated), stdin, stdout, stderr, tty.
+type execOptions struct {
+	command                    []string
+	stdin, stdout, stderr, tty bool
+}
+
+func parseExecOptions(r *http.Request) (execOptions, error) {
+	q := r.URL.Query()
+	flag := func(name string) bool { v, _ := strconv.ParseBool(q.Get(name)); return v }
+	o := execOptions{command: q["command"], stdin: flag("stdin"), stdout: flag("stdout"), stderr: flag("stderr"), tty: flag("tty")}
+	if o.tty {
+		// A terminal's output is all on stdout.
+		o.stderr = false
+	}
+	if len(o.command) == 0 {
+		return o, &statusError{http.StatusBadRequest, metav1.StatusReasonBadRequest, "exec needs a command"}
+	}
+	if !o.stdin && !o.stdout && !o.stderr {
+		return o, &statusError{http.StatusBadRequest, metav1.StatusReasonBadRequest, "exec needs at least one of stdin, stdout and stderr"}
+	}
+	return o, nil
+}
+
+// serveExec runs a command in the sandbox container as the sandbox's user,
+// in /workspace, with the container's env, over the SPDY streaming
+// protocol v4 (client-go's remotecommand, kubectl exec): the client opens an
+// error stream and one stream per attached stdio (plus resize with a
+// terminal); the exit code comes back on the error stream as a Status.
+func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, req *request) {
+	ctx := r.Context()
+	o, err := parseExecOptions(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	t, err := s.target(ctx, req.namespace, req.name)
+	if err != nil {
+		s.auditExec(ctx, req, t, o, -1, err)
+		writeError(w, err)
+		return
+	}
+	if _, err := httpstream.Handshake(r, w, []string{remotecommand.StreamProtocolV4Name}); err != nil {
+		// Handshake has answered.
+		return
+	}
+	if r.Header.Get(httpstream.HeaderProtocolVersion) == "" {
+		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, "exec needs the streaming protocol "+remotecommand.StreamProtocolV4Name)
+		return
+	}
+	opened := make(chan httpstream.Stream, 8)
+	conn := spdy.NewResponseUpgrader().UpgradeResponse(w, r, func(st httpstream.Stream, _ <-chan struct{}) error {
+		select {
+		case opened <- st:
+			return nil
+		default:
+			return fmt.Errorf("too many streams")
+		}
+	})
+	if conn == nil {
+		return // the upgrader has answered
+	}
+	defer func() { _ = conn.Close() }()
+	conn.SetIdleTimeout(idleTimeout)
+	streams, err := awaitStreams(ctx, opened, o)
+	if err != nil {
+		s.auditExec(ctx, req, t, o, -1, err)
+		return
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-conn.CloseChan():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	spec := docker.StreamSpec{
+		Cmd:        o.command,
+		User:       t.user,
+		WorkingDir: sandboxspec.WorkspacePath,
+		TTY:        o.tty,
+	}
+	if st := streams[corev1.StreamTypeStdin]; st != nil {
+		spec.Stdin = st
+	}
+	if st := streams[corev1.StreamTypeStdout]; st != nil {
+		spec.Stdout = st
+	}
+	if st := streams[corev1.StreamTypeStderr]; st != nil {
+		spec.Stderr = st
+	}
+	if st := streams[corev1.StreamTypeResize]; st != nil {
+		sizes := make(chan docker.TerminalSize, 4)
+		spec.Resize = sizes
+		go readSizes(ctx, st, sizes)
+		// The client sends the terminal's size first: the command starts
+		// at that size when it comes soon enough.
+		select {
+		case size, ok := <-sizes:
+			if ok {
+				spec.Size = &size
+			}
+		case <-time.After(firstSizeWait):
+		}
+	}
+	code, err := s.engine.ExecStream(ctx, t.containerID, spec)
+	for _, name := range []string{corev1.StreamTypeStdout, corev1.StreamTypeStderr} {
+		if st := streams[name]; st != nil {
+			_ = st.Close()
+		}
+	}
+	status := exitStatus(code, err)
+	if b, mErr := json.Marshal(status); mErr == nil {
+		_, _ = streams[corev1.StreamTypeError].Write(b)
+	}
+	_ = streams[corev1.StreamTypeError].Close()
+	s.auditExec(ctx, req, t, o, code, err)
+}
+
+// awaitStreams collects the streams the options call for, by their
+// streamType header, within streamWait.
+func awaitStreams(ctx context.Context, opened <-chan httpstream.Stream, o execOptions) (map[string]httpstream.Stream, error) {
+	want := map[string]bool{corev1.StreamTypeError: true, corev1.StreamTypeStdin: o.stdin, corev1.StreamTypeStdout: o.stdout,
+		corev1.StreamTypeStderr: o.stderr, corev1.StreamTypeResize: o.tty}
+	need := 0
+	for _, w := range want {
+		if w {
+			need++
+		}
+	}
+	got := map[string]httpstream.Stream{}
+	timeout := time.NewTimer(streamWait)
+	defer timeout.Stop()
+	for len(got) < need {
+		select {
+		case st := <-opened:
+			kind := st.Headers().Get(corev1.StreamType)
+			if !want[kind] || got[kind] != nil {
+				_ = st.Reset()
+				return nil, fmt.Errorf("unexpected stream %q", kind)
+			}
+			got[kind] = st
+		case <-timeout.C:
+			return nil, fmt.Errorf("the client opened %d of %d streams within %s", len(got), need, streamWait)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return got, nil
+}
+
+// readSizes passes on the terminal sizes the client sends, JSON objects
+// {"Width": w, "Height": h} one after another.
+func readSizes(ctx context.Context, st httpstream.Stream, sizes chan<- docker.TerminalSize) {
+	defer close(sizes)
+	dec := json.NewDecoder(st)
+	for {
+		var size struct{ Width, Height uint16 }
+		if err := dec.Decode(&size); err != nil {
+			return
+		}
+		select {
+		case sizes <- docker.TerminalSize{Width: size.Width, Height: size.Height}:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// exitStatus is the Status of protocol v4's error stream: Success, a
+// NonZeroExitCode with the code, or the error.
+func exitStatus(code int, err error) metav1.Status {
+	switch {
+	case err != nil:
+		return metav1.Status{Status: metav1.StatusFailure, Message: err.Error(), Reason: metav1.StatusReasonInternalError}
+	case code == 0:
+		return metav1.Status{Status: metav1.StatusSuccess}
+	default:
+		return metav1.Status{
+			Status:  metav1.StatusFailure,
+			Reason:  remotecommand.NonZeroExitCodeReason,
+			Message: fmt.Sprintf("command terminated with non-zero exit code: %d", code),
+			Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{
+				Type:    remotecommand.ExitCodeCauseType,
+				Message: strconv.Itoa(code),
+			}}},
+		}
+	}
+}
+
+// commandText is a command for a person to read: each word quoted, cut at
+// a length an Event note holds.
+func commandText(command []string) string {
+	words := make([]string, len(command))
+	for i, c := range command {
+		words[i] = strconv.Quote(c)
+	}
+	text := strings.Join(words, " ")
+	if len(text) > 300 {
+		text = text[:300] + "..."
+	}
+	return text
+}

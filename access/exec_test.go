@@ -1,0 +1,231 @@
+package access_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/remotecommand"
+	utilexec "k8s.io/client-go/util/exec"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"afe.dev/sandbox/access"
+)
+
+// execResult is what an exec gave back.
+type execResult struct {
+	stdout, stderr string
+	code           int
+	err            error
+}
+
+// execURL is the exec subresource of the sandbox, through the API server.
+func execURL(cfg *rest.Config, ns, name string, command []string, stdin, tty bool) *url.URL {
+	base, _, err := rest.DefaultServerUrlFor(cfg)
+	Expect(err).NotTo(HaveOccurred())
+	u := *base
+	u.Path = path.Join("/apis", access.Group, access.Version, "namespaces", ns, "sandboxes", name, "exec")
+	q := url.Values{"command": command, "stdout": {"true"}}
+	if stdin {
+		q.Set("stdin", "true")
+	}
+	if tty {
+		q.Set("tty", "true")
+	} else {
+		q.Set("stderr", "true")
+	}
+	u.RawQuery = q.Encode()
+	return &u
+}
+
+// execIn runs the command in the sandbox as the config's user, with
+// client-go's remotecommand executor (as kubectl afe exec does).
+func execIn(ctx context.Context, cfg *rest.Config, ns, name string, command []string, opts remotecommand.StreamOptions) execResult {
+	executor, err := remotecommand.NewSPDYExecutor(cfg, "POST", execURL(cfg, ns, name, command, opts.Stdin != nil, opts.Tty))
+	Expect(err).NotTo(HaveOccurred())
+	var stdout, stderr bytes.Buffer
+	if opts.Stdout == nil {
+		opts.Stdout = &stdout
+	}
+	if !opts.Tty {
+		opts.Stderr = &stderr
+	}
+	err = executor.StreamWithContext(ctx, opts)
+	res := execResult{stdout: stdout.String(), stderr: stderr.String(), err: err}
+	var exit utilexec.CodeExitError
+	if errors.As(err, &exit) {
+		res.code, res.err = exit.Code, nil
+	}
+	return res
+}
+
+var _ = Describe("Exec through the access API", Ordered, func() {
+	var ctx context.Context
+	var cancel context.CancelFunc
+
+	BeforeAll(func() {
+		ctx, cancel = context.WithTimeout(context.Background(), 5*time.Minute)
+		DeferCleanup(func() { cancel() })
+		readySandbox(ctx, nsA, "box")
+		readySandbox(ctx, nsB, "box")
+	})
+
+	It("runs a command with stdin, stdout, stderr and its exit code, as the sandbox's user in /workspace", func() {
+		res := execIn(ctx, alice, nsA, "box", []string{"sh", "-c", "id -u; id -g; pwd; tr a-z A-Z; echo oops >&2; exit 7"},
+			remotecommand.StreamOptions{Stdin: strings.NewReader("from stdin\n")})
+		Expect(res.err).NotTo(HaveOccurred())
+		Expect(res.stdout).To(Equal("1000\n1000\n/workspace\nFROM STDIN\n"))
+		Expect(res.stderr).To(Equal("oops\n"))
+		Expect(res.code).To(Equal(7))
+
+		res = execIn(ctx, bob, nsB, "box", []string{"true"}, remotecommand.StreamOptions{})
+		Expect(res.err).NotTo(HaveOccurred())
+		Expect(res.code).To(Equal(0))
+	})
+
+	It("refuses a user in the other's namespace (403), and an anonymous caller", func() {
+		for _, tc := range []struct {
+			cfg *rest.Config
+			ns  string
+		}{{bob, nsA}, {alice, nsB}} {
+			res := execIn(ctx, tc.cfg, tc.ns, "box", []string{"true"}, remotecommand.StreamOptions{})
+			Expect(res.err).To(HaveOccurred())
+			Expect(apierrors.IsForbidden(res.err) || strings.Contains(res.err.Error(), "forbidden")).To(BeTrue(), "%v", res.err)
+		}
+		res := execIn(ctx, anonymous(), nsA, "box", []string{"true"}, remotecommand.StreamOptions{})
+		Expect(res.err).To(HaveOccurred())
+		Expect(res.err.Error()).To(Or(ContainSubstring("forbidden"), ContainSubstring("Unauthorized")))
+	})
+
+	It("refuses a caller reaching its port directly without the front proxy's certificate, whatever headers it sends", func() {
+		u := url.URL{Scheme: "https", Host: accessServer.Addr().String(),
+			Path: path.Join("/apis", access.Group, access.Version, "namespaces", nsA, "sandboxes", "box", "exec"), RawQuery: "command=true&stdout=true"}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), nil)
+		Expect(err).NotTo(HaveOccurred())
+		req.Header.Set("X-Remote-User", "alice")
+		req.Header.Set("X-Remote-Group", "system:masters")
+		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the test reaches its own server
+		resp, err := hc.Do(req)
+		Expect(err).NotTo(HaveOccurred())
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		Expect(resp.StatusCode).To(Equal(http.StatusUnauthorized), string(body))
+	})
+
+	It("authorizes a caller reaching its port directly with its own identity: bob's client certificate gets 403 in alice's namespace", func() {
+		cert, err := tls.X509KeyPair(bob.CertData, bob.KeyData)
+		Expect(err).NotTo(HaveOccurred())
+		roots := x509.NewCertPool()
+		Expect(roots.AppendCertsFromPEM(accessServer.CABundle())).To(BeTrue())
+		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
+			Certificates: []tls.Certificate{cert}, RootCAs: roots, ServerName: "localhost", MinVersion: tls.VersionTLS12,
+		}}}
+		for ns, want := range map[string]int{nsA: http.StatusForbidden, nsB: http.StatusBadRequest} {
+			// A plain POST: authorized, it is refused for lacking the
+			// streaming upgrade (400); unauthorized, 403 comes first.
+			u := url.URL{Scheme: "https", Host: accessServer.Addr().String(),
+				Path: path.Join("/apis", access.Group, access.Version, "namespaces", ns, "sandboxes", "box", "exec"), RawQuery: "command=true&stdout=true"}
+			resp, err := hc.Post(u.String(), "", nil)
+			Expect(err).NotTo(HaveOccurred())
+			body, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			Expect(resp.StatusCode).To(Equal(want), "%s: %s", ns, body)
+		}
+	})
+
+	It("gives a terminal that follows resizes", func() {
+		sizes := &sizeQueue{sizes: make(chan remotecommand.TerminalSize, 2)}
+		sizes.sizes <- remotecommand.TerminalSize{Width: 80, Height: 24}
+		stdinR, stdinW := io.Pipe()
+		out := &syncBuffer{}
+		done := make(chan execResult, 1)
+		go func() {
+			defer GinkgoRecover()
+			done <- execIn(ctx, alice, nsA, "box", []string{"sh", "-c", "while read x; do stty size; done"},
+				remotecommand.StreamOptions{Stdin: stdinR, Stdout: out, Tty: true, TerminalSizeQueue: sizes})
+		}()
+		// Each line typed prints the terminal's size.
+		Eventually(func() string {
+			_, _ = stdinW.Write([]byte("\n"))
+			return out.String()
+		}).WithPolling(200 * time.Millisecond).Should(ContainSubstring("24 80"))
+		sizes.sizes <- remotecommand.TerminalSize{Width: 132, Height: 50}
+		Eventually(func() string {
+			_, _ = stdinW.Write([]byte("\n"))
+			return out.String()
+		}).WithPolling(200 * time.Millisecond).Should(ContainSubstring("50 132"))
+		// ^D at the start of a line ends the loop, and the shell.
+		_, _ = stdinW.Write([]byte("\x04"))
+		_ = stdinW.Close()
+		close(sizes.sizes)
+		var res execResult
+		Eventually(done).WithTimeout(30 * time.Second).Should(Receive(&res))
+		Expect(res.err).NotTo(HaveOccurred())
+	})
+
+	It("records each exec as an Event on the Sandbox naming the user, the command and the outcome", func() {
+		res := execIn(ctx, alice, nsA, "box", []string{"sh", "-c", "exit 3"}, remotecommand.StreamOptions{})
+		Expect(res.code).To(Equal(3))
+		Eventually(func(g Gomega) {
+			g.Expect(eventNotes(ctx, g, nsA, "box")).To(ContainElement(`User "alice" ran "sh" "-c" "exit 3" (tty false): exit code 3`))
+		}).Should(Succeed())
+	})
+})
+
+// eventNotes are the notes of the access API's Events on the Sandbox.
+func eventNotes(ctx context.Context, g Gomega, ns, sandbox string) []string {
+	list := &eventsv1.EventList{}
+	g.Expect(adminClient.List(ctx, list, client.InNamespace(ns))).To(Succeed())
+	var notes []string
+	for _, ev := range list.Items {
+		if ev.ReportingController == "afe.dev/access" && ev.Regarding.Name == sandbox && ev.Regarding.Kind == "Sandbox" {
+			notes = append(notes, ev.Note)
+		}
+	}
+	return notes
+}
+
+// sizeQueue hands remotecommand the sizes the test sends.
+type sizeQueue struct {
+	sizes chan remotecommand.TerminalSize
+}
+
+func (q *sizeQueue) Next() *remotecommand.TerminalSize {
+	s, ok := <-q.sizes
+	if !ok {
+		return nil
+	}
+	return &s
+}
+
+// syncBuffer is a buffer written by one goroutine and read by another.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

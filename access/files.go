@@ -1,0 +1,289 @@
+package access
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+
+	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/naming"
+	"afe.dev/sandbox/internal/sandboxspec"
+)
+
+// Files: GET sandboxes/NAME/files?path=/workspace/P answers with a tar of P
+// (a file or a tree, entries named after P's last element); POST with a tar
+// body extracts it into the folder path=/workspace/D. Both go through a
+// helper container that is never started and holds nothing but the
+// workspace (docker.FilesHelper), so no symlink the workload plants can
+// lead outside it; a path crossing a symlink is refused outright. Both are
+// spooled to the manager's temporary folder first, bounded by
+// MaxFileBytes, so a transfer too large fails before anything is written.
+// Uploaded entries become the sandbox's uid:gid, without setuid, setgid or
+// sticky bits; devices, fifos and hard links are refused.
+
+// DefaultMaxFileBytes is the default bound of one transfer's tar.
+const DefaultMaxFileBytes = 1 << 30
+
+// Audit reasons of file transfers.
+const (
+	UploadReason   = "Upload"
+	DownloadReason = "Download"
+)
+
+// workspacePath is p cleaned, when it is /workspace or under it.
+func workspacePath(p string) (string, error) {
+	if !strings.HasPrefix(p, "/") {
+		return "", badRequest("path %q is not absolute: give /workspace/...", p)
+	}
+	clean := path.Clean(p)
+	if clean != sandboxspec.WorkspacePath && !strings.HasPrefix(clean, sandboxspec.WorkspacePath+"/") {
+		return "", badRequest("path %q is outside %s", p, sandboxspec.WorkspacePath)
+	}
+	return clean, nil
+}
+
+func badRequest(format string, args ...any) error {
+	return &statusError{http.StatusBadRequest, metav1.StatusReasonBadRequest, fmt.Sprintf(format, args...)}
+}
+
+func tooLarge(limit int64) error {
+	return &statusError{http.StatusRequestEntityTooLarge, metav1.StatusReasonRequestEntityTooLarge,
+		fmt.Sprintf("the transfer is larger than the manager's bound of %d bytes (--access-max-file-bytes)", limit)}
+}
+
+// openHelper makes the files helper of the target's workspace: the mount
+// the verified sandbox container has at /workspace.
+func (s *Server) openHelper(ctx context.Context, t *target) (*docker.FilesHelper, error) {
+	var ws *docker.Mount
+	for _, m := range t.mounts {
+		if m.Destination != sandboxspec.WorkspacePath {
+			continue
+		}
+		switch m.Type {
+		case docker.MountVolume:
+			ws = &docker.Mount{Type: docker.MountVolume, Source: m.Name}
+		case docker.MountBind:
+			ws = &docker.Mount{Type: docker.MountBind, Source: m.Source}
+		}
+	}
+	if ws == nil {
+		return nil, conflict("sandbox %s has no workspace mounted", t.sbx.Name)
+	}
+	id := sandboxspec.IdentityOf(t.sbx, s.opts.Instance)
+	labels := id.Labels(RoleFiles)
+	return s.engine.OpenFilesHelper(ctx, docker.FilesHelperSpec{
+		Name:      naming.Container(id.Key) + "_files-" + rand.String(8),
+		Labels:    labels,
+		Workspace: *ws,
+	})
+}
+
+// RoleFiles is the afe.role of a files helper container.
+const RoleFiles = "files"
+
+// noSymlinks refuses p when it, or a folder on its way from /workspace,
+// is a symlink; with mustBeDir, p must be a folder.
+func noSymlinks(ctx context.Context, h *docker.FilesHelper, p string, mustBeDir bool) error {
+	rel := strings.TrimPrefix(strings.TrimPrefix(p, sandboxspec.WorkspacePath), "/")
+	cur := sandboxspec.WorkspacePath
+	parts := []string{}
+	if rel != "" {
+		parts = strings.Split(rel, "/")
+	}
+	for i := -1; i < len(parts); i++ {
+		if i >= 0 {
+			cur = cur + "/" + parts[i]
+		}
+		info, err := h.Stat(ctx, cur)
+		if errors.Is(err, docker.ErrNotFound) {
+			return &statusError{http.StatusNotFound, metav1.StatusReasonNotFound, fmt.Sprintf("%s does not exist in the workspace", cur)}
+		}
+		if err != nil {
+			return err
+		}
+		if info.Mode&os.ModeSymlink != 0 {
+			return badRequest("%s is a symlink: refused (transfers never follow the workspace's symlinks)", cur)
+		}
+		if i < len(parts)-1 && !info.Mode.IsDir() || mustBeDir && i == len(parts)-1 && !info.Mode.IsDir() {
+			return badRequest("%s is not a folder", cur)
+		}
+	}
+	return nil
+}
+
+// serveDownload answers with the tar of path.
+func (s *Server) serveDownload(w http.ResponseWriter, r *http.Request, req *request) {
+	ctx := r.Context()
+	p, err := workspacePath(r.URL.Query().Get("path"))
+	var t *target
+	var n int64
+	if err == nil {
+		t, err = s.target(ctx, req.namespace, req.name)
+	}
+	if err == nil {
+		n, err = s.download(ctx, w, t, p)
+	}
+	s.auditFiles(ctx, req, t, DownloadReason, p, n, err)
+	if err != nil {
+		writeError(w, err)
+	}
+}
+
+// download writes the tar of p to w once it is whole and within the bound;
+// nothing is written to w on failure.
+func (s *Server) download(ctx context.Context, w http.ResponseWriter, t *target, p string) (int64, error) {
+	h, err := s.openHelper(ctx, t)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = h.Close() }()
+	if err := noSymlinks(ctx, h, p, false); err != nil {
+		return 0, err
+	}
+	rc, err := h.Read(ctx, p)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = rc.Close() }()
+	spool, err := os.CreateTemp("", "afe-download-*.tar")
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = spool.Close(); _ = os.Remove(spool.Name()) }()
+	n, err := io.Copy(spool, io.LimitReader(rc, s.maxFileBytes()+1))
+	if err != nil {
+		return n, fmt.Errorf("read %s: %w", p, err)
+	}
+	if n > s.maxFileBytes() {
+		return n, tooLarge(s.maxFileBytes())
+	}
+	if _, err := spool.Seek(0, io.SeekStart); err != nil {
+		return n, err
+	}
+	w.Header().Set("Content-Type", "application/x-tar")
+	w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
+	w.WriteHeader(http.StatusOK)
+	_, err = io.Copy(w, spool)
+	return n, err
+}
+
+// serveUpload extracts the request's tar into the folder path.
+func (s *Server) serveUpload(w http.ResponseWriter, r *http.Request, req *request) {
+	ctx := r.Context()
+	p, err := workspacePath(r.URL.Query().Get("path"))
+	var t *target
+	var n int64
+	if err == nil {
+		t, err = s.target(ctx, req.namespace, req.name)
+	}
+	if err == nil {
+		n, err = s.upload(ctx, r.Body, t, p)
+	}
+	s.auditFiles(ctx, req, t, UploadReason, p, n, err)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusSuccess,
+		Message: fmt.Sprintf("%d bytes extracted into %s", n, p)})
+}
+
+// upload spools body (within the bound), checks and rewrites its entries,
+// and only then extracts them into dir.
+func (s *Server) upload(ctx context.Context, body io.Reader, t *target, dir string) (int64, error) {
+	spool, err := os.CreateTemp("", "afe-upload-*.tar")
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = spool.Close(); _ = os.Remove(spool.Name()) }()
+	n, err := rewriteTar(spool, io.LimitReader(body, s.maxFileBytes()+1), t.uid, t.gid)
+	if n > s.maxFileBytes() {
+		return n, tooLarge(s.maxFileBytes())
+	}
+	if err != nil {
+		return n, err
+	}
+	if _, err := spool.Seek(0, io.SeekStart); err != nil {
+		return n, err
+	}
+	h, err := s.openHelper(ctx, t)
+	if err != nil {
+		return n, err
+	}
+	defer func() { _ = h.Close() }()
+	if err := noSymlinks(ctx, h, dir, true); err != nil {
+		return n, err
+	}
+	return n, h.Write(ctx, dir, spool)
+}
+
+// countingReader counts what is read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// rewriteTar copies the tar from r to w with every entry owned by uid:gid,
+// without setuid, setgid and sticky bits, and refuses entries that are not
+// files, folders or symlinks, or whose names are absolute or climb out
+// with "..". It returns the bytes read from r.
+func rewriteTar(w io.Writer, r io.Reader, uid, gid int) (int64, error) {
+	in := &countingReader{r: r}
+	tr := tar.NewReader(in)
+	tw := tar.NewWriter(w)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return in.n, badRequest("the upload is not a tar: %v", err)
+		}
+		name := path.Clean(hdr.Name)
+		if path.IsAbs(hdr.Name) || name == ".." || strings.HasPrefix(name, "../") {
+			return in.n, badRequest("tar entry %q leaves the destination", hdr.Name)
+		}
+		switch hdr.Typeflag {
+		case tar.TypeReg, tar.TypeDir, tar.TypeSymlink:
+		default:
+			return in.n, badRequest("tar entry %q is of a type uploads refuse (only files, folders and symlinks)", hdr.Name)
+		}
+		out := &tar.Header{
+			Typeflag: hdr.Typeflag, Name: hdr.Name, Linkname: hdr.Linkname, Size: hdr.Size,
+			Mode: hdr.Mode &^ 0o7000, Uid: uid, Gid: gid, ModTime: hdr.ModTime, Format: tar.FormatPAX,
+		}
+		if err := tw.WriteHeader(out); err != nil {
+			return in.n, err
+		}
+		if hdr.Typeflag == tar.TypeReg {
+			if _, err := io.Copy(tw, tr); err != nil {
+				return in.n, badRequest("tar entry %q: %v", hdr.Name, err)
+			}
+		}
+	}
+	return in.n, tw.Close()
+}
+
+// maxFileBytes is the bound of a transfer.
+func (s *Server) maxFileBytes() int64 {
+	if s.opts.MaxFileBytes > 0 {
+		return s.opts.MaxFileBytes
+	}
+	return DefaultMaxFileBytes
+}

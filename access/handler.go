@@ -1,0 +1,157 @@
+package access
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	apirequest "k8s.io/apiserver/pkg/endpoints/request"
+)
+
+// errUnauthorized is a request without an identity the server accepts.
+var errUnauthorized = errors.New("Unauthorized")
+
+// A route is a subresource of the API and the method that reaches it.
+type route struct {
+	resource, subresource, method string
+}
+
+// routes are what the API serves; each is authorized as the verb the
+// Kubernetes API server derives from the method (POST is create, GET get).
+var routes = map[route]func(s *Server, w http.ResponseWriter, r *http.Request, req *request){
+	{"sandboxes", "exec", http.MethodPost}:  (*Server).serveExec,
+	{"sandboxes", "files", http.MethodGet}:  (*Server).serveDownload,
+	{"sandboxes", "files", http.MethodPost}: (*Server).serveUpload,
+	{"runs", "log", http.MethodGet}:         (*Server).serveLog,
+}
+
+// request is an authorized request: who asks, for which object.
+type request struct {
+	user            user.Info
+	namespace, name string
+}
+
+// ServeHTTP authenticates, serves discovery, and authorizes every other
+// request with a SubjectAccessReview before serving it.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	u, err := s.auth.authenticate(r)
+	if err != nil {
+		writeStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized")
+		return
+	}
+	info, err := s.info.NewRequestInfo(r)
+	if err != nil {
+		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, err.Error())
+		return
+	}
+	if !info.IsResourceRequest {
+		s.serveDiscovery(w, r)
+		return
+	}
+	serve, ok := routes[route{info.Resource, info.Subresource, r.Method}]
+	if !ok || info.APIGroup != Group || info.APIVersion != Version || info.Namespace == "" || info.Name == "" {
+		writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, "the server could not find the requested resource")
+		return
+	}
+	decision, reason, err := s.auth.authz.Authorize(r.Context(), attributes(u, info))
+	if decision != authorizer.DecisionAllow {
+		msg := fmt.Sprintf("%s.%s %q is forbidden: User %q cannot %s resource \"%s/%s\" in API group %q in the namespace %q",
+			info.Resource, Group, info.Name, u.GetName(), info.Verb, info.Resource, info.Subresource, Group, info.Namespace)
+		if reason != "" {
+			msg += ": " + reason
+		}
+		if err != nil {
+			msg += ": " + err.Error()
+		}
+		s.log.Info("Refused", "user", u.GetName(), "verb", info.Verb, "resource", info.Resource+"/"+info.Subresource,
+			"namespace", info.Namespace, "name", info.Name)
+		writeStatus(w, http.StatusForbidden, metav1.StatusReasonForbidden, msg)
+		return
+	}
+	serve(s, w, r, &request{user: u, namespace: info.Namespace, name: info.Name})
+}
+
+// attributes are what the SubjectAccessReview asks about.
+func attributes(u user.Info, info *apirequest.RequestInfo) authorizer.Attributes {
+	return authorizer.AttributesRecord{
+		User:            u,
+		Verb:            info.Verb,
+		Namespace:       info.Namespace,
+		APIGroup:        info.APIGroup,
+		APIVersion:      info.APIVersion,
+		Resource:        info.Resource,
+		Subresource:     info.Subresource,
+		Name:            info.Name,
+		ResourceRequest: true,
+		Path:            info.Path,
+	}
+}
+
+// serveDiscovery answers the discovery requests the aggregator and kubectl
+// make; any authenticated caller may read them (as with the API server's
+// system:discovery role).
+func (s *Server) serveDiscovery(w http.ResponseWriter, r *http.Request) {
+	gv := metav1.GroupVersionForDiscovery{GroupVersion: Group + "/" + Version, Version: Version}
+	group := metav1.APIGroup{
+		TypeMeta:         metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"},
+		Name:             Group,
+		Versions:         []metav1.GroupVersionForDiscovery{gv},
+		PreferredVersion: gv,
+	}
+	switch r.URL.Path {
+	case "/apis", "/apis/":
+		writeJSON(w, http.StatusOK, metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}, Groups: []metav1.APIGroup{group}})
+	case "/apis/" + Group, "/apis/" + Group + "/":
+		writeJSON(w, http.StatusOK, group)
+	case "/apis/" + Group + "/" + Version, "/apis/" + Group + "/" + Version + "/":
+		writeJSON(w, http.StatusOK, metav1.APIResourceList{
+			TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
+			GroupVersion: gv.GroupVersion,
+			APIResources: apiResources(),
+		})
+	default:
+		writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, "the server could not find the requested resource")
+	}
+}
+
+// apiResources lists the subresources, with their verbs.
+func apiResources() []metav1.APIResource {
+	verbs := map[string][]string{}
+	for rt := range routes {
+		name := rt.resource + "/" + rt.subresource
+		verb := "create"
+		if rt.method == http.MethodGet {
+			verb = "get"
+		}
+		verbs[name] = append(verbs[name], verb)
+	}
+	kinds := map[string]string{"sandboxes/exec": "SandboxExec", "sandboxes/files": "SandboxFiles", "runs/log": "RunLog"}
+	var out []metav1.APIResource
+	for _, name := range []string{"sandboxes/exec", "sandboxes/files", "runs/log"} {
+		if v, ok := verbs[name]; ok {
+			out = append(out, metav1.APIResource{Name: name, Namespaced: true, Kind: kinds[name], Verbs: v})
+		}
+	}
+	return out
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeStatus answers with a Status, as the Kubernetes API does.
+func writeStatus(w http.ResponseWriter, code int, reason metav1.StatusReason, message string) {
+	writeJSON(w, code, metav1.Status{
+		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status:   metav1.StatusFailure,
+		Message:  message,
+		Reason:   reason,
+		Code:     int32(code),
+	})
+}

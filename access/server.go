@@ -1,0 +1,213 @@
+package access
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	apirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/client-go/kubernetes"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/pki"
+	"afe.dev/sandbox/internal/runlog"
+)
+
+// The access API's group and version, and the name of its APIService.
+const (
+	Group          = "access.sandbox.afe.dev"
+	Version        = "v1alpha1"
+	APIServiceName = Version + "." + Group
+)
+
+// Engine is what the access API needs of the Docker engine.
+type Engine interface {
+	InspectContainer(ctx context.Context, name string) (*docker.Container, error)
+	ExecStream(ctx context.Context, containerID string, spec docker.StreamSpec) (int, error)
+	OpenFilesHelper(ctx context.Context, spec docker.FilesHelperSpec) (*docker.FilesHelper, error)
+}
+
+// Options configure the access API.
+type Options struct {
+	// BindAddress is host:port; port 0 takes a free one (Addr tells which).
+	BindAddress string
+	// CertDir holds tls.crt and tls.key (and ca.crt, the CA registered in
+	// the APIService); empty makes a CA and a serving certificate in memory.
+	CertDir string
+	// Service is the Service the APIService points at, and its port (0 is
+	// 443; with ExternalName, the bound port).
+	Service     types.NamespacedName
+	ServicePort int32
+	// Register writes the APIService (with the serving CA) at start.
+	Register bool
+	// ExternalName, when set, also writes the Service, as an ExternalName
+	// service resolving to that host at the bound port: for a control plane
+	// with no cluster network (make run, the tests), "localhost".
+	ExternalName string
+	// Instance is the controller's --instance: only containers it made are
+	// reached.
+	Instance string
+	// RunLogs are the Run logs the controllers keep; nil serves none.
+	RunLogs *runlog.Store
+	// MaxFileBytes bounds the tar of one file transfer (0 is
+	// DefaultMaxFileBytes).
+	MaxFileBytes int64
+}
+
+// The manager checks callers with the API server (as system:auth-delegator
+// grants), reads the front proxy's CA, and registers its APIService.
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+// +kubebuilder:rbac:groups="",resources=configmaps,resourceNames=extension-apiserver-authentication,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apiregistration.k8s.io,resources=apiservices,verbs=get;create;update;patch
+
+// Server is the access API server, a manager Runnable.
+type Server struct {
+	opts   Options
+	engine Engine
+	reader client.Reader
+	writer client.Client
+	auth   *delegated
+	info   *apirequest.RequestInfoFactory
+	log    logr.Logger
+
+	listener net.Listener
+	cert     tls.Certificate
+	caBundle []byte
+}
+
+// New prepares the server and binds its port; Start serves.
+func New(mgr ctrl.Manager, engine Engine, opts Options) (*Server, error) {
+	if opts.Instance == "" {
+		return nil, errors.New("access API: no controller instance")
+	}
+	kube, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return nil, err
+	}
+	auth, err := newDelegated(kube)
+	if err != nil {
+		return nil, err
+	}
+	// The APIService and Service are written through a client without a
+	// cache (the manager's would watch every APIService).
+	writer, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		opts:   opts,
+		engine: engine,
+		reader: mgr.GetAPIReader(),
+		writer: writer,
+		auth:   auth,
+		info:   &apirequest.RequestInfoFactory{APIPrefixes: sets.NewString("apis"), GrouplessAPIPrefixes: sets.NewString("api")},
+		log:    ctrl.Log.WithName("access"),
+	}
+	if err := s.loadCert(); err != nil {
+		return nil, err
+	}
+	if s.listener, err = net.Listen("tcp", opts.BindAddress); err != nil {
+		return nil, fmt.Errorf("access API: listen on %s: %w", opts.BindAddress, err)
+	}
+	return s, nil
+}
+
+// Addr is where the server listens.
+func (s *Server) Addr() net.Addr { return s.listener.Addr() }
+
+// CABundle is the CA the serving certificate is verified with.
+func (s *Server) CABundle() []byte { return s.caBundle }
+
+// NeedLeaderElection is false: every replica reaches the same engine.
+func (s *Server) NeedLeaderElection() bool { return false }
+
+// Start serves until ctx ends.
+func (s *Server) Start(ctx context.Context) error {
+	defer func() { _ = s.listener.Close() }()
+	if err := s.auth.run(ctx); err != nil {
+		return fmt.Errorf("access API: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 30 * time.Second,
+		TLSConfig: &tls.Config{
+			MinVersion:   tls.VersionTLS12,
+			Certificates: []tls.Certificate{s.cert},
+			// Client certificates are verified by the authenticator
+			// (against the front proxy's CA or the client CA).
+			ClientAuth: tls.RequestClientCert,
+			// SPDY upgrades need HTTP/1.1.
+			NextProtos: []string{"http/1.1"},
+		},
+		BaseContext: func(net.Listener) context.Context { return ctx },
+	}
+	if s.opts.Register {
+		if err := s.register(ctx); err != nil {
+			return fmt.Errorf("access API: register: %w", err)
+		}
+	}
+	s.log.Info("Serving the access API", "address", s.Addr().String(), "apiService", APIServiceName)
+	errs := make(chan error, 1)
+	go func() { errs <- srv.ServeTLS(s.listener, "", "") }()
+	select {
+	case <-ctx.Done():
+		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+		return nil
+	case err := <-errs:
+		return err
+	}
+}
+
+// loadCert reads the serving certificate of CertDir, or makes one signed
+// by a new CA for the Service's names and loopback.
+func (s *Server) loadCert() error {
+	if dir := s.opts.CertDir; dir != "" {
+		cert, err := tls.LoadX509KeyPair(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"))
+		if err != nil {
+			return fmt.Errorf("access API: serving certificate: %w", err)
+		}
+		s.cert = cert
+		ca, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		s.caBundle = ca
+		return nil
+	}
+	ca, err := pki.NewCA("afe-access-ca")
+	if err != nil {
+		return err
+	}
+	svc := s.opts.Service.Name + "." + s.opts.Service.Namespace + ".svc"
+	pair, err := ca.IssueServer(svc, []string{svc, svc + ".cluster.local", "localhost"}, []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback})
+	if err != nil {
+		return err
+	}
+	if s.cert, err = tls.X509KeyPair(pair.CertPEM, pair.KeyPEM); err != nil {
+		return err
+	}
+	s.caBundle = ca.CertPEM
+	return nil
+}
+
+// port is the bound port.
+func (s *Server) port() int32 {
+	_, p, _ := net.SplitHostPort(s.Addr().String())
+	n, _ := strconv.Atoi(p)
+	return int32(n)
+}

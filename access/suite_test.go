@@ -1,0 +1,204 @@
+package access_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
+
+	"afe.dev/sandbox/access"
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/controllers"
+	"afe.dev/sandbox/internal/localcp"
+	"afe.dev/sandbox/internal/runlog"
+	"afe.dev/sandbox/test/dockertest"
+)
+
+// The suite runs the controllers and the access API on envtest, as the
+// manager does, against the real engine. Its API server is an aggregator
+// (localcp.EnableAggregation), so every request of a user goes the way it
+// goes on a cluster: the API server authenticates and authorizes the user,
+// and proxies to the access API with its front-proxy certificate.
+var (
+	testEnv       *envtest.Environment
+	adminClient   client.Client
+	adminConfig   *rest.Config
+	accessServer  *access.Server
+	cancelManager context.CancelFunc
+	instance      = fmt.Sprintf("access-envtest-%d", os.Getpid())
+	// users: alice may work in nsA, bob in nsB (afe-sandbox-user).
+	alice, bob *rest.Config
+	nsA, nsB   string
+)
+
+// maxFileBytes is the suite's --access-max-file-bytes: a 50 MiB file fits.
+const maxFileBytes = 64 << 20
+
+func TestAccess(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "Access API Suite")
+}
+
+func assetsDir() string {
+	if d := os.Getenv("KUBEBUILDER_ASSETS"); d != "" {
+		return d
+	}
+	return filepath.Join("..", "bin", "envtest", "1.37.2")
+}
+
+var _ = BeforeSuite(func() {
+	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	SetDefaultEventuallyTimeout(60 * time.Second)
+	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+
+	engine, skip, err := dockertest.Require()
+	Expect(err).NotTo(HaveOccurred())
+	if skip != "" {
+		Skip(skip)
+	}
+	Expect(afev1.AddToScheme(scheme.Scheme)).To(Succeed())
+	testEnv = &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		BinaryAssetsDirectory: assetsDir(),
+	}
+	testEnv.ControlPlane.APIServer = &envtest.APIServer{}
+	Expect(localcp.EnableAggregation(testEnv.ControlPlane.APIServer, GinkgoT().TempDir())).To(Succeed())
+	adminConfig, err = testEnv.Start()
+	Expect(err).NotTo(HaveOccurred())
+	adminClient, err = client.New(adminConfig, client.Options{Scheme: scheme.Scheme})
+	Expect(err).NotTo(HaveOccurred())
+
+	mgr, err := ctrl.NewManager(adminConfig, ctrl.Options{
+		Scheme:                 scheme.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	Expect(err).NotTo(HaveOccurred())
+	var ctx context.Context
+	ctx, cancelManager = context.WithCancel(context.Background())
+	runLogs := &runlog.Store{Dir: GinkgoT().TempDir()}
+	Expect(controllers.SetupAll(ctx, mgr, engine, controllers.Options{
+		Instance:                instance,
+		RunLogs:                 runLogs,
+		ResyncPeriod:            30 * time.Second,
+		MaxConcurrentReconciles: 2,
+		ProxyImage:              "afe/egress-proxy:dev",
+	})).To(Succeed())
+	accessServer, err = access.New(mgr, engine, access.Options{
+		BindAddress:  "127.0.0.1:0",
+		Service:      types.NamespacedName{Namespace: "afe-system", Name: "afe-access"},
+		Register:     true,
+		ExternalName: "localhost",
+		Instance:     instance,
+		MaxFileBytes: maxFileBytes,
+		RunLogs:      runLogs,
+	})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(mgr.Add(accessServer)).To(Succeed())
+	go func() {
+		defer GinkgoRecover()
+		Expect(mgr.Start(ctx)).To(Succeed())
+	}()
+
+	By("waiting for the aggregator to call the access API available")
+	Eventually(func(g Gomega) {
+		as := &unstructured.Unstructured{}
+		as.SetAPIVersion("apiregistration.k8s.io/v1")
+		as.SetKind("APIService")
+		g.Expect(adminClient.Get(ctx, types.NamespacedName{Name: access.APIServiceName}, as)).To(Succeed())
+		conds, _, _ := unstructured.NestedSlice(as.Object, "status", "conditions")
+		g.Expect(conds).To(ContainElement(And(HaveKeyWithValue("type", "Available"), HaveKeyWithValue("status", "True"))))
+	}).Should(Succeed())
+
+	By("giving alice and bob afe-sandbox-user, each in a namespace of their own")
+	applyAccessRoles(ctx)
+	nsA, nsB = newNamespace(ctx, "alice"), newNamespace(ctx, "bob")
+	alice, bob = addUser("alice", nsA), addUser("bob", nsB)
+})
+
+var _ = AfterSuite(func() {
+	if cancelManager != nil {
+		cancelManager()
+	}
+	if testEnv != nil {
+		Expect(testEnv.Stop()).To(Succeed())
+	}
+	dockertest.RemoveAll(afev1.LabelController + "=" + instance)
+})
+
+// applyAccessRoles creates the ClusterRoles of config/rbac/access_roles.yaml
+// as they are shipped.
+func applyAccessRoles(ctx context.Context) {
+	data, err := os.ReadFile(filepath.Join("..", "config", "rbac", "access_roles.yaml"))
+	Expect(err).NotTo(HaveOccurred())
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		role := &rbacv1.ClusterRole{}
+		Expect(yaml.UnmarshalStrict([]byte(doc), role)).To(Succeed())
+		Expect(adminClient.Create(ctx, role)).To(Succeed())
+	}
+}
+
+func newNamespace(ctx context.Context, prefix string) string {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
+	Expect(adminClient.Create(ctx, ns)).To(Succeed())
+	return ns.Name
+}
+
+// addUser is a user of the API server (a client certificate) bound to
+// afe-sandbox-user in ns.
+func addUser(name, ns string) *rest.Config {
+	return addUserWithRole(name, ns, "afe-sandbox-user")
+}
+
+// addUserWithRole is a user bound to the ClusterRole in ns.
+func addUserWithRole(name, ns, role string) *rest.Config {
+	u, err := testEnv.AddUser(envtest.User{Name: name}, nil)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(adminClient.Create(context.Background(), &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-" + role},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: name}},
+	})).To(Succeed())
+	return u.Config()
+}
+
+// readySandbox creates a Sandbox in ns and waits until it is Ready.
+func readySandbox(ctx context.Context, ns, name string) *afev1.Sandbox {
+	sbx := &afev1.Sandbox{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       afev1.SandboxSpec{SandboxTemplateSpec: afev1.SandboxTemplateSpec{Image: dockertest.TestImage, User: "1000:1000"}},
+	}
+	Expect(adminClient.Create(ctx, sbx)).To(Succeed())
+	Eventually(func(g Gomega) {
+		g.Expect(adminClient.Get(ctx, client.ObjectKeyFromObject(sbx), sbx)).To(Succeed())
+		g.Expect(meta.IsStatusConditionTrue(sbx.Status.Conditions, afev1.SandboxReadyCondition)).To(BeTrue())
+	}).Should(Succeed())
+	return sbx
+}
+
+// anonymous reaches the API server with no credentials.
+func anonymous() *rest.Config {
+	return &rest.Config{Host: adminConfig.Host, TLSClientConfig: rest.TLSClientConfig{CAData: adminConfig.CAData}}
+}

@@ -1,0 +1,105 @@
+package access
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/naming"
+	"afe.dev/sandbox/internal/sandboxspec"
+)
+
+// target is the container a request acts on, and as whom.
+type target struct {
+	sbx *afev1.Sandbox
+	// containerID names the container inspected and verified, so a
+	// container put in its place afterwards is not the one reached.
+	containerID string
+	// user is the sandbox's uid:gid, numeric.
+	user     string
+	uid, gid int
+	// mounts are the container's, as the engine reports them.
+	mounts []docker.MountPoint
+}
+
+// statusError is an error with the HTTP status and reason it is answered
+// with.
+type statusError struct {
+	code   int
+	reason metav1.StatusReason
+	msg    string
+}
+
+func (e *statusError) Error() string { return e.msg }
+
+func conflict(format string, args ...any) error {
+	return &statusError{http.StatusConflict, metav1.StatusReasonConflict, fmt.Sprintf(format, args...)}
+}
+
+// writeError answers with err's status, or 500.
+func writeError(w http.ResponseWriter, err error) {
+	var se *statusError
+	if errors.As(err, &se) {
+		writeStatus(w, se.code, se.reason, se.msg)
+		return
+	}
+	writeStatus(w, http.StatusInternalServerError, metav1.StatusReasonInternalError, err.Error())
+}
+
+// target finds the sandbox container of the Sandbox of that namespace and
+// name, read from the API server (not a cache: a Sandbox deleted and made
+// again has another UID).
+func (s *Server) target(ctx context.Context, namespace, name string) (*target, error) {
+	sbx := &afev1.Sandbox{}
+	if err := s.reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, sbx); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, &statusError{http.StatusNotFound, metav1.StatusReasonNotFound, fmt.Sprintf("sandboxes.sandbox.afe.dev %q not found", name)}
+		}
+		return nil, err
+	}
+	if sbx.DeletionTimestamp != nil {
+		return nil, conflict("sandbox %s is being deleted", name)
+	}
+	return containerFor(ctx, s.engine, sbx, s.opts.Instance)
+}
+
+// containerFor is the sandbox container of sbx: its name is derived from
+// the Sandbox's namespace and name (internal/naming), never read from
+// status, and the container found there must carry the Sandbox's UID,
+// namespace and name, the sandbox role and this controller's instance, and
+// be running.
+func containerFor(ctx context.Context, engine Engine, sbx *afev1.Sandbox, instance string) (*target, error) {
+	if sbx.UID == "" {
+		return nil, conflict("sandbox %s has no UID", sbx.Name)
+	}
+	uid, gid, err := sandboxspec.ParseUser(sbx.Spec.User)
+	if err != nil {
+		return nil, conflict("sandbox %s: %v", sbx.Name, err)
+	}
+	id := sandboxspec.IdentityOf(sbx, instance)
+	name := naming.Container(id.Key)
+	ct, err := engine.InspectContainer(ctx, name)
+	if errors.Is(err, docker.ErrNotFound) {
+		return nil, conflict("sandbox %s has no container: wait until it is Ready", sbx.Name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	want := id.Labels(afev1.RoleSandbox)
+	for _, k := range []string{afev1.LabelSandboxUID, afev1.LabelNamespace, afev1.LabelSandbox, afev1.LabelRole, afev1.LabelController} {
+		if got, ok := ct.Labels[k]; !ok || got != want[k] {
+			return nil, conflict("container %s is not the sandbox container of sandbox %s (label %s differs): wait until it is Ready", name, sbx.Name, k)
+		}
+	}
+	if !ct.Running {
+		return nil, conflict("the container of sandbox %s is not running: wait until it is Ready", sbx.Name)
+	}
+	return &target{sbx: sbx, containerID: ct.ID, user: fmt.Sprintf("%d:%d", uid, gid), uid: uid, gid: gid, mounts: ct.Mounts}, nil
+}

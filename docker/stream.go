@@ -1,0 +1,151 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/pkg/stdcopy"
+)
+
+// TerminalSize is the size of a terminal, in characters.
+type TerminalSize struct {
+	Width, Height uint16
+}
+
+// StreamSpec is an interactive command: its input comes from Stdin, its
+// output goes to Stdout and Stderr as it is written, and with TTY it runs on
+// a terminal (whose output is all on Stdout) that Resize resizes.
+type StreamSpec struct {
+	Cmd        []string
+	User       string
+	WorkingDir string
+	Env        []string
+	TTY        bool
+	// Stdin is copied to the command until it ends, which closes the
+	// command's input; nil gives the command no input.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// Size is the terminal's size at start (TTY only), when known.
+	Size *TerminalSize
+	// Resize receives the terminal's sizes (TTY only); nil when it never
+	// changes.
+	Resize <-chan TerminalSize
+}
+
+// ExecStream runs an interactive command in the running container and
+// returns its exit code once its output ends. Ending ctx closes the streams
+// and returns ctx's error; as with Exec, the engine cannot kill the command
+// (a terminal's command gets a hangup when its terminal closes).
+func (c *Client) ExecStream(ctx context.Context, containerID string, spec StreamSpec) (int, error) {
+	opts := container.ExecOptions{
+		Cmd:          spec.Cmd,
+		User:         spec.User,
+		WorkingDir:   spec.WorkingDir,
+		Env:          spec.Env,
+		Tty:          spec.TTY,
+		AttachStdin:  spec.Stdin != nil,
+		AttachStdout: true,
+		AttachStderr: true,
+	}
+	if spec.TTY && spec.Size != nil {
+		// Engines from API 1.42 start the terminal at that size; older
+		// ones get the resize below, just after the command started.
+		opts.ConsoleSize = &[2]uint{uint(spec.Size.Height), uint(spec.Size.Width)}
+	}
+	c.count("container_exec_create")
+	created, err := c.api.ContainerExecCreate(ctx, containerID, opts)
+	if err != nil {
+		return -1, wrap(err, "exec in "+containerID)
+	}
+	c.own.Store(created.ID, struct{}{})
+	c.count("container_exec_attach")
+	attach, err := c.api.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{Tty: spec.TTY})
+	if err != nil {
+		return -1, wrap(err, "attach to exec in "+containerID)
+	}
+	defer attach.Close()
+	if spec.Stdin != nil {
+		go func() {
+			_, _ = io.Copy(attach.Conn, spec.Stdin)
+			_ = attach.CloseWrite()
+		}()
+	}
+	resize := func(size TerminalSize) {
+		c.count("container_exec_resize")
+		_ = c.api.ContainerExecResize(ctx, created.ID, container.ResizeOptions{Width: uint(size.Width), Height: uint(size.Height)})
+	}
+	if spec.TTY && spec.Size != nil {
+		resize(*spec.Size)
+	}
+	if spec.TTY && spec.Resize != nil {
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case size, ok := <-spec.Resize:
+					if !ok {
+						return
+					}
+					resize(size)
+				}
+			}
+		}()
+	}
+	stdout, stderr := orDiscard(spec.Stdout), orDiscard(spec.Stderr)
+	copied := make(chan error, 1)
+	go func() {
+		var err error
+		if spec.TTY {
+			_, err = io.Copy(stdout, attach.Reader)
+		} else {
+			_, err = stdcopy.StdCopy(stdout, stderr, attach.Reader)
+		}
+		copied <- err
+	}()
+	select {
+	case <-ctx.Done():
+		attach.Close()
+		if err := <-copied; err != nil && !errors.Is(err, io.EOF) {
+			// A read cut short by the close: expected here.
+			return -1, errors.Join(ctx.Err(), err)
+		}
+		return -1, ctx.Err()
+	case err := <-copied:
+		if err != nil && !errors.Is(err, io.EOF) {
+			return -1, fmt.Errorf("read exec output: %w", err)
+		}
+	}
+	return c.execExitCode(ctx, created.ID, containerID)
+}
+
+// execExitCode waits for the engine to record the exit code of an exec
+// whose output has ended (it does a little later).
+func (c *Client) execExitCode(ctx context.Context, execID, containerName string) (int, error) {
+	for i := 0; ; i++ {
+		c.count("container_exec_inspect")
+		info, err := c.api.ContainerExecInspect(ctx, execID)
+		if err != nil {
+			return -1, wrap(err, "inspect exec in "+containerName)
+		}
+		if !info.Running {
+			return info.ExitCode, nil
+		}
+		select {
+		case <-ctx.Done():
+			return -1, ctx.Err()
+		case <-time.After(time.Duration(min(i+1, 20)) * 5 * time.Millisecond):
+		}
+	}
+}
+
+func orDiscard(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
+}

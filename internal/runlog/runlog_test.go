@@ -1,0 +1,100 @@
+package runlog
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+func TestWriterBound(t *testing.T) {
+	tests := map[string]struct {
+		max    int64
+		writes []string
+		want   string
+	}{
+		"under the bound":     {max: 10, writes: []string{"abc", "def"}, want: "abcdef"},
+		"exactly the bound":   {max: 6, writes: []string{"abc", "def"}, want: "abcdef"},
+		"cut within a write":  {max: 4, writes: []string{"abc", "def"}, want: "abcd" + Marker(4)},
+		"nothing after a cut": {max: 3, writes: []string{"abc", "d", "efgh"}, want: "abc" + Marker(3)},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			s := &Store{Dir: t.TempDir(), Max: tc.max}
+			w, err := s.Create("uid-1", 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range tc.writes {
+				if n, err := w.Write([]byte(p)); err != nil || n != len(p) {
+					t.Fatalf("Write(%q) = %d, %v: the command's output must never fail", p, n, err)
+				}
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			var got bytes.Buffer
+			if err := s.Copy(context.Background(), &got, nil, "uid-1", 1, true); err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tc.want, got.String()); d != "" {
+				t.Fatal(d)
+			}
+		})
+	}
+}
+
+func TestLatestAndFollow(t *testing.T) {
+	s := &Store{Dir: t.TempDir()}
+	if _, err := s.Latest("uid-2"); !errors.Is(err, ErrNoLog) {
+		t.Fatalf("Latest of a Run without log: %v, want ErrNoLog", err)
+	}
+	for _, a := range []int32{1, 2} {
+		w, err := s.Create("uid-2", a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a == 1 {
+			_ = w.Close()
+			continue
+		}
+		// Attempt 2 is still being written while it is followed.
+		_, _ = w.Write([]byte("first\n"))
+		go func() {
+			time.Sleep(300 * time.Millisecond)
+			_, _ = w.Write([]byte("second\n"))
+			_ = w.Close()
+		}()
+	}
+	latest, err := s.Latest("uid-2")
+	if err != nil || latest != 2 {
+		t.Fatalf("Latest = %d, %v; want 2", latest, err)
+	}
+	var got bytes.Buffer
+	if err := s.Copy(context.Background(), &got, nil, "uid-2", 2, true); err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != "first\nsecond\n" {
+		t.Fatalf("followed %q", got.String())
+	}
+	for _, bad := range []string{"", "../x", "a/b", "."} {
+		if _, err := s.Create(typesUID(bad), 1); err == nil {
+			t.Fatalf("Create accepted the UID %q", bad)
+		}
+	}
+	entries, _ := os.ReadDir(s.Dir)
+	for _, e := range entries {
+		if strings.Contains(e.Name(), "..") {
+			t.Fatalf("a folder left the store: %s", filepath.Join(s.Dir, e.Name()))
+		}
+	}
+}
+
+func typesUID(s string) types.UID { return types.UID(s) }
