@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/sandboxspec"
+	"afe.dev/sandbox/internal/telemetry"
 )
 
 // streamWait is how long the client has to open its streams after the
@@ -136,7 +138,19 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, req *request)
 		case <-time.After(firstSizeWait):
 		}
 	}
+	// The output is measured on its way out, for the telemetry.
+	measure := telemetry.NewOutput()
+	if spec.Stdout != nil {
+		spec.Stdout = io.MultiWriter(spec.Stdout, measure)
+	}
+	if spec.Stderr != nil {
+		spec.Stderr = io.MultiWriter(spec.Stderr, measure)
+	}
+	started := time.Now()
 	code, err := s.engine.ExecStream(ctx, t.containerID, spec)
+	if err == nil {
+		s.recordExec(req, t, o.command, started, code, measure)
+	}
 	for _, name := range []string{corev1.StreamTypeStdout, corev1.StreamTypeStderr} {
 		if st := streams[name]; st != nil {
 			_ = st.Close()

@@ -23,10 +23,12 @@ type route struct {
 // routes are what the API serves; each is authorized as the verb the
 // Kubernetes API server derives from the method (POST is create, GET get).
 var routes = map[route]func(s *Server, w http.ResponseWriter, r *http.Request, req *request){
-	{"sandboxes", "exec", http.MethodPost}:  (*Server).serveExec,
-	{"sandboxes", "files", http.MethodGet}:  (*Server).serveDownload,
-	{"sandboxes", "files", http.MethodPost}: (*Server).serveUpload,
-	{"runs", "log", http.MethodGet}:         (*Server).serveLog,
+	{"sandboxes", "exec", http.MethodPost}:     (*Server).serveExec,
+	{"sandboxes", "files", http.MethodGet}:     (*Server).serveDownload,
+	{"sandboxes", "files", http.MethodPost}:    (*Server).serveUpload,
+	{"runs", "log", http.MethodGet}:            (*Server).serveLog,
+	{"sandboxes", "telemetry", http.MethodGet}: (*Server).serveSandboxTelemetry,
+	{"tickets", "telemetry", http.MethodGet}:   (*Server).serveTicketTelemetry,
 }
 
 // request is an authorized request: who asks, for which object.
@@ -129,9 +131,10 @@ func apiResources() []metav1.APIResource {
 		}
 		verbs[name] = append(verbs[name], verb)
 	}
-	kinds := map[string]string{"sandboxes/exec": "SandboxExec", "sandboxes/files": "SandboxFiles", "runs/log": "RunLog"}
+	kinds := map[string]string{"sandboxes/exec": "SandboxExec", "sandboxes/files": "SandboxFiles", "runs/log": "RunLog",
+		"sandboxes/telemetry": TelemetryKind, "tickets/telemetry": TelemetryKind}
 	var out []metav1.APIResource
-	for _, name := range []string{"sandboxes/exec", "sandboxes/files", "runs/log"} {
+	for _, name := range []string{"sandboxes/exec", "sandboxes/files", "runs/log", "sandboxes/telemetry", "tickets/telemetry"} {
 		if v, ok := verbs[name]; ok {
 			out = append(out, metav1.APIResource{Name: name, Namespaced: true, Kind: kinds[name], Verbs: v})
 		}

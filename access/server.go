@@ -23,6 +23,7 @@ import (
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/pki"
 	"afe.dev/sandbox/internal/runlog"
+	"afe.dev/sandbox/internal/telemetry"
 )
 
 // The access API's group and version, and the name of its APIService.
@@ -61,6 +62,9 @@ type Options struct {
 	Instance string
 	// RunLogs are the Run logs the controllers keep; nil serves none.
 	RunLogs *runlog.Store
+	// Telemetry is the command telemetry: execs through the API are
+	// recorded in it, and it is served; nil records and serves none.
+	Telemetry *telemetry.Store
 	// MaxFileBytes bounds the tar of one file transfer (0 is
 	// DefaultMaxFileBytes).
 	MaxFileBytes int64

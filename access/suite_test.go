@@ -32,6 +32,7 @@ import (
 	"afe.dev/sandbox/controllers"
 	"afe.dev/sandbox/internal/localcp"
 	"afe.dev/sandbox/internal/runlog"
+	"afe.dev/sandbox/internal/telemetry"
 	"afe.dev/sandbox/test/dockertest"
 )
 
@@ -46,7 +47,9 @@ var (
 	adminConfig   *rest.Config
 	accessServer  *access.Server
 	cancelManager context.CancelFunc
-	instance      = fmt.Sprintf("access-envtest-%d", os.Getpid())
+	// store is the manager's command telemetry.
+	store    *telemetry.Store
+	instance = fmt.Sprintf("access-envtest-%d", os.Getpid())
 	// users: alice may work in nsA, bob in nsB (afe-sandbox-user).
 	alice, bob *rest.Config
 	nsA, nsB   string
@@ -99,9 +102,12 @@ var _ = BeforeSuite(func() {
 	var ctx context.Context
 	ctx, cancelManager = context.WithCancel(context.Background())
 	runLogs := &runlog.Store{Dir: GinkgoT().TempDir()}
+	store, err = telemetry.Open(filepath.Join(GinkgoT().TempDir(), "telemetry.db"), telemetry.Options{})
+	Expect(err).NotTo(HaveOccurred())
 	Expect(controllers.SetupAll(ctx, mgr, engine, controllers.Options{
 		Instance:                instance,
 		RunLogs:                 runLogs,
+		Telemetry:               store,
 		ResyncPeriod:            30 * time.Second,
 		MaxConcurrentReconciles: 2,
 		ProxyImage:              "afe/egress-proxy:dev",
@@ -114,6 +120,7 @@ var _ = BeforeSuite(func() {
 		Instance:     instance,
 		MaxFileBytes: maxFileBytes,
 		RunLogs:      runLogs,
+		Telemetry:    store,
 	})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(mgr.Add(accessServer)).To(Succeed())

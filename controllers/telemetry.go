@@ -15,7 +15,7 @@ import (
 // when the manager keeps one, and counts it. Its identity is the caller's:
 // derived by the controller, never read from the workload.
 func recordCommand(store *telemetry.Store, rec telemetry.Record, phase afev1.SandboxPhase) {
-	metrics.Commands.WithLabelValues(rec.Source, string(phase), exitClass(rec.ExitCode)).Inc()
+	metrics.Commands.WithLabelValues(rec.Source, string(phase), telemetry.ExitClass(rec.ExitCode)).Inc()
 	if store == nil {
 		return
 	}
@@ -24,18 +24,6 @@ func recordCommand(store *telemetry.Store, rec telemetry.Record, phase afev1.San
 	if store.Dropped() > before {
 		metrics.TelemetryDropped.Inc()
 	}
-}
-
-// exitClass words an exit code for the metrics: ok, error (1-127), signal
-// (128 and up: killed).
-func exitClass(code int) string {
-	switch {
-	case code == 0:
-		return "ok"
-	case code > 0 && code < 128:
-		return "error"
-	}
-	return "signal"
 }
 
 // TelemetryPruner applies the telemetry's retention every Period.

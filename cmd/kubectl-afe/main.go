@@ -6,6 +6,7 @@
 //	kubectl afe shell SANDBOX [-- CMD [ARG...]]
 //	kubectl afe exec SANDBOX [-i] [-t] -- CMD [ARG...]
 //	kubectl afe cp LOCAL SANDBOX:/workspace/PATH  (and back)
+//	kubectl afe telemetry SANDBOX | --ticket TICKET [-o json]
 //	kubectl afe suspend SANDBOX
 //	kubectl afe resume SANDBOX
 //
@@ -45,6 +46,7 @@ const usage = `Usage:
   kubectl afe exec SANDBOX [-i] [-t] -- COMMAND [ARG...]
   kubectl afe cp LOCAL SANDBOX:/workspace/PATH
   kubectl afe cp SANDBOX:/workspace/PATH LOCAL
+  kubectl afe telemetry SANDBOX | --ticket TICKET [-o table|json] [--limit N]
   kubectl afe suspend SANDBOX   (stop its container and proxy, keep its workspace)
   kubectl afe resume SANDBOX    (start it again, also after an idle suspension)
 
@@ -101,6 +103,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return cpCommand(cfg, ns, rest[1:], stderr)
 	case "shell":
 		return shellCommand(cfg, ns, rest[1:], streams)
+	case "telemetry":
+		return telemetryCommand(cfg, ns, rest[1:], stdout, stderr)
 	}
 	c, err := newClient(cfg)
 	if err != nil {

@@ -162,7 +162,7 @@ func run() int {
 			log.Error(err, "Cannot open the telemetry database")
 			return 1
 		}
-		opts.Telemetry = store
+		opts.Telemetry, accessOpts.Telemetry = store, store
 		// It closes the store (committing what is queued) when the
 		// manager stops.
 		if err := mgr.Add(&controllers.TelemetryPruner{Store: store, Period: time.Minute}); err != nil {

@@ -58,6 +58,18 @@ const (
 	SourceEngine  = "Engine"
 )
 
+// ExitClass words an exit code for the metrics: ok, error (1-127), signal
+// (128 and up, or none: killed or lost).
+func ExitClass(code int) string {
+	switch {
+	case code == 0:
+		return "ok"
+	case code > 0 && code < 128:
+		return "error"
+	}
+	return "signal"
+}
+
 // Options bound the store.
 type Options struct {
 	// Retention is how long records are kept (0: for ever).

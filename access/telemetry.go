@@ -1,0 +1,78 @@
+package access
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"afe.dev/sandbox/internal/metrics"
+	"afe.dev/sandbox/internal/sandboxspec"
+	"afe.dev/sandbox/internal/telemetry"
+)
+
+// TelemetryKind is the kind of the answer to sandboxes/NAME/telemetry and
+// tickets/NAME/telemetry.
+const TelemetryKind = "CommandRecordList"
+
+// RecordList is the answer: the records, in order.
+type RecordList struct {
+	metav1.TypeMeta `json:",inline"`
+	Items           []telemetry.Record `json:"items"`
+}
+
+// serveSandboxTelemetry answers GET sandboxes/NAME/telemetry[?limit=N]
+// with the newest records (1000 by default) of the sandbox of that name in
+// the namespace, every UID it had, in order.
+func (s *Server) serveSandboxTelemetry(w http.ResponseWriter, r *http.Request, req *request) {
+	s.serveTelemetry(w, r, telemetry.Filter{Namespace: req.namespace, Sandbox: req.name})
+}
+
+// serveTicketTelemetry answers GET tickets/NAME/telemetry: the records of
+// every sandbox of the ticket.
+func (s *Server) serveTicketTelemetry(w http.ResponseWriter, r *http.Request, req *request) {
+	s.serveTelemetry(w, r, telemetry.Filter{Namespace: req.namespace, Ticket: req.name})
+}
+
+func (s *Server) serveTelemetry(w http.ResponseWriter, r *http.Request, f telemetry.Filter) {
+	if s.opts.Telemetry == nil {
+		writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, "this manager keeps no command telemetry (--telemetry-db)")
+		return
+	}
+	if l := r.URL.Query().Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > 100000 {
+			writeError(w, badRequest("limit %q is not a number from 1 to 100000", l))
+			return
+		}
+		f.Limit = n
+	}
+	recs, err := s.opts.Telemetry.List(r.Context(), f)
+	if err != nil {
+		writeError(w, fmt.Errorf("read the telemetry: %w", err))
+		return
+	}
+	if recs == nil {
+		recs = []telemetry.Record{}
+	}
+	writeJSON(w, http.StatusOK, RecordList{TypeMeta: metav1.TypeMeta{Kind: TelemetryKind, APIVersion: Group + "/" + Version}, Items: recs})
+}
+
+// recordExec puts an exec through the API into the telemetry: the sandbox
+// as the target was derived and verified, the caller as the API server
+// authenticated them.
+func (s *Server) recordExec(req *request, t *target, cmd []string, started time.Time, code int, out *telemetry.Output) {
+	metrics.Commands.WithLabelValues(telemetry.SourceAPI, string(t.sbx.Status.Phase), telemetry.ExitClass(code)).Inc()
+	if s.opts.Telemetry == nil {
+		return
+	}
+	n, sum := out.Sum()
+	s.opts.Telemetry.Add(telemetry.Record{
+		Namespace: t.sbx.Namespace, Sandbox: t.sbx.Name, SandboxUID: string(t.sbx.UID),
+		Ticket: sandboxspec.IdentityOf(t.sbx, s.opts.Instance).Ticket, Started: started, Ended: time.Now(),
+		Command: cmd, User: t.user, ExitCode: code, OutputBytes: n, OutputSHA256: sum,
+		Source: telemetry.SourceAPI, StartedBy: "user " + req.user.GetName(),
+	})
+}
