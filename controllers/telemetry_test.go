@@ -121,6 +121,64 @@ var _ = Describe("Command telemetry", func() {
 		}
 		Expect(testTelemetry.Dropped()).To(BeZero())
 	})
+	It("records 200 commands of 4 sandboxes, Runs and raw execs at once, each sandbox's sequence without gaps", func() {
+		const sandboxes, each = 4, 25 // Runs, and as many execs on the engine, per sandbox
+		var sbxs []*afev1.Sandbox
+		for i := 0; i < sandboxes; i++ {
+			sbx := newSandbox(ns, fmt.Sprintf("many-%d", i))
+			Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
+			DeferCleanup(func() { deleteAndWaitGone(ctx, sbx) })
+			sbxs = append(sbxs, sbx)
+		}
+		for i := range sbxs {
+			sbxs[i] = waitReady(ctx, sbxs[i])
+		}
+		var wg sync.WaitGroup
+		for i, sbx := range sbxs {
+			wg.Add(2)
+			go func() {
+				defer GinkgoRecover()
+				defer wg.Done()
+				var runs []*afev1.Run
+				for j := 0; j < each; j++ {
+					run := newRun(ns, fmt.Sprintf("m%d-%d", i, j), sbx.Name)
+					run.Spec.Command = []string{"true"}
+					Expect(k8sClient.Create(ctx, run)).To(Succeed())
+					runs = append(runs, run)
+				}
+				for _, run := range runs {
+					waitRunPhase(ctx, run, afev1.RunCompleted)
+				}
+			}()
+			go func() {
+				defer GinkgoRecover()
+				defer wg.Done()
+				for j := 0; j < each; j++ {
+					out, err := exec.Command("docker", "exec", sbx.Status.ContainerName, "true").CombinedOutput()
+					Expect(err).NotTo(HaveOccurred(), string(out))
+				}
+			}()
+		}
+		wg.Wait()
+		total := 0
+		for _, sbx := range sbxs {
+			var recs []telemetry.Record
+			Eventually(func() []telemetry.Record {
+				recs = telemetryOf(ctx, ns, sbx.Name)
+				return recs
+			}, "30s").Should(HaveLen(2 * each))
+			sources := map[string]int{}
+			for k, r := range recs {
+				Expect(r.Seq).To(BeEquivalentTo(k+1), "the sequence of %s has no gap", sbx.Name)
+				Expect(r.SandboxUID).To(Equal(string(sbx.UID)))
+				sources[r.Source]++
+			}
+			Expect(sources).To(Equal(map[string]int{telemetry.SourceRun: each, telemetry.SourceEngine: each}))
+			total += len(recs)
+		}
+		Expect(total).To(Equal(200))
+		Expect(testTelemetry.Dropped()).To(BeZero())
+	})
 })
 
 func runUID(ctx context.Context, ns, name string) string {
