@@ -121,6 +121,7 @@ var _ = Describe("Command telemetry", func() {
 		}
 		Expect(testTelemetry.Dropped()).To(BeZero())
 	})
+
 	It("records 200 commands of 4 sandboxes, Runs and raw execs at once, each sandbox's sequence without gaps", func() {
 		const sandboxes, each = 4, 25 // Runs, and as many execs on the engine, per sandbox
 		var sbxs []*afev1.Sandbox
