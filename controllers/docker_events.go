@@ -115,11 +115,11 @@ func (d *DockerEventSource) resyncAll(ctx context.Context) {
 // proxy's commands are not the sandbox's), and has the end looked at by the
 // Sandbox's idle timer when it has one.
 func (d *DockerEventSource) sawExec(ev docker.Event) {
+	if d.execs != nil {
+		d.execs.saw(ev) // every role's: the controller's own execs are forgotten at their end
+	}
 	if !isSandboxExec(ev) {
 		return
-	}
-	if d.execs != nil {
-		d.execs.saw(ev)
 	}
 	d.Activity.saw(ev.Labels[afev1.LabelSandboxUID], ev.Time)
 	if ev.Action != docker.ActionExecDie {

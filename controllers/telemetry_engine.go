@@ -43,11 +43,22 @@ func newEngineExecs(engine docker.Engine, store *telemetry.Store, instance strin
 		started: map[string]time.Time{}, jobs: make(chan docker.Event, 1024)}
 }
 
-// saw takes an exec event of a sandbox container from the event pump; it
-// never blocks it.
+// saw takes an exec event from the event pump; it never blocks it. The
+// controller's own execs, in containers of every role, are forgotten at
+// their end; only those of sandbox containers are recorded.
 func (e *engineExecs) saw(ev docker.Event) {
 	id := ev.Labels["execID"]
 	if id == "" {
+		return
+	}
+	if ev.Action == docker.ActionExecDie && e.engine.OwnExec(id) {
+		e.engine.ForgetExec(id)
+		e.mu.Lock()
+		delete(e.started, id)
+		e.mu.Unlock()
+		return
+	}
+	if !isSandboxExec(ev) {
 		return
 	}
 	if ev.Action == docker.ActionExecStart {
@@ -55,13 +66,6 @@ func (e *engineExecs) saw(ev docker.Event) {
 		if len(e.started) < maxPendingExecs {
 			e.started[id] = ev.Time
 		}
-		e.mu.Unlock()
-		return
-	}
-	if e.engine.OwnExec(id) {
-		e.engine.ForgetExec(id)
-		e.mu.Lock()
-		delete(e.started, id)
 		e.mu.Unlock()
 		return
 	}
