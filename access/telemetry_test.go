@@ -16,9 +16,10 @@ import (
 	"afe.dev/sandbox/internal/telemetry"
 )
 
-// telemetryRequest reads a sandbox's or a ticket's records through the API
-// server as the config's user.
-func telemetryRequest(ctx context.Context, cfg *rest.Config, ns, resource, name string) (*access.RecordList, int) {
+// telemetryRequest reads the records of the sandbox "tele" (or the ticket
+// of that name) through the API server as the config's user.
+func telemetryRequest(ctx context.Context, cfg *rest.Config, ns, resource string) (*access.RecordList, int) {
+	const name = "tele"
 	base, _, err := rest.DefaultServerUrlFor(cfg)
 	Expect(err).NotTo(HaveOccurred())
 	u := *base
@@ -54,7 +55,7 @@ var _ = Describe("Command telemetry through the access API", Ordered, func() {
 		Expect(res.code).To(Equal(3))
 		var recs []telemetry.Record
 		Eventually(func() []telemetry.Record {
-			list, code := telemetryRequest(ctx, alice, nsA, "sandboxes", "tele")
+			list, code := telemetryRequest(ctx, alice, nsA, "sandboxes")
 			Expect(code).To(Equal(http.StatusOK))
 			recs = list.Items
 			return recs
@@ -62,7 +63,7 @@ var _ = Describe("Command telemetry through the access API", Ordered, func() {
 		// Once: the engine's exec events of the API's own exec are not
 		// recorded again as an engine exec.
 		Consistently(func() int {
-			list, _ := telemetryRequest(ctx, alice, nsA, "sandboxes", "tele")
+			list, _ := telemetryRequest(ctx, alice, nsA, "sandboxes")
 			return len(list.Items)
 		}, "3s", "500ms").Should(Equal(1))
 		r := recs[0]
@@ -76,16 +77,16 @@ var _ = Describe("Command telemetry through the access API", Ordered, func() {
 		Expect(r.Namespace).To(Equal(nsA))
 
 		By("the ticket's records: a sandbox without ticket is its own")
-		list, code := telemetryRequest(ctx, alice, nsA, "tickets", "tele")
+		list, code := telemetryRequest(ctx, alice, nsA, "tickets")
 		Expect(code).To(Equal(http.StatusOK))
 		Expect(list.Items).To(HaveLen(1))
 
 		By("refusing the other namespace and anonymous callers")
-		_, code = telemetryRequest(ctx, bob, nsA, "sandboxes", "tele")
+		_, code = telemetryRequest(ctx, bob, nsA, "sandboxes")
 		Expect(code).To(Equal(http.StatusForbidden))
-		_, code = telemetryRequest(ctx, alice, nsB, "tickets", "tele")
+		_, code = telemetryRequest(ctx, alice, nsB, "tickets")
 		Expect(code).To(Equal(http.StatusForbidden))
-		_, code = telemetryRequest(ctx, anonymous(), nsA, "sandboxes", "tele")
+		_, code = telemetryRequest(ctx, anonymous(), nsA, "sandboxes")
 		Expect(code).To(BeElementOf(http.StatusForbidden, http.StatusUnauthorized))
 	})
 })

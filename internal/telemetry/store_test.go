@@ -25,7 +25,8 @@ func open(t *testing.T, path string, opts Options) *Store {
 	return s
 }
 
-func record(ns, sandbox, uid string, i int) Record {
+func record(sandbox, uid string, i int) Record {
+	const ns = "ns"
 	now := time.Now()
 	return Record{Namespace: ns, Sandbox: sandbox, SandboxUID: uid, Ticket: "tk-" + ns, Started: now.Add(-time.Second), Ended: now,
 		Command: []string{"sh", "-c", fmt.Sprintf("echo %d", i)}, User: "1000:1000", ExitCode: i % 3, Source: SourceRun, StartedBy: "Run r"}
@@ -52,7 +53,7 @@ func TestSequencePerSandboxWithoutGaps(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 200; i++ {
-				s.Add(record("ns", fmt.Sprintf("sbx-%d", b), fmt.Sprintf("uid-%d", b), i))
+				s.Add(record(fmt.Sprintf("sbx-%d", b), fmt.Sprintf("uid-%d", b), i))
 			}
 		}()
 	}
@@ -90,7 +91,7 @@ func TestMain(m *testing.M) {
 		}
 		for n := 0; ; {
 			for i := 0; i < 7; i++ {
-				s.Add(record("ns", "crash", "uid-crash", n))
+				s.Add(record("crash", "uid-crash", n))
 				n++
 			}
 			if err := s.Flush(context.Background()); err != nil {
@@ -147,7 +148,7 @@ func TestCrashLosesNothingAcknowledged(t *testing.T) {
 		wantSequence(t, recs, "uid-crash", len(recs))
 		t.Logf("round %d: %d acknowledged, %d on disk after SIGKILL", round, acked, len(recs))
 		// The sequence goes on after the crash.
-		s.Add(record("ns", "crash", "uid-crash", -1))
+		s.Add(record("crash", "uid-crash", -1))
 		if err := s.Flush(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -165,12 +166,12 @@ func TestPruneByAgeAndSizeOldestFirst(t *testing.T) {
 	s := open(t, filepath.Join(t.TempDir(), "prune.db"), Options{Retention: time.Hour})
 	now := time.Now()
 	for i := 0; i < 50; i++ {
-		r := record("ns", "old", "uid-old", i)
+		r := record("old", "uid-old", i)
 		r.Ended = now.Add(-2 * time.Hour)
 		s.Add(r)
 	}
 	for i := 0; i < 50; i++ {
-		s.Add(record("ns", "new", "uid-new", i))
+		s.Add(record("new", "uid-new", i))
 	}
 	if err := s.Flush(ctx); err != nil {
 		t.Fatal(err)
@@ -187,7 +188,7 @@ func TestPruneByAgeAndSizeOldestFirst(t *testing.T) {
 
 	// By size: the oldest go first, and a sandbox's sequence goes on.
 	for i := 0; i < 2000; i++ {
-		r := record("ns", "big", "uid-big", i)
+		r := record("big", "uid-big", i)
 		r.Command = []string{"sh", "-c", strings.Repeat("x", 400)}
 		s.Add(r)
 	}
@@ -210,7 +211,7 @@ func TestPruneByAgeAndSizeOldestFirst(t *testing.T) {
 	if gone, _ := s.List(ctx, Filter{Namespace: "ns", Sandbox: "new"}); len(gone) != 0 {
 		t.Fatalf("the older sandbox kept %d records while newer ones went", len(gone))
 	}
-	s.Add(record("ns", "big", "uid-big", -1))
+	s.Add(record("big", "uid-big", -1))
 	if err := s.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +240,7 @@ func BenchmarkAdd(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer func() { _ = s.Close() }()
-	r := record("ns", "bench", "uid-bench", 0)
+	r := record("bench", "uid-bench", 0)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		s.Add(r)
