@@ -138,7 +138,7 @@ ifeq ($(KUBECONFIG),)
 	@# API server: an ExternalName Service to localhost at a free port.
 	exec $(LOCALBIN)/localcp --assets $(ENVTEST_DIR) --dir $(LOCALBIN)/local --crds config/crd/bases -- $(LOCALBIN)/manager \
 		--access-bind-address=127.0.0.1:0 --access-register --access-external-name=localhost --access-service=afe-local/access \
-		--run-log-dir=$(LOCALBIN)/local/run-logs $(RUN_ARGS)
+		--run-log-dir=$(LOCALBIN)/local/run-logs --telemetry-db $(LOCALBIN)/local/telemetry.db $(RUN_ARGS)
 else
 	exec $(LOCALBIN)/manager $(RUN_ARGS)
 endif

@@ -187,6 +187,33 @@ var _ = Describe("Run attempts and slots", func() {
 		ns = newNamespace(ctx)
 	})
 
+	It("kills what is left of an interrupted attempt before it executes the Run again", func() {
+		sbx := newSandbox(ns, "again")
+		Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
+		DeferCleanup(func() { deleteAndWaitGone(ctx, sbx) })
+		ready := waitReady(ctx, sbx)
+		run := newRun(ns, "again", sbx.Name)
+		// The gids of every process the attempt sees, its own among them.
+		run.Spec.Script = `for s in /proc/[0-9]*/status; do while read -r k a rest; do [ "$k" = Gid: ] && echo "gid $a"; done < "$s"; done 2>/dev/null | sort -u`
+		Expect(k8sClient.Create(ctx, run)).To(Succeed())
+		first := waitRunPhase(ctx, run, afev1.RunCompleted)
+		old := runexec.GID(string(first.UID), 1)
+		Expect(first.Status.Output).To(ContainSubstring(fmt.Sprintf("gid %d\n", old)), "the scan sees the attempt's own group")
+
+		By("leaving a process of attempt 1 running, as a controller that crashed during it does")
+		out, err := exec.Command("docker", "exec", "-d", "--user", fmt.Sprintf("1000:%d", old), ready.Status.ContainerName,
+			"sh", "-c", "exec sleep 702").CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(out))
+		Eventually(func() []string { return groupProcesses(ready.Status.ContainerID, old) }, "10s").
+			Should(ContainElement(ContainSubstring("sleep 702")))
+		reexecute(ctx, first, sbx)
+		second := waitRunPhase(ctx, run, afev1.RunCompleted)
+		Expect(second.Status.Attempts).To(BeEquivalentTo(2))
+		Expect(second.Status.Output).To(ContainSubstring(fmt.Sprintf("gid %d\n", runexec.GID(string(first.UID), 2))))
+		Expect(second.Status.Output).NotTo(ContainSubstring(fmt.Sprintf("gid %d\n", old)), "attempt 2 ran beside a process of attempt 1")
+		Expect(groupProcesses(ready.Status.ContainerID, old)).To(BeEmpty())
+	})
+
 	It("ends a Run Failed with AttemptsExhausted once maxAttempts attempts were cut short", func() {
 		// The sandbox exists but cannot become Ready (its image cannot be
 		// pulled), so the Run waits while its status is set: a Run in

@@ -20,13 +20,19 @@ type DockerEventSource struct {
 	Engine   docker.Engine
 	Client   client.Reader
 	Instance string
+	// Activity records the commands seen in sandbox containers.
+	Activity *ActivityLog
+	// execs records in the telemetry the commands others executed in
+	// sandbox containers (nil: none are).
+	execs *engineExecs
 	// Out receives one event per affected Sandbox.
 	Out chan event.TypedGenericEvent[*afev1.Sandbox]
 }
 
 // NewDockerEventSource returns a source with its output channel.
 func NewDockerEventSource(engine docker.Engine, c client.Reader, instance string) *DockerEventSource {
-	return &DockerEventSource{Engine: engine, Client: c, Instance: instance, Out: make(chan event.TypedGenericEvent[*afev1.Sandbox], 1024)}
+	return &DockerEventSource{Engine: engine, Client: c, Instance: instance, Activity: &ActivityLog{},
+		Out: make(chan event.TypedGenericEvent[*afev1.Sandbox], 1024)}
 }
 
 // NeedLeaderElection is true: only the leader acts on events.
@@ -35,6 +41,9 @@ func (d *DockerEventSource) NeedLeaderElection() bool { return true }
 // Start streams events until ctx ends.
 func (d *DockerEventSource) Start(ctx context.Context) error {
 	log := logf.FromContext(ctx).WithName("docker-events")
+	if d.execs != nil {
+		go d.execs.Start(ctx)
+	}
 	backoff := time.Second
 	connected := false
 	for ctx.Err() == nil {
@@ -70,6 +79,10 @@ func (d *DockerEventSource) pump(events <-chan docker.Event, errs <-chan error, 
 			switch ev.Action {
 			case docker.ActionDie, docker.ActionDestroy, docker.ActionOOM:
 				d.enqueue(ev.Labels[afev1.LabelNamespace], ev.Labels[afev1.LabelSandbox])
+			case docker.ActionStart:
+				d.sawStart(ev)
+			case docker.ActionExecStart, docker.ActionExecDie:
+				d.sawExec(ev)
 			}
 		case err := <-errs:
 			return err
@@ -95,4 +108,50 @@ func (d *DockerEventSource) resyncAll(ctx context.Context) {
 	for i := range list.Items {
 		d.enqueue(list.Items[i].Namespace, list.Items[i].Name)
 	}
+}
+
+// sawExec records a command starting or ending in a sandbox container as
+// the activity of the Sandbox whose UID the container's labels carry (a
+// proxy's commands are not the sandbox's), and has the end looked at by the
+// Sandbox's idle timer when it has one.
+func (d *DockerEventSource) sawExec(ev docker.Event) {
+	if !isSandboxExec(ev) {
+		return
+	}
+	if d.execs != nil {
+		d.execs.saw(ev)
+	}
+	d.Activity.saw(ev.Labels[afev1.LabelSandboxUID], ev.Time)
+	if ev.Action != docker.ActionExecDie {
+		return
+	}
+	if sbx := d.sandboxOf(ev); sbx != nil && sbx.Spec.Lifecycle.IdleTimeout() > 0 {
+		d.enqueue(sbx.Namespace, sbx.Name)
+	}
+}
+
+// sawStart has a suspended Sandbox looked at when its container was started
+// behind the controller's back: it is stopped again.
+func (d *DockerEventSource) sawStart(ev docker.Event) {
+	if ev.Labels[afev1.LabelRole] != afev1.RoleSandbox && ev.Labels[afev1.LabelRole] != afev1.RoleProxy {
+		return
+	}
+	if sbx := d.sandboxOf(ev); sbx != nil && sbx.Status.Phase == afev1.SandboxSuspended {
+		d.enqueue(sbx.Namespace, sbx.Name)
+	}
+}
+
+// sandboxOf is the Sandbox, from the cache, whose UID the event's labels
+// carry; nil when there is none.
+func (d *DockerEventSource) sandboxOf(ev docker.Event) *afev1.Sandbox {
+	if d.Client == nil {
+		return nil
+	}
+	sbx := &afev1.Sandbox{}
+	key := client.ObjectKey{Namespace: ev.Labels[afev1.LabelNamespace], Name: ev.Labels[afev1.LabelSandbox]}
+	if key.Namespace == "" || key.Name == "" || d.Client.Get(context.Background(), key, sbx) != nil ||
+		string(sbx.UID) != ev.Labels[afev1.LabelSandboxUID] {
+		return nil
+	}
+	return sbx
 }

@@ -251,7 +251,7 @@ var _ = Describe("Tenant isolation: groups and Secrets", func() {
 
 		By("running a Run, whose group is outside --allowed-gids and is the controller's own")
 		run := newRun(ns, "groups", sbx.Name)
-		run.Spec.Script = "grep -E '^(Gid|Groups):' /proc/self/status"
+		run.Spec.Script = "grep -E '^(Gid|Groups):' /proc/self/status; echo id-g: $(id -g); echo x > /workspace/by-run; echo file: $(stat -c %u:%g /workspace/by-run)"
 		Expect(k8sClient.Create(ctx, run)).To(Succeed())
 		done := waitRunPhase(ctx, run, afev1.RunCompleted)
 		Expect(done.Status.OK).To(HaveValue(BeTrue()), "output: %s", done.Status.Output)
@@ -260,6 +260,10 @@ var _ = Describe("Tenant isolation: groups and Secrets", func() {
 		gids, groups := credentials(done.Status.Output)
 		Expect(gids).To(Equal([]string{runGID, runGID, runGID, runGID}))
 		Expect(groups).To(Equal([]string{runGID}))
+		Expect(done.Status.Output).To(ContainSubstring("id-g: "+runGID+"\n"), "id -g is the Run's group")
+		Expect(done.Status.Output).To(ContainSubstring("file: 1000:"+runGID+"\n"), "what the Run writes has its uid and the Run's group")
+		By("leaving what the Run wrote to the sandbox's user, whose uid owns it")
+		Expect(inContainer(ready.Status.ContainerName, `echo more >> /workspace/by-run && id -g && cat /workspace/by-run`)).To(Equal("1000\nx\nmore"))
 		for _, g := range hostile {
 			Expect(groups).NotTo(ContainElement(g))
 		}
@@ -275,7 +279,7 @@ var _ = Describe("Tenant isolation: groups and Secrets", func() {
 			sbx := newSandbox(ns, "creds")
 			sbx.Spec.Env = []afev1.EnvVar{
 				{Name: "PLAIN", Value: "x"},
-				{Name: "TOKEN", ValueFrom: &afev1.EnvVarSource{SecretKeyRef: afev1.SecretKeySelector{Name: secret.Name, Key: key}}},
+				{Name: "TOKEN", ValueFrom: &afev1.EnvVarSource{SecretKeyRef: &afev1.SecretKeySelector{Name: secret.Name, Key: key}}},
 			}
 			Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
 			expectRefused(sbx, afev1.SecretNotAllowedReason, messagePart)
@@ -299,7 +303,7 @@ var _ = Describe("Tenant isolation: groups and Secrets", func() {
 			Data:       map[string][]byte{"k": []byte("theirs")},
 		})).To(Succeed())
 		sbx := newSandbox(ns, "cross")
-		sbx.Spec.Env = []afev1.EnvVar{{Name: "T", ValueFrom: &afev1.EnvVarSource{SecretKeyRef: afev1.SecretKeySelector{Name: "elsewhere", Key: "k"}}}}
+		sbx.Spec.Env = []afev1.EnvVar{{Name: "T", ValueFrom: &afev1.EnvVarSource{SecretKeyRef: &afev1.SecretKeySelector{Name: "elsewhere", Key: "k"}}}}
 		Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
 		expectRefused(sbx, afev1.SecretNotFoundReason, "Secret elsewhere does not exist")
 	})

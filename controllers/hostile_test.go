@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -133,6 +134,37 @@ var _ = Describe("Hostile workloads", Serial, func() {
 		Expect(got.Status.OK).To(HaveValue(BeFalse()))
 		Expect(got.Status.Output).To(ContainSubstring("File too large"))
 		Expect(got.Status.Output).To(ContainSubstring("1048576"))
+	})
+
+	It("kills a busy loop at resources.cpuSeconds of CPU time, and says why", func() {
+		burner := newSandbox(ns, "burner")
+		burner.Spec.Resources.CPUSeconds = 2
+		Expect(k8sClient.Create(ctx, burner)).To(Succeed())
+		DeferCleanup(func() { deleteAndWaitGone(ctx, burner) })
+		waitReady(ctx, burner)
+		run := newRun(ns, "burn", burner.Name)
+		// times prints the CPU time of the shell's children: the loop's.
+		run.Spec.Script = `grep 'Max cpu time' /proc/self/limits; sh -c 'while :; do :; done'; rc=$?; times; exit $rc`
+		Expect(k8sClient.Create(ctx, run)).To(Succeed())
+		got := waitRunPhase(ctx, run, afev1.RunCompleted)
+		Expect(got.Status.ExitCode).To(HaveValue(BeEquivalentTo(128+24)), "SIGXCPU: %s", got.Status.Output)
+		Expect(findCondition(got.Status.Conditions, afev1.RunCompletedCondition).Message).To(ContainSubstring("the CPU-seconds limit was reached"))
+		lines := strings.Split(strings.TrimSpace(got.Status.Output), "\n")
+		Expect(strings.Fields(lines[0])[3:5]).To(Equal([]string{"2", "3"}), "soft and hard limits: %s", lines[0])
+		// The second line of times: the children's user and system time.
+		var times []string
+		for _, l := range lines {
+			if regexp.MustCompile(`^\d+m[\d.]+s \d+m[\d.]+s$`).MatchString(l) {
+				times = append(times, l)
+			}
+		}
+		Expect(times).To(HaveLen(2), got.Status.Output)
+		var um, us, sm, ss float64
+		_, err := fmt.Sscanf(times[1], "%fm%fs %fm%fs", &um, &us, &sm, &ss)
+		Expect(err).NotTo(HaveOccurred(), got.Status.Output)
+		cpu := um*60 + us + sm*60 + ss
+		GinkgoWriter.Printf("busy loop ended after %.2f s of CPU time (%d ms of wall time)\n", cpu, got.Status.DurationMilliseconds)
+		Expect(cpu).To(BeNumerically("~", 2, 0.5), "killed near 2 s of CPU time")
 	})
 
 	It("limits open files to resources.openFiles", func() {

@@ -47,7 +47,7 @@ type RunReconciler struct {
 	execs *executions
 }
 
-// +kubebuilder:rbac:groups=sandbox.afe.dev,resources=runs,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=sandbox.afe.dev,resources=runs,verbs=get;list;watch;update;patch;delete
 // +kubebuilder:rbac:groups=sandbox.afe.dev,resources=runs/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=sandbox.afe.dev,resources=runs/finalizers,verbs=update
 
@@ -63,6 +63,9 @@ func (r *RunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	err := r.reconcile(ctx, run.DeepCopy(), run)
 	if errors.Is(err, errNoSlot) {
 		return ctrl.Result{RequeueAfter: slotRetry}, nil
+	}
+	if err == nil && run.Status.Phase.Terminal() {
+		return r.expire(ctx, run)
 	}
 	// A Conflict: this reconcile read a stale copy (a Run the cache still
 	// shows Running may have ended); it looks again once the cache holds the
@@ -116,6 +119,13 @@ func (r *RunReconciler) reconcile(ctx context.Context, before, run *afev1.Run) e
 			fmt.Sprintf("Sandbox %s was deleted before the Run could end", run.Spec.SandboxRef.Name))
 	case err != nil:
 		return err
+	case sandboxReadyReason(sbx) == afev1.DeadlineExceededReason:
+		return r.fail(ctx, before, run, afev1.DeadlineExceededReason,
+			fmt.Sprintf("Sandbox %s ran past its lifecycle.activeDeadlineSeconds", sbx.Name))
+	case sandboxReadyReason(sbx) == afev1.SuspendedReason && !sbx.Spec.Suspend:
+		return r.wait(ctx, before, run, fmt.Sprintf("Sandbox %s is suspended and is resumed for the Run", sbx.Name))
+	case sandboxReadyReason(sbx) == afev1.SuspendedReason:
+		return r.wait(ctx, before, run, fmt.Sprintf("Sandbox %s is suspended (spec.suspend); the Run starts once it is resumed", sbx.Name))
 	case !meta.IsStatusConditionTrue(sbx.Status.Conditions, afev1.SandboxReadyCondition):
 		return r.wait(ctx, before, run, fmt.Sprintf("Sandbox %s is not Ready", sbx.Name))
 	}
@@ -206,6 +216,8 @@ func (r *RunReconciler) start(ctx context.Context, before, run *afev1.Run, sbx *
 		containerID: ct.ID,
 		sandboxGID:  sandboxGID,
 		snapshot:    job,
+		cpuSeconds:  sbx.Spec.Resources.CPUSeconds,
+		ticket:      sandboxspec.IdentityOf(sbx, r.Options.Instance).Ticket,
 	}
 	a.gid = runexec.GID(string(run.UID), a.number)
 
@@ -235,10 +247,21 @@ func (r *RunReconciler) start(ctx context.Context, before, run *afev1.Run, sbx *
 // it.
 func (r *RunReconciler) finish(ctx context.Context, before, run *afev1.Run, a *attempt) error {
 	o := a.outcome
+	// The attempt's record is committed before its end is: a Run said
+	// ended is in the telemetry, whenever the manager stops after. A store
+	// that cannot commit (a full disk) is logged, and does not hold the
+	// Run's end back.
+	if store := r.Options.Telemetry; store != nil {
+		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if err := store.Flush(fctx); err != nil {
+			logf.FromContext(ctx).Error(err, "The telemetry store did not commit the Run's record")
+		}
+		cancel()
+	}
 	end := plan.RunOutcome(plan.AttemptEnd{
 		ExitCode: o.exitCode, TimedOut: o.timedOut, ContainerKilled: o.containerKilled,
 		ExecErr: o.execErr, FailReason: o.failReason, FailMessage: o.failMessage,
-		Duration: o.finished.Sub(o.started),
+		Duration: o.finished.Sub(o.started), CPUSeconds: a.cpuSeconds,
 	})
 	if end.ExitCode != nil {
 		run.Status.ExitCode = end.ExitCode
@@ -419,4 +442,30 @@ func (r *RunReconciler) runsOfSandbox(ctx context.Context, o client.Object) []re
 		}
 	}
 	return reqs
+}
+
+// sandboxReadyReason is the reason of the sandbox's Ready condition.
+func sandboxReadyReason(sbx *afev1.Sandbox) string {
+	if c := meta.FindStatusCondition(sbx.Status.Conditions, afev1.SandboxReadyCondition); c != nil {
+		return c.Reason
+	}
+	return ""
+}
+
+// expire deletes an ended Run once its ttlSecondsAfterFinished (or
+// --finished-ttl) has passed since its completionTime.
+func (r *RunReconciler) expire(ctx context.Context, run *afev1.Run) (ctrl.Result, error) {
+	ttl, ok := finishedTTL(run.Spec.TTLSecondsAfterFinished, r.Options.FinishedTTL)
+	if !ok || !run.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	end := run.CreationTimestamp.Time
+	if run.Status.CompletionTime != nil {
+		end = run.Status.CompletionTime.Time
+	}
+	if left := time.Until(end.Add(ttl)); left > 0 {
+		return ctrl.Result{RequeueAfter: left}, nil
+	}
+	logf.FromContext(ctx).Info("Deleting the ended Run: its ttlSecondsAfterFinished passed", "ttl", ttl)
+	return ctrl.Result{}, deleteExpired(ctx, r.Client, run)
 }

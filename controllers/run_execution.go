@@ -16,6 +16,7 @@ import (
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/runexec"
+	"afe.dev/sandbox/internal/telemetry"
 )
 
 // Timing of the kill of a Run's processes.
@@ -47,6 +48,11 @@ type attempt struct {
 	outcome     outcome
 	// snapshot is what a Snapshot Run copies.
 	snapshot *snapshotJob
+	// cpuSeconds is the sandbox's resources.cpuSeconds (0: none), to word
+	// an end at that limit.
+	cpuSeconds int64
+	// ticket is the sandbox's ticket, for the telemetry.
+	ticket string
 }
 
 // outcome is how an attempt ended.
@@ -75,6 +81,9 @@ type outcome struct {
 	// deadline, so the sandbox container was removed (a loss of the
 	// sandbox, which the Sandbox controller recreates).
 	containerKilled bool
+	// measure is the size and SHA-256 of a command's whole output (nil for
+	// a builtin: its stated output is measured).
+	measure *telemetry.Output
 }
 
 // execute runs one attempt to its end and reports the end to the Run's
@@ -122,6 +131,9 @@ func (r *RunReconciler) execute(ctx context.Context, run *afev1.Run, a *attempt,
 	a.outcome = o
 	a.done.Store(true)
 	if !o.abandoned {
+		r.recordAttempt(run, a, uid)
+	}
+	if !o.abandoned {
 		r.execs.ended(run)
 		r.nudgeWaiting(ctx, run) // its slot is free
 	}
@@ -131,6 +143,7 @@ func (r *RunReconciler) execute(ctx context.Context, run *afev1.Run, a *attempt,
 func (r *RunReconciler) executeCommand(ctx context.Context, run *afev1.Run, a *attempt, uid int, timedOut *atomic.Bool, o *outcome) {
 	tail := &runexec.Tail{Limit: afev1.RunOutputLimit}
 	results := &runexec.Results{}
+	o.measure = telemetry.NewOutput()
 	// The whole output, bounded, is kept too (kubectl afe logs -f).
 	logw := io.Discard
 	if r.Options.RunLogs != nil {
@@ -145,8 +158,8 @@ func (r *RunReconciler) executeCommand(ctx context.Context, run *afev1.Run, a *a
 	code, ok := r.step(ctx, a, uid, timedOut, o, docker.ExecSpec{
 		Cmd:        runexec.Command(run.Spec.Command, run.Spec.Script),
 		WorkingDir: run.Spec.WorkingDir,
-		Stdout:     io.MultiWriter(tail, results, logw),
-		Stderr:     io.MultiWriter(tail, logw),
+		Stdout:     io.MultiWriter(tail, results, o.measure, logw),
+		Stderr:     io.MultiWriter(tail, o.measure, logw),
 	})
 	if o.timedOut {
 		o.output, o.truncated = tail.String(), tail.Truncated()
@@ -290,4 +303,26 @@ func (r *RunReconciler) kill(ctx context.Context, a *attempt, uid int) {
 	} else if code != 0 && err == nil {
 		logf.FromContext(ctx).Info("Some of a Run's processes survived the kill", "container", container, "gid", gid)
 	}
+}
+
+// recordAttempt puts an attempt that reached its end into the telemetry:
+// the sandbox and ticket as the controller derived them, the Run and
+// attempt, the command as the spec gave it (a builtin by its name).
+func (r *RunReconciler) recordAttempt(run *afev1.Run, a *attempt, uid int) {
+	o := &a.outcome
+	rec := telemetry.Record{
+		Namespace: run.Namespace, Sandbox: run.Spec.SandboxRef.Name, SandboxUID: string(a.sandbox), Ticket: a.ticket,
+		Started: o.started, Ended: o.finished, User: fmt.Sprintf("%d:%d", uid, a.gid), ExitCode: o.exitCode,
+		Run: run.Name, Attempt: a.number, Source: telemetry.SourceRun, StartedBy: "Run " + run.Namespace + "/" + run.Name,
+	}
+	if run.Spec.Builtin != "" {
+		rec.Source, rec.Command = telemetry.SourceBuiltin, []string{"builtin", string(run.Spec.Builtin)}
+		m := telemetry.NewOutput()
+		_, _ = m.Write([]byte(o.output))
+		rec.OutputBytes, rec.OutputSHA256 = m.Sum()
+	} else {
+		rec.Command = runexec.Command(run.Spec.Command, run.Spec.Script)
+		rec.OutputBytes, rec.OutputSHA256 = o.measure.Sum()
+	}
+	recordCommand(r.Options.Telemetry, rec, afev1.SandboxReady)
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"os/exec"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
@@ -125,6 +127,61 @@ var _ = Describe("Builtin Snapshot", func() {
 		deleteAndWaitGone(ctx, src)
 		Expect(volumeExists(name) || volumeExists(second)).To(BeFalse(), "removed with the Sandbox, not later by the sweep")
 		Expect(getSandbox(ctx, dst)(Default).Status.Phase).To(Equal(afev1.SandboxReady), "a sandbox made from it keeps its copy")
+	})
+
+	It("leaves no partial snapshot volume when the copy times out, and replaces the helpers a crash left", func() {
+		src := newSandbox(ns, "src")
+		Expect(k8sClient.Create(ctx, src)).To(Succeed())
+		src = waitReady(ctx, src)
+		defer deleteAndWaitGone(ctx, src)
+		// Sparse files (each within the file size limit) are read out as
+		// 16 GB of zeros: the copy cannot end within the Run's 3 s.
+		inContainer(src.Status.ContainerName, `for i in $(seq 16); do truncate -s 1000M /workspace/big$i; done`)
+		helpers, err := dockertest.RecordEvents(afev1.LabelNamespace + "=" + ns)
+		Expect(err).NotTo(HaveOccurred())
+		partial := afev1.LabelRole + "=" + afev1.RoleSnapshot + "," + afev1.LabelNamespace + "=" + ns
+		copies := afev1.LabelRole + "=" + afev1.RoleSnapshotCopy + "," + afev1.LabelNamespace + "=" + ns
+
+		run := newSnapshotRun(ns, "slow", src.Name)
+		run.Spec.TimeoutSeconds = ptr.To(int32(3))
+		run.Spec.MaxAttempts = ptr.To(int32(2))
+		Expect(k8sClient.Create(ctx, run)).To(Succeed())
+		Eventually(func(g Gomega) []string {
+			objects, err := dockertest.Objects(partial)
+			g.Expect(err).NotTo(HaveOccurred())
+			return objects
+		}).WithTimeout(3*time.Second).WithPolling(100*time.Millisecond).ShouldNot(BeEmpty(), "the snapshot volume is being written")
+		got := waitRunPhase(ctx, run, afev1.RunTimedOut)
+		Expect(got.Status.TimedOut).To(HaveValue(BeTrue()), got.Status.Output)
+		Expect(dockertest.Objects(partial)).To(BeEmpty(), "the partial snapshot volume is removed")
+		Expect(dockertest.Objects(copies)).To(BeEmpty(), "the copy helpers are removed")
+
+		By("executing it again after a crash that left its helpers behind")
+		var planted []string
+		for _, e := range helpers.Stop() {
+			if e.Action != "create" || e.Labels[afev1.LabelRole] != afev1.RoleSnapshotCopy {
+				continue
+			}
+			args := []string{"create", "--name", e.Labels["name"], "--network", "none"}
+			for k, v := range e.Labels {
+				if strings.HasPrefix(k, "afe.") {
+					args = append(args, "--label", k+"="+v)
+				}
+			}
+			out, err := exec.Command("docker", append(args, dockertest.TestImage, "/afe-never-started")...).CombinedOutput()
+			Expect(err).NotTo(HaveOccurred(), string(out))
+			planted = append(planted, strings.TrimSpace(string(out)))
+		}
+		Expect(planted).To(HaveLen(2), "the two helpers of the copy, as a crash leaves them")
+		inContainer(src.Status.ContainerName, `rm /workspace/big* && echo small > /workspace/f`)
+		reexecute(ctx, got, src)
+		again := waitRunPhase(ctx, run, afev1.RunCompleted)
+		Expect(again.Status.OK).To(HaveValue(BeTrue()), again.Status.Output)
+		Expect(dockertest.Objects(copies)).To(BeEmpty(), "the helpers a crash left are replaced, then removed")
+		for _, id := range planted {
+			Expect(exec.Command("docker", "inspect", id).Run()).To(HaveOccurred(), "planted helper %s is gone", id)
+		}
+		Expect(dockertest.Objects(partial)).To(ConsistOf("volume/" + result(again)["snapshot"].(string)))
 	})
 
 	It("refuses a missing snapshot, another namespace's or instance's, or a live workspace, and creates nothing", func() {

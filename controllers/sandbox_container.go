@@ -100,17 +100,40 @@ func (r *SandboxReconciler) reconcileContainer(ctx context.Context, s *sandboxSc
 	}
 
 	switch action {
-	case plan.ContainerResumeLoss:
+	case plan.ContainerRecordLoss, plan.ContainerResumeLoss:
+		if action == plan.ContainerRecordLoss {
+			if err := r.recordLoss(ctx, s, have); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+		// A crash-looping container waits, exited, for its replacement. One
+		// that is gone was removed by someone with engine access (docker rm
+		// -f shows as an exit first): a removal is no crash.
+		if have == nil {
+			r.crashes.forget(sbx.UID)
+		}
+		if wait, why := r.crashes.wait(sbx.UID, time.Now()); wait > 0 {
+			setCondition(sbx, afev1.ContainerReadyCondition, false, afev1.SandboxLostReason, why)
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
 		if err := r.recreateAfterLoss(ctx, s, have); err != nil {
 			return ctrl.Result{}, err
 		}
-	case plan.ContainerRecordLoss:
-		if err := r.recordLoss(ctx, s, have); err != nil {
+	case plan.ContainerStart:
+		log.Info("Starting the container of a suspended sandbox", "container", want.Name)
+		if err := r.Engine.StartContainer(ctx, have.ID); err != nil {
+			if !errors.Is(err, docker.ErrStartFailed) {
+				return ctrl.Result{}, err
+			}
+			setCondition(sbx, afev1.ContainerReadyCondition, false, afev1.ContainerStartFailedReason,
+				fmt.Sprintf("Container %s could not be started again; check the image and command: %v", want.Name, err))
+			return ctrl.Result{RequeueAfter: startFailedRetry}, nil
+		}
+		started, err := r.Engine.InspectContainer(ctx, have.ID)
+		if err != nil {
 			return ctrl.Result{}, err
 		}
-		if err := r.recreateAfterLoss(ctx, s, have); err != nil {
-			return ctrl.Result{}, err
-		}
+		have = started
 	case plan.ContainerCreate:
 		setCondition(sbx, afev1.ContainerReadyCondition, false, afev1.ProvisioningReason, "Creating the container")
 	case plan.ContainerRecreate:
@@ -125,7 +148,7 @@ func (r *SandboxReconciler) reconcileContainer(ctx context.Context, s *sandboxSc
 			"Container %s no longer matched the spec and is recreated; the workspace is kept", want.Name)
 	}
 
-	if action != plan.ContainerKeep {
+	if action != plan.ContainerKeep && action != plan.ContainerStart {
 		created, res, err := r.createContainer(ctx, s, want)
 		if created == nil {
 			return res, err
@@ -134,6 +157,7 @@ func (r *SandboxReconciler) reconcileContainer(ctx context.Context, s *sandboxSc
 	}
 	sbx.Status.ContainerID = have.ID
 	setCondition(sbx, afev1.ContainerReadyCondition, true, afev1.ReadyReason, "Container "+want.Name+" is running")
+	r.resumed(ctx, s)
 	return ctrl.Result{}, nil
 }
 
@@ -175,9 +199,9 @@ func (r *SandboxReconciler) createContainer(ctx context.Context, s *sandboxScope
 // a conflict does not repeat it.
 func (r *SandboxReconciler) recordLoss(ctx context.Context, s *sandboxScope, have *docker.Container) error {
 	sbx := s.sbx
-	what := "disappeared"
+	what, started := "disappeared", time.Time{}
 	if have != nil {
-		what = fmt.Sprintf("exited with code %d", have.ExitCode)
+		what, started = fmt.Sprintf("exited with code %d", have.ExitCode), have.StartedAt
 	}
 	name := s.containerName()
 	logf.FromContext(ctx).Info("Sandbox container lost", "container", name, "what", what)
@@ -190,6 +214,7 @@ func (r *SandboxReconciler) recordLoss(ctx context.Context, s *sandboxScope, hav
 	if err := r.writeStatus(ctx, s); err != nil {
 		return err
 	}
+	r.crashes.lost(sbx.UID, started, now.Time)
 	r.Recorder.Eventf(sbx, nil, corev1.EventTypeWarning, afev1.SandboxLostReason, "Recreate",
 		"Container %s %s; recreating it with a fresh workspace", name, what)
 	return nil

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -33,6 +34,7 @@ import (
 	"afe.dev/sandbox/internal/runlog"
 	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/internal/status"
+	"afe.dev/sandbox/internal/telemetry"
 )
 
 // Options are the controller settings that come from the manager's flags.
@@ -52,6 +54,10 @@ type Options struct {
 	EgressNetwork string
 	// EgressAllowPrivate lets proxies reach private addresses.
 	EgressAllowPrivate bool
+	// EgressSubnets is --egress-subnets: the ranges the sandboxes' internal
+	// networks get their /29 subnets from. Empty leaves the choice to the
+	// engine's default address pools.
+	EgressSubnets []netip.Prefix
 	// ResyncPeriod is how often every labelled Docker object is listed, to
 	// catch a loss the event stream missed and to sweep orphans.
 	ResyncPeriod time.Duration
@@ -68,6 +74,10 @@ type Options struct {
 	// measured between two usage measurements, while a sandbox has
 	// resources.disk (zero: only with the usage).
 	DiskCheckPeriod time.Duration
+	// FinishedTTL is --finished-ttl: how long an ended Run or a finished
+	// Ticket is kept when it does not set ttlSecondsAfterFinished; zero
+	// keeps them.
+	FinishedTTL time.Duration
 	// MaxRunsPerSandbox is --max-runs-per-sandbox: how many Runs execute in
 	// one sandbox at once (0: DefaultMaxRunsPerSandbox).
 	MaxRunsPerSandbox int
@@ -82,6 +92,13 @@ type Options struct {
 	// WorkspaceRootShared is --workspace-root-shared: a remote engine sees
 	// WorkspaceRoot at the same path as the controller.
 	WorkspaceRootShared bool
+	// EnvPassthrough is --env-passthrough: each listed name with its value
+	// in the manager's environment as it started (nil when unset). No
+	// other variable of that environment is kept.
+	EnvPassthrough map[string]*string
+	// Telemetry keeps the record of every command executed in a sandbox
+	// (nil: none is kept; the commands are still counted).
+	Telemetry *telemetry.Store
 	// EngineRemote is true when the engine is not on a local unix socket;
 	// SetupAll sets it from the engine. Folder workspaces are then refused
 	// unless WorkspaceRootShared.
@@ -112,6 +129,10 @@ func (o Options) validation() (sandboxspec.Options, error) {
 	}
 	v := o.workspaces()
 	v.DenyEnv, v.DenyGIDs, v.AllowedUIDs, v.AllowedGIDs = o.DenyEnv, deny, o.AllowedUIDs, o.AllowedGIDs
+	v.Passthrough = make(map[string]bool, len(o.EnvPassthrough))
+	for name, value := range o.EnvPassthrough {
+		v.Passthrough[name] = value != nil
+	}
 	return v, nil
 }
 
@@ -125,6 +146,9 @@ type SandboxReconciler struct {
 	Options   Options
 	// DockerEvents feeds container events into the reconcile queue.
 	DockerEvents <-chan event.TypedGenericEvent[*afev1.Sandbox]
+	// Activity is the commands seen in sandbox containers (nil: none are
+	// seen, and only Runs keep a sandbox from its idle timeout).
+	Activity *ActivityLog
 
 	// finalized holds the UIDs whose finalizer this process removed, with
 	// the time: the Docker events of that removal queue the Sandbox again
@@ -142,6 +166,14 @@ type SandboxReconciler struct {
 	// folderLocks holds a *sync.Mutex per namespace, held across the check
 	// of a Folder workspace and the creation of its container.
 	folderLocks sync.Map
+	// crashes spaces the recreations of crash-looping containers.
+	crashes crashBackoff
+	// subnets hands out the internal networks' subnets.
+	subnets subnetPool
+	// egressGone holds the UIDs of sandboxes without egress whose proxy and
+	// network this process has seen gone from the engine (never a status
+	// field: a tenant may write those).
+	egressGone sync.Map
 }
 
 // finalizedMemory is how long a finalized UID is remembered.
@@ -170,6 +202,12 @@ type sandboxScope struct {
 	before   *afev1.Sandbox
 	id       sandboxspec.Identity
 	resolved sandboxspec.Resolved
+	// resuming: the sandbox was suspended and is to run again.
+	resuming bool
+	// recheck is when its lifecycle is decided again without an event.
+	recheck time.Duration
+	// suspendedFor says why this reconcile suspended the sandbox.
+	suspendedFor string
 }
 
 // +kubebuilder:rbac:groups=sandbox.afe.dev,resources=sandboxes,verbs=get;list;watch;update;patch
@@ -231,6 +269,9 @@ func (r *SandboxReconciler) reconcileNormal(ctx context.Context, s *sandboxScope
 	if err := r.resolveDisk(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
+	if stopped, res, err := r.reconcileLifecycle(ctx, s); stopped || err != nil {
+		return res, err
+	}
 
 	phases := []func(context.Context, *sandboxScope) (ctrl.Result, error){
 		r.reconcileWorkspace,
@@ -244,9 +285,10 @@ func (r *SandboxReconciler) reconcileNormal(ctx context.Context, s *sandboxScope
 		}
 	}
 	s.sbx.Status.ObservedGeneration = s.sbx.Generation
-	// Nothing to do until an event says otherwise: the Docker event stream
-	// and the sweep's batched list (every ResyncPeriod) bring it back here.
-	return ctrl.Result{}, nil
+	// Nothing to do until an event says otherwise (the Docker event stream
+	// and the sweep's batched list, every ResyncPeriod, bring it back here)
+	// or a lifecycle timer runs out.
+	return ctrl.Result{RequeueAfter: s.recheck}, nil
 }
 
 // invalidSpec reports a spec the controller cannot honour. Nothing is created;
@@ -310,6 +352,9 @@ func (r *SandboxReconciler) reconcileDelete(ctx context.Context, s *sandboxScope
 		return ctrl.Result{}, err
 	}
 	r.rememberFinalized(s.sbx.UID)
+	r.crashes.forget(s.sbx.UID)
+	r.Activity.forget(s.sbx.UID)
+	r.egressGone.Delete(s.sbx.UID)
 	r.Recorder.Eventf(s.sbx, nil, corev1.EventTypeNormal, "Deleted", "Delete", "Removed container, proxy, network and workspace volume")
 	return ctrl.Result{}, nil
 }
@@ -356,6 +401,7 @@ func (r *SandboxReconciler) writeStatus(ctx context.Context, s *sandboxScope) er
 		return err
 	}
 	observeReady(before, sbx, now)
+	r.observeSuspension(s, before)
 	if lost := sbx.Status.Recreations - before.Status.Recreations; lost > 0 {
 		metrics.Recreations.WithLabelValues("lost").Add(float64(lost))
 	}
@@ -389,6 +435,9 @@ func (r *SandboxReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	// Both sides of a Folder workspace conflict look again when either
 	// changes.
 	b = b.Watches(&afev1.Sandbox{}, handler.EnqueueRequestsFromMapFunc(r.folderNeighbours), builder.WithPredicates(folderChanged()))
+	// A new Run resumes a suspended sandbox; the end of one restarts the
+	// idle timer.
+	b = b.Watches(&afev1.Run{}, handler.EnqueueRequestsFromMapFunc(r.sandboxOfRun), builder.WithPredicates(runStartedOrEnded()))
 	if r.DockerEvents != nil {
 		b = b.WatchesRawSource(source.Channel(r.DockerEvents, &handler.TypedEnqueueRequestForObject[*afev1.Sandbox]{}))
 	}
@@ -413,9 +462,25 @@ func specOrDeletionChanged() predicate.Predicate {
 			if len(e.ObjectNew.GetFinalizers()) != len(e.ObjectOld.GetFinalizers()) {
 				return true
 			}
+			if e.ObjectNew.GetAnnotations()[afev1.ResumeRequestedAnnotation] != e.ObjectOld.GetAnnotations()[afev1.ResumeRequestedAnnotation] {
+				return true
+			}
 			old, okOld := e.ObjectOld.(*afev1.Sandbox)
 			sbx, okNew := e.ObjectNew.(*afev1.Sandbox)
 			return okOld && okNew && (statusNamesForeign(sbx) || old.Status.ContainerID != sbx.Status.ContainerID)
 		},
+	}
+}
+
+// runStartedOrEnded passes the creation and deletion of a Run and changes of
+// its phase.
+func runStartedOrEnded() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			old, okOld := e.ObjectOld.(*afev1.Run)
+			run, okNew := e.ObjectNew.(*afev1.Run)
+			return okOld && okNew && old.Status.Phase != run.Status.Phase
+		},
+		GenericFunc: func(event.GenericEvent) bool { return false },
 	}
 }

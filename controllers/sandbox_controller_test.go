@@ -214,6 +214,27 @@ var _ = Describe("Sandbox", func() {
 		deleteAndWaitGone(ctx, sbx)
 	})
 
+	It("spaces the recreations of a container that keeps exiting at once", func() {
+		sbx := newSandbox(ns, "crashloop")
+		sbx.Spec.Command = []string{"sh", "-c", "exit 3"}
+		Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
+		label := uidLabel(sbx)
+		Eventually(func(g Gomega) {
+			g.Expect(getSandbox(ctx, sbx)(g).Status.Recreations).To(BeNumerically(">=", 2))
+		}).Should(Succeed())
+		// Unspaced, a container that exits at once is recreated about every
+		// second; spaced, the third recreation waits 10 s and the fourth 20.
+		Consistently(func(g Gomega) {
+			g.Expect(getSandbox(ctx, sbx)(g).Status.Recreations).To(BeNumerically("<=", 3))
+		}, "15s", "1s").Should(Succeed())
+		c := meta.FindStatusCondition(getSandbox(ctx, sbx)(Default).Status.Conditions, afev1.ContainerReadyCondition)
+		Expect(c).NotTo(BeNil())
+		Expect(c.Reason).To(Equal(afev1.SandboxLostReason))
+		Expect(c.Message).To(ContainSubstring("crash-loop back-off"))
+		deleteAndWaitGone(ctx, sbx)
+		Expect(dockertest.Objects(label)).To(BeEmpty())
+	})
+
 	It("idles on an image with nothing but /bin/sh", func() {
 		skip, err := dockertest.RequireImage(dockertest.ShellOnlyImage)
 		Expect(err).NotTo(HaveOccurred())
@@ -269,7 +290,7 @@ var _ = Describe("Sandbox", func() {
 			Data:       map[string][]byte{"token": []byte("s3cr3t")},
 		})).To(Succeed())
 		sbx := newSandbox(ns, "secret-env")
-		sbx.Spec.Env = []afev1.EnvVar{{Name: "API_TOKEN", ValueFrom: &afev1.EnvVarSource{SecretKeyRef: afev1.SecretKeySelector{Name: "creds", Key: "token"}}}}
+		sbx.Spec.Env = []afev1.EnvVar{{Name: "API_TOKEN", ValueFrom: &afev1.EnvVarSource{SecretKeyRef: &afev1.SecretKeySelector{Name: "creds", Key: "token"}}}}
 		Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
 		got := waitReady(ctx, sbx)
 		out, err := dockertest.Exec(got.Status.ContainerName, "sh", "-c", "echo $API_TOKEN")
@@ -300,7 +321,7 @@ var _ = Describe("Sandbox", func() {
 			s.Spec.Env = []afev1.EnvVar{{Name: "EXTRA_DENIED", Value: "x"}}
 		}, afev1.ContainerReadyCondition, afev1.DeniedEnvReason, "EXTRA_DENIED"),
 		Entry("a missing Secret", func(_ string, s *afev1.Sandbox) {
-			s.Spec.Env = []afev1.EnvVar{{Name: "T", ValueFrom: &afev1.EnvVarSource{SecretKeyRef: afev1.SecretKeySelector{Name: "nope", Key: "k"}}}}
+			s.Spec.Env = []afev1.EnvVar{{Name: "T", ValueFrom: &afev1.EnvVarSource{SecretKeyRef: &afev1.SecretKeySelector{Name: "nope", Key: "k"}}}}
 		}, afev1.ContainerReadyCondition, afev1.SecretNotFoundReason, "Secret nope does not exist"),
 		Entry("a Folder outside --workspace-root", func(_ string, s *afev1.Sandbox) {
 			s.Spec.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: os.TempDir()}
@@ -328,7 +349,7 @@ var _ = Describe("Sandbox", func() {
 		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "partial"}, Data: map[string][]byte{"other": []byte("x")}}
 		Expect(k8sClient.Create(ctx, secret)).To(Succeed())
 		sbx := newSandbox(ns, "late-secret")
-		sbx.Spec.Env = []afev1.EnvVar{{Name: "T", ValueFrom: &afev1.EnvVarSource{SecretKeyRef: afev1.SecretKeySelector{Name: "partial", Key: "k"}}}}
+		sbx.Spec.Env = []afev1.EnvVar{{Name: "T", ValueFrom: &afev1.EnvVarSource{SecretKeyRef: &afev1.SecretKeySelector{Name: "partial", Key: "k"}}}}
 		Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
 		c := waitCondition(ctx, sbx, afev1.ContainerReadyCondition, metav1.ConditionFalse, afev1.SecretNotFoundReason)
 		Expect(c.Message).To(ContainSubstring("has no key k"))
@@ -387,10 +408,10 @@ var _ = Describe("Sandbox", func() {
 		Entry("hostPath on a Volume", func(s *afev1.Sandbox) { s.Spec.Workspace.HostPath = "/srv" }, "hostPath"),
 		Entry("a Folder without hostPath", func(s *afev1.Sandbox) { s.Spec.Workspace.Type = afev1.WorkspaceFolder }, "hostPath"),
 		Entry("both value and valueFrom", func(s *afev1.Sandbox) {
-			s.Spec.Env = []afev1.EnvVar{{Name: "A", Value: "1", ValueFrom: &afev1.EnvVarSource{SecretKeyRef: afev1.SecretKeySelector{Name: "s", Key: "k"}}}}
+			s.Spec.Env = []afev1.EnvVar{{Name: "A", Value: "1", ValueFrom: &afev1.EnvVarSource{SecretKeyRef: &afev1.SecretKeySelector{Name: "s", Key: "k"}}}}
 		}, "not both"),
 		Entry("a Secret name that is a path", func(s *afev1.Sandbox) {
-			s.Spec.Env = []afev1.EnvVar{{Name: "A", ValueFrom: &afev1.EnvVarSource{SecretKeyRef: afev1.SecretKeySelector{Name: "../other/s", Key: "k"}}}}
+			s.Spec.Env = []afev1.EnvVar{{Name: "A", ValueFrom: &afev1.EnvVarSource{SecretKeyRef: &afev1.SecretKeySelector{Name: "../other/s", Key: "k"}}}}
 		}, "secretKeyRef.name"),
 		Entry("a disk limit on a Folder workspace", func(s *afev1.Sandbox) {
 			s.Spec.Resources.Disk = ptr.To(resource.MustParse("1Gi"))

@@ -15,6 +15,7 @@ import (
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/naming"
 	"afe.dev/sandbox/internal/sandboxspec"
+	"afe.dev/sandbox/internal/subnets"
 )
 
 // Timing of the egress phase.
@@ -37,10 +38,17 @@ func (r *SandboxReconciler) reconcileEgress(ctx context.Context, s *sandboxScope
 
 	netSpec := sandboxspec.Network(s.id)
 	network, err := r.ensureNetwork(ctx, s, netSpec)
+	if errors.Is(err, subnets.ErrExhausted) {
+		setCondition(sbx, afev1.EgressReadyCondition, false, afev1.AddressPoolExhaustedReason,
+			fmt.Sprintf("No free /%d block is left in the controller's %s (%s: %d blocks) for the sandbox's network; "+
+				"widen %s or remove sandboxes with egress", subnets.BlockBits, subnets.Flag,
+				subnets.String(r.Options.EgressSubnets), subnets.Size(r.Options.EgressSubnets), subnets.Flag))
+		return ctrl.Result{RequeueAfter: egressRetry}, nil
+	}
 	if errors.Is(err, docker.ErrNoAddressPool) {
 		setCondition(sbx, afev1.EgressReadyCondition, false, afev1.AddressPoolExhaustedReason,
 			"The Docker engine has no address range left for the sandbox's network (about 30 networks with the "+
-				"engine's defaults); widen default-address-pools in the engine's daemon.json (see docs/troubleshooting.md)")
+				"engine's defaults); give the controller a range of its own with "+subnets.Flag+" (see docs/troubleshooting.md)")
 		return ctrl.Result{RequeueAfter: egressRetry}, nil
 	}
 	if err != nil {
@@ -83,7 +91,7 @@ func (r *SandboxReconciler) reconcileEgress(ctx context.Context, s *sandboxScope
 // network of the name left by an earlier Sandbox of this namespace and name
 // is an orphan: it goes, with the containers on it, and is made again.
 func (r *SandboxReconciler) ensureNetwork(ctx context.Context, s *sandboxScope, spec docker.NetworkSpec) (*docker.Network, error) {
-	n, err := r.Engine.EnsureNetwork(ctx, spec)
+	n, err := r.inspectOrCreateNetwork(ctx, spec)
 	if err != nil || !s.id.Stale(n.Labels, afev1.RoleNetwork) {
 		return n, err
 	}
@@ -94,7 +102,7 @@ func (r *SandboxReconciler) ensureNetwork(ctx context.Context, s *sandboxScope, 
 	if err := r.Engine.RemoveNetwork(ctx, n.ID); err != nil {
 		return nil, err
 	}
-	return r.Engine.EnsureNetwork(ctx, spec)
+	return r.inspectOrCreateNetwork(ctx, spec)
 }
 
 // ensureProxy runs the proxy with the current allowlist and waits until it
@@ -118,6 +126,12 @@ func (r *SandboxReconciler) ensureProxy(ctx context.Context, s *sandboxScope, wa
 	}
 	if have != nil && have.Running && have.Labels[afev1.LabelSpecHash] == want.Labels[afev1.LabelSpecHash] {
 		return ctrl.Result{}, nil
+	}
+	if have != nil && !have.Running && s.resuming && have.Labels[afev1.LabelSpecHash] == want.Labels[afev1.LabelSpecHash] {
+		// Stopped by the suspension: started again as it was.
+		if res, ok, err := r.restartProxy(ctx, s, have); ok {
+			return res, err
+		}
 	}
 	if err := r.ensureImage(ctx, s, afev1.EgressReadyCondition, "Proxy image", want.Image); err != nil {
 		return ctrl.Result{}, err
@@ -186,17 +200,29 @@ func (r *SandboxReconciler) waitProxy(ctx context.Context, proxy *docker.Contain
 }
 
 // cleanupEgress removes the proxy and the network of a sandbox that no longer
-// declares egress, once its container has left the network. It runs when the
-// status names them or the spec changed, so a steady sandbox costs nothing.
+// declares egress, once its container has left the network. Whether there
+// is anything to remove is decided from the engine (the derived names and
+// their labels), never from the status, which a tenant may write: it is
+// looked at once per process for a sandbox that may ever have had egress
+// (one whose spec changed since its creation), so a steady sandbox costs
+// nothing.
 func (r *SandboxReconciler) cleanupEgress(ctx context.Context, s *sandboxScope) (ctrl.Result, error) {
 	sbx := s.sbx
 	if len(sbx.Spec.Egress) > 0 {
+		r.egressGone.Delete(sbx.UID)
 		return ctrl.Result{}, r.removeLegacyEgress(ctx, s)
 	}
-	if sbx.Status.NetworkName == "" && sbx.Status.ProxyName == "" && sbx.Status.ObservedGeneration == sbx.Generation {
+	if _, gone := r.egressGone.Load(sbx.UID); gone || sbx.Generation <= 1 {
+		// Created without egress and never changed: no proxy or network was
+		// ever made for this UID.
+		s.sbx.Status.ProxyName, s.sbx.Status.ProxyURL, s.sbx.Status.NetworkName = "", "", ""
 		return ctrl.Result{}, nil
 	}
-	return ctrl.Result{}, r.deleteEgress(ctx, s)
+	if err := r.deleteEgress(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.egressGone.Store(sbx.UID, true)
+	return ctrl.Result{}, nil
 }
 
 // deleteEgress removes the proxy, then the network, under their current and
@@ -257,4 +283,27 @@ func egressSummary(hosts []afev1.EgressHost) string {
 		names = append(names, string(h))
 	}
 	return strings.Join(names, ", ")
+}
+
+// restartProxy starts again the proxy a suspension stopped and waits until
+// it answers; ok is false when it could not be started, and it is then
+// recreated as a lost one.
+func (r *SandboxReconciler) restartProxy(ctx context.Context, s *sandboxScope, have *docker.Container) (ctrl.Result, bool, error) {
+	logf.FromContext(ctx).Info("Starting the proxy of a suspended sandbox", "container", have.Name)
+	err := r.Engine.StartContainer(ctx, have.ID)
+	if errors.Is(err, docker.ErrStartFailed) {
+		return ctrl.Result{}, false, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, true, err
+	}
+	if err := r.waitProxy(ctx, have); err != nil {
+		if errors.Is(err, docker.ErrUnavailable) {
+			return ctrl.Result{}, true, err
+		}
+		setCondition(s.sbx, afev1.EgressReadyCondition, false, afev1.ProxyNotAnsweringReason,
+			fmt.Sprintf("Proxy %s does not answer: %v", have.Name, err))
+		return ctrl.Result{RequeueAfter: egressRetry}, true, nil
+	}
+	return ctrl.Result{}, true, nil
 }

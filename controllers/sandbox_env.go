@@ -20,6 +20,16 @@ func (r *SandboxReconciler) resolveEnv(ctx context.Context, sbx *afev1.Sandbox) 
 			out = append(out, e.Name+"="+e.Value)
 			continue
 		}
+		if from := e.ValueFrom.ControllerEnv; from != "" {
+			// Validated against --env-passthrough before this.
+			v := r.Options.EnvPassthrough[from]
+			if v == nil {
+				return nil, &sandboxspec.InvalidError{Reason: afev1.ControllerEnvNotAllowedReason,
+					Message: fmt.Sprintf("Env %s: the controller does not pass %s through", e.Name, from)}
+			}
+			out = append(out, e.Name+"="+*v)
+			continue
+		}
 		ref := e.ValueFrom.SecretKeyRef
 		secret := &corev1.Secret{}
 		err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: sbx.Namespace, Name: ref.Name}, secret)

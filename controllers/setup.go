@@ -22,6 +22,7 @@ func SetupAll(ctx context.Context, mgr ctrl.Manager, engine docker.Engine, opts 
 		opts.EngineRemote = true
 	}
 	events := NewDockerEventSource(engine, mgr.GetClient(), opts.Instance)
+	events.execs = newEngineExecs(engine, opts.Telemetry, opts.Instance, events.sandboxOf)
 	if err := mgr.Add(events); err != nil {
 		return fmt.Errorf("add docker event source: %w", err)
 	}
@@ -32,6 +33,7 @@ func SetupAll(ctx context.Context, mgr ctrl.Manager, engine docker.Engine, opts 
 		Recorder:     mgr.GetEventRecorder("afe-sandbox-controller"),
 		Options:      opts,
 		DockerEvents: events.Out,
+		Activity:     events.Activity,
 		Disk:         &DiskMeter{},
 	}
 	if err := sandboxes.SetupWithManager(mgr); err != nil {

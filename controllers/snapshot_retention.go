@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"sort"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -28,7 +29,7 @@ func retainedSnapshot(ctx context.Context, c client.Reader, labels map[string]st
 		return !apierrors.IsNotFound(err)
 	}
 	return string(tk.UID) == labels[afev1.LabelTicketUID] && tk.DeletionTimestamp.IsZero() &&
-		(tk.Spec.RetainSnapshots || !tk.Spec.State.Terminal())
+		(tk.Spec.RetainSnapshots || !tk.Ended(time.Now()))
 }
 
 // retainedSnapshots lists the snapshot volumes a finished ticket keeps.

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -22,6 +24,8 @@ import (
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/internal/hostgroups"
 	"afe.dev/sandbox/internal/sandboxspec"
+	"afe.dev/sandbox/internal/subnets"
+	"afe.dev/sandbox/internal/telemetry"
 	"afe.dev/sandbox/test/dockertest"
 )
 
@@ -43,6 +47,17 @@ var (
 const testDeniedGID = 4711
 
 var testAllowedIDs = sandboxspec.IDRanges{{Min: 1, Max: 60000}}
+
+// testTelemetry is the suite manager's command telemetry.
+var testTelemetry *telemetry.Store
+
+// The suite's --env-passthrough: testPassthrough, with a value of quotes,
+// a newline, a dollar and non-ASCII bytes, and AFE_TEST_UNSET, listed but
+// not set.
+const (
+	testPassthrough      = "AFE_TEST_PASSTHROUGH"
+	testPassthroughValue = "index \"quoted\" $HOME\n\tsecond line é"
+)
 
 func TestControllers(t *testing.T) {
 	RegisterFailHandler(Fail)
@@ -93,6 +108,14 @@ var _ = BeforeSuite(func() {
 	// the allowed ranges admit, so only the deny list refuses it).
 	denyGIDs, err := hostgroups.NewDenyList(strconv.Itoa(testDeniedGID), hostgroups.SocketPath(engine.Host()), "/etc/group")
 	Expect(err).NotTo(HaveOccurred())
+	telemetryDir, err := os.MkdirTemp("", "afe-telemetry-")
+	Expect(err).NotTo(HaveOccurred())
+	testTelemetry, err = telemetry.Open(filepath.Join(telemetryDir, "telemetry.db"), telemetry.Options{})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() {
+		_ = testTelemetry.Close()
+		_ = os.RemoveAll(telemetryDir)
+	})
 	var ctx context.Context
 	ctx, cancelManager = context.WithCancel(context.Background())
 	Expect(SetupAll(ctx, mgr, engine, Options{
@@ -106,16 +129,27 @@ var _ = BeforeSuite(func() {
 		MaxConcurrentReconciles: 4,
 		EgressNetwork:           egressNetwork,
 		EgressAllowPrivate:      true, // the test servers have private addresses
-		ProxyImage:              "afe/egress-proxy:dev",
-		DenyGIDs:                denyGIDs,
-		AllowedUIDs:             testAllowedIDs,
-		AllowedGIDs:             testAllowedIDs,
+		// The manager's default: each of the suite's processes, and any
+		// other controller on the engine, shares it.
+		EgressSubnets:  mustParseSubnets(subnets.Default),
+		ProxyImage:     "afe/egress-proxy:dev",
+		DenyGIDs:       denyGIDs,
+		AllowedUIDs:    testAllowedIDs,
+		AllowedGIDs:    testAllowedIDs,
+		EnvPassthrough: map[string]*string{testPassthrough: ptr.To(testPassthroughValue), "AFE_TEST_UNSET": nil},
+		Telemetry:      testTelemetry,
 	})).To(Succeed())
 	go func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(ctx)).To(Succeed())
 	}()
 })
+
+func mustParseSubnets(s string) []netip.Prefix {
+	p, err := subnets.Parse(s)
+	Expect(err).NotTo(HaveOccurred())
+	return p
+}
 
 var _ = AfterSuite(func() {
 	if cancelManager != nil {

@@ -35,7 +35,7 @@ type TicketReconciler struct {
 	Options  Options
 }
 
-// +kubebuilder:rbac:groups=sandbox.afe.dev,resources=tickets,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=sandbox.afe.dev,resources=tickets,verbs=get;list;watch;update;patch;delete
 // +kubebuilder:rbac:groups=sandbox.afe.dev,resources=tickets/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=sandbox.afe.dev,resources=tickets/finalizers,verbs=update
 // +kubebuilder:rbac:groups=sandbox.afe.dev,resources=sandboxes,verbs=create;delete
@@ -48,6 +48,13 @@ type ticketScope struct {
 	before *afev1.Ticket
 	// owned are the Sandboxes the ticket controls.
 	owned []afev1.Sandbox
+	// requeued names the lost sandbox of a requeue not yet written; its
+	// Event follows the write, so that a write retried after a conflict
+	// does not repeat it.
+	requeued string
+	// cleanedUp: this reconcile found the ticket ended and nothing of it
+	// left.
+	cleanedUp bool
 }
 
 // Reconcile keeps a ticket's Sandboxes as its state asks.
@@ -58,11 +65,33 @@ func (r *TicketReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	s := &ticketScope{tk: tk, before: tk.DeepCopy()}
 	res, err := r.reconcile(ctx, s)
-	return reconcileResult(res, err, client.IgnoreNotFound(r.writeStatus(ctx, s)))
+	res, err = reconcileResult(res, err, client.IgnoreNotFound(r.writeStatus(ctx, s)))
+	if err != nil || !s.cleanedUp {
+		return res, err
+	}
+	return r.expire(ctx, s.tk)
+}
+
+// expire deletes a finished ticket whose cleanup is done once its
+// ttlSecondsAfterFinished (or --finished-ttl) has passed since
+// status.finishedTime; the deletion goes through the ticket's finalizer, as
+// any other.
+func (r *TicketReconciler) expire(ctx context.Context, tk *afev1.Ticket) (ctrl.Result, error) {
+	ttl, ok := finishedTTL(tk.Spec.TTLSecondsAfterFinished, r.Options.FinishedTTL)
+	if !ok || tk.Status.FinishedTime == nil || !tk.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	if left := time.Until(tk.Status.FinishedTime.Add(ttl)); left > 0 {
+		return ctrl.Result{RequeueAfter: left}, nil
+	}
+	logf.FromContext(ctx).Info("Deleting the finished ticket: its ttlSecondsAfterFinished passed", "ttl", ttl)
+	return ctrl.Result{}, deleteExpired(ctx, r.Client, tk)
 }
 
 func (r *TicketReconciler) reconcile(ctx context.Context, s *ticketScope) (ctrl.Result, error) {
-	step := plan.Ticket(!s.tk.DeletionTimestamp.IsZero(), s.tk.Spec.State)
+	now := time.Now()
+	expired := s.tk.DeadlineExceeded(now)
+	step := plan.Ticket(!s.tk.DeletionTimestamp.IsZero(), s.tk.Spec.State, expired)
 	if step == plan.TicketDelete {
 		return r.reconcileDelete(ctx, s)
 	}
@@ -70,30 +99,44 @@ func (r *TicketReconciler) reconcile(ctx context.Context, s *ticketScope) (ctrl.
 		return ctrl.Result{}, err
 	}
 	s.before = s.tk.DeepCopy()
-	return r.reconcileNormal(ctx, s, step)
+	if expired && !s.tk.Spec.State.Terminal() {
+		setCondition(s.tk, afev1.TicketFailedCondition, true, afev1.DeadlineExceededReason, fmt.Sprintf(
+			"The ticket ran past spec.lifecycle.activeDeadlineSeconds (%ds): it ended Failed and everything of it is removed",
+			s.tk.Spec.Lifecycle.ActiveDeadlineSeconds))
+	}
+	if err := r.reconcileNormal(ctx, s, step); err != nil {
+		return ctrl.Result{}, err
+	}
+	// The deadline passing changes nothing the ticket watches.
+	if left := s.tk.DeadlineLeft(now); step != plan.TicketCleanUp && left > 0 {
+		return ctrl.Result{RequeueAfter: left}, nil
+	}
+	return ctrl.Result{}, nil
 }
 
 // reconcileNormal keeps the Sandboxes as the ticket's step asks.
-func (r *TicketReconciler) reconcileNormal(ctx context.Context, s *ticketScope, step plan.TicketStep) (ctrl.Result, error) {
+func (r *TicketReconciler) reconcileNormal(ctx context.Context, s *ticketScope, step plan.TicketStep) error {
 	if err := r.observeSandboxes(ctx, s); err != nil {
-		return ctrl.Result{}, err
+		return err
 	}
 	tk, owned := s.tk, s.owned
 	switch step {
 	case plan.TicketCleanUp:
-		if _, err := r.cleanup(ctx, tk, owned); err != nil {
-			return ctrl.Result{}, err
+		done, err := r.cleanup(ctx, tk, owned)
+		if err != nil {
+			return err
 		}
+		s.cleanedUp = done
 	case plan.TicketKeep:
 		// Kept as they are: a paused ticket finds its containers again.
 		status.SummarizeTicket(&tk.Status, tk.Generation, tk.Spec.State, owned, int32(len(owned)), nil)
 	default:
 		if err := r.reconcileActive(ctx, tk, owned); err != nil {
-			return ctrl.Result{}, err
+			return err
 		}
 	}
 	tk.Status.ObservedGeneration = tk.Generation
-	return ctrl.Result{}, nil
+	return nil
 }
 
 // reconcileDelete cleans up after a deleted ticket, then removes its
@@ -148,6 +191,9 @@ func (r *TicketReconciler) reconcileActive(ctx context.Context, tk *afev1.Ticket
 		case !have.DeletionTimestamp.IsZero():
 			current = append(current, *have) // replaced once gone
 		default:
+			// spec.suspend is the user's (kubectl afe suspend|resume), not
+			// the template's.
+			want.Spec.Suspend = have.Spec.Suspend
 			if !equality.Semantic.DeepEqual(have.Spec, want.Spec) {
 				log.Info("Updating sandbox to the ticket's template", "sandbox", have.Name)
 				have.Spec = want.Spec
@@ -216,12 +262,15 @@ func (r *TicketReconciler) observeSandboxes(ctx context.Context, s *ticketScope)
 		return err
 	}
 	s.owned = owned
-	r.countRequeues(s.tk, owned)
+	if lost := countRequeues(s.tk, owned); lost != "" {
+		s.requeued = lost
+	}
 	return nil
 }
 
-// countRequeues turns the sandboxes' recreations into the ticket's requeues.
-func (r *TicketReconciler) countRequeues(tk *afev1.Ticket, owned []afev1.Sandbox) {
+// countRequeues turns the sandboxes' recreations into the ticket's requeues;
+// it returns the sandbox lost last when there are new ones.
+func countRequeues(tk *afev1.Ticket, owned []afev1.Sandbox) string {
 	var sum int32
 	var last *metav1.Time
 	var lost string
@@ -232,19 +281,22 @@ func (r *TicketReconciler) countRequeues(tk *afev1.Ticket, owned []afev1.Sandbox
 			last, lost = st.LastLostTime, owned[i].Name
 		}
 	}
-	if delta := sum - tk.Status.ObservedRecreations; delta > 0 {
+	delta := sum - tk.Status.ObservedRecreations
+	if delta > 0 {
 		tk.Status.Requeues += delta
 		tk.Status.LastRequeueTime = last
 		tk.Status.LastRequeueReason = afev1.SandboxLostReason
 		setCondition(tk, afev1.TicketRequeuedCondition, true, afev1.SandboxLostReason,
 			fmt.Sprintf("Sandbox %s was lost and recreated with a fresh workspace; the step in flight was interrupted", lost))
-		r.Recorder.Eventf(tk, nil, corev1.EventTypeWarning, afev1.SandboxLostReason, "Requeue",
-			"Sandbox %s was lost and recreated with a fresh workspace; requeue the interrupted step", lost)
 	}
 	tk.Status.ObservedRecreations = sum
 	if meta.FindStatusCondition(tk.Status.Conditions, afev1.TicketRequeuedCondition) == nil {
 		setCondition(tk, afev1.TicketRequeuedCondition, false, afev1.NoLossReason, "No sandbox of the ticket was lost")
 	}
+	if delta <= 0 {
+		return ""
+	}
+	return lost
 }
 
 // unfinishedRuns counts the Runs of the ticket's sandboxes not yet ended.
@@ -289,7 +341,7 @@ func finishingTicketsOf(ctx context.Context, c client.Reader, run *afev1.Run) ([
 	var out []*afev1.Ticket
 	for i := range list.Items {
 		tk := &list.Items[i]
-		if !tk.Spec.State.Terminal() && tk.DeletionTimestamp.IsZero() {
+		if !tk.Ended(time.Now()) && tk.DeletionTimestamp.IsZero() {
 			continue
 		}
 		for _, s := range ticketspec.Sandboxes(tk) {
@@ -330,6 +382,17 @@ func (r *TicketReconciler) writeStatus(ctx context.Context, s *ticketScope) erro
 		return err
 	}
 	r.observeCleanup(s.before, s.tk)
+	if s.requeued != "" {
+		r.Recorder.Eventf(s.tk, nil, corev1.EventTypeWarning, afev1.SandboxLostReason, "Requeue",
+			"Sandbox %s was lost and recreated with a fresh workspace; requeue the interrupted step", s.requeued)
+		s.requeued = ""
+	}
+	if !meta.IsStatusConditionTrue(s.before.Status.Conditions, afev1.TicketFailedCondition) &&
+		meta.IsStatusConditionTrue(s.tk.Status.Conditions, afev1.TicketFailedCondition) {
+		r.Recorder.Eventf(s.tk, nil, corev1.EventTypeWarning, afev1.DeadlineExceededReason, "Fail",
+			"The ticket ran past spec.lifecycle.activeDeadlineSeconds (%ds) and ended Failed; its sandboxes are removed",
+			s.tk.Spec.Lifecycle.ActiveDeadlineSeconds)
+	}
 	s.before = s.tk.DeepCopy()
 	return nil
 }

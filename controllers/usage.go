@@ -273,7 +273,7 @@ func (u *UsageCollector) writeTicketUsage(ctx context.Context, key types.Namespa
 	}
 	// A finished ticket keeps the sum of its sandboxes as they were, not of
 	// those its cleanup has not removed yet.
-	if !tk.DeletionTimestamp.IsZero() || tk.Spec.State.Terminal() || !status.UsageChanged(tk.Status.Usage, sum) {
+	if !tk.DeletionTimestamp.IsZero() || tk.Ended(time.Now()) || !status.UsageChanged(tk.Status.Usage, sum) {
 		return nil
 	}
 	before := tk.DeepCopy()

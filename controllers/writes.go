@@ -85,3 +85,28 @@ func reconcileResult(res ctrl.Result, err, writeErr error) (ctrl.Result, error) 
 	}
 	return res, nil
 }
+
+// finishedTTL is how long a finished object is kept: its own
+// ttlSecondsAfterFinished, else the controller's --finished-ttl; ok is
+// false when it is kept for good.
+func finishedTTL(own *int32, def time.Duration) (time.Duration, bool) {
+	switch {
+	case own != nil:
+		return time.Duration(*own) * time.Second, true
+	case def > 0:
+		return def, true
+	}
+	return 0, false
+}
+
+// deleteExpired deletes the object, only the one read (its UID): its
+// finalizers do the cleanup, as for any deletion (no garbage collector is
+// relied on).
+func deleteExpired(ctx context.Context, c client.Client, obj client.Object) error {
+	uid := obj.GetUID()
+	err := c.Delete(ctx, obj, client.Preconditions{UID: &uid})
+	if apierrors.IsConflict(err) {
+		return nil // another object of the name by now
+	}
+	return client.IgnoreNotFound(err)
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 	"syscall"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -19,6 +20,10 @@ type Client struct {
 	// cgroups reads container usage from the host's cgroup files, for a
 	// local engine (nil otherwise).
 	cgroups *hostCgroups
+	// own holds the IDs of the execs this client created, so that the
+	// execs seen in the event stream can be told from those made on the
+	// engine by anyone else.
+	own sync.Map
 }
 
 var _ Engine = (*Client)(nil)

@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"testing"
 )
 
@@ -50,5 +51,47 @@ func TestCopyWorkspaceKeepsOwnersAndModesAndLeavesNoHelper(t *testing.T) {
 	}
 	if cs, _ := engine.ListContainers(ctx, labels); len(cs) != 0 {
 		t.Fatalf("helpers left after a failure: %v", cs)
+	}
+}
+
+func TestCopyWorkspaceReplacesTheHelpersACrashLeft(t *testing.T) {
+	ctx := context.Background()
+	labels := testLabels(t)
+	src, dst := uniqueName()+"-src", uniqueName()+"-dst"
+	for _, v := range []string{src, dst} {
+		if _, err := engine.EnsureVolume(ctx, VolumeSpec{Name: v, Labels: labels}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spec := CopySpec{
+		Name: uniqueName() + "-copy", Image: testImage, Labels: labels,
+		From: Mount{Type: MountVolume, Source: src},
+		To:   Mount{Type: MountVolume, Source: dst},
+	}
+	// What a crash in the middle of a copy leaves: both helpers, created.
+	var planted []string
+	for _, h := range []string{spec.Name + "-from", spec.Name + "-to"} {
+		planted = append(planted, sh(t, "create", "--name", h, "--network", "none", "--label", "afe.test="+labels["afe.test"], testImage, "/afe-never-started"))
+	}
+	if _, err := engine.CopyWorkspace(ctx, spec); err != nil {
+		t.Fatalf("a copy after a crash: %v", err)
+	}
+	for _, id := range planted {
+		if _, err := engine.InspectContainer(ctx, id); !errors.Is(err, ErrNotFound) {
+			t.Errorf("the helper %s a crash left is still there (%v)", id, err)
+		}
+	}
+	if cs, err := engine.ListContainers(ctx, labels); err != nil || len(cs) != 0 {
+		t.Fatalf("helpers left: %v %v", cs, err)
+	}
+
+	// A container of a helper's name that is not this copy's is left alone.
+	other := sh(t, "create", "--name", spec.Name+"-to", "--network", "none", "--label", "afe.test="+labels["afe.test"]+"-other", testImage, "/afe-never-started")
+	t.Cleanup(func() { _ = engine.RemoveContainer(context.Background(), other) })
+	if _, err := engine.CopyWorkspace(ctx, spec); !errors.Is(err, ErrConflict) {
+		t.Fatalf("a copy beside another container of a helper's name: %v, want ErrConflict", err)
+	}
+	if _, err := engine.InspectContainer(ctx, other); err != nil {
+		t.Fatalf("the other container was touched: %v", err)
 	}
 }

@@ -35,6 +35,17 @@ type Engine interface {
 	// volumes (an image's VOLUME lines), never a named volume; it succeeds
 	// when it is already gone.
 	RemoveContainer(ctx context.Context, name string) error
+	// StopContainer stops a running container and keeps it (a suspended
+	// sandbox's); it succeeds when it is already stopped and returns
+	// ErrNotFound when there is none of the name.
+	StopContainer(ctx context.Context, name string) error
+	// StartContainer starts a stopped container as it was created; it
+	// succeeds when it runs already. One the engine cannot start fails with
+	// ErrStartFailed.
+	StartContainer(ctx context.Context, name string) error
+	// RunningExecs counts the commands executed in the container that still
+	// run (zero for a container that does not run).
+	RunningExecs(ctx context.Context, name string) (int, error)
 
 	// EnsureNetwork creates the network unless it exists, and returns it.
 	// The caller checks the labels of an existing network.
@@ -57,6 +68,13 @@ type Engine interface {
 
 	// Exec runs a command in a running container and returns its exit code.
 	Exec(ctx context.Context, container string, spec ExecSpec) (int, error)
+	// InspectExec tells of an exec by its ID (its command, user and exit
+	// code); ErrNotFound when the engine no longer has it.
+	InspectExec(ctx context.Context, id string) (ExecInfo, error)
+	// OwnExec tells whether this client created the exec, and ForgetExec
+	// drops it from that memory once its end was seen.
+	OwnExec(id string) bool
+	ForgetExec(id string)
 
 	// ContainerUsage reads what a running container has used: from the
 	// host's cgroup files for a local engine whose files are visible here,

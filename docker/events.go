@@ -12,7 +12,7 @@ import (
 func (c *Client) Events(ctx context.Context, labels map[string]string) (<-chan Event, <-chan error) {
 	f := labelFilter(labels)
 	f.Add("type", string(events.ContainerEventType))
-	for _, a := range []EventAction{ActionCreate, ActionStart, ActionDie, ActionDestroy, ActionOOM} {
+	for _, a := range []EventAction{ActionCreate, ActionStart, ActionDie, ActionDestroy, ActionOOM, ActionExecStart, ActionExecDie} {
 		f.Add("event", string(a))
 	}
 	c.count("events")

@@ -2,12 +2,16 @@ package docker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 )
 
@@ -40,6 +44,7 @@ func (c *Client) Exec(ctx context.Context, containerName string, spec ExecSpec) 
 	if err != nil {
 		return -1, wrap(err, "exec in "+containerName)
 	}
+	c.own.Store(created.ID, struct{}{})
 	c.count("container_exec_attach")
 	attach, err := c.api.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
 	if err != nil {
@@ -75,4 +80,78 @@ func (c *Client) Exec(ctx context.Context, containerName string, spec ExecSpec) 
 
 func errNotFoundf(format string, args ...any) error {
 	return cerrdefs.ErrNotFound.WithMessage(fmt.Sprintf(format, args...))
+}
+
+// ExecInfo is what the engine tells of an exec.
+type ExecInfo struct {
+	ID          string
+	ContainerID string
+	// Cmd is the command: its entrypoint and arguments.
+	Cmd      []string
+	User     string
+	Running  bool
+	ExitCode int
+}
+
+// InspectExec tells of an exec by its ID; ErrNotFound when the engine no
+// longer has it.
+func (c *Client) InspectExec(ctx context.Context, id string) (ExecInfo, error) {
+	c.count("container_exec_inspect")
+	e, err := c.api.ContainerExecInspect(ctx, id)
+	if err != nil {
+		return ExecInfo{}, wrap(err, "inspect exec "+id)
+	}
+	info := ExecInfo{ID: e.ExecID, ContainerID: e.ContainerID, Running: e.Running, ExitCode: e.ExitCode}
+	// The engine's inspect of an exec does not give its user or command
+	// in the typed answer of every client version: read the raw fields.
+	info.Cmd, info.User = c.execProcess(ctx, id)
+	return info, nil
+}
+
+// OwnExec tells whether this client created the exec.
+func (c *Client) OwnExec(id string) bool {
+	_, ok := c.own.Load(id)
+	return ok
+}
+
+// ForgetExec drops an exec of this client from its memory, once its end
+// was seen.
+func (c *Client) ForgetExec(id string) { c.own.Delete(id) }
+
+// execProcess reads an exec's command and user from the engine's raw
+// answer (the typed one leaves them out); empty when it cannot.
+func (c *Client) execProcess(ctx context.Context, id string) ([]string, string) {
+	u, err := client.ParseHostURL(c.api.DaemonHost())
+	if err != nil {
+		return nil, ""
+	}
+	scheme, host := "http", u.Host
+	if u.Scheme == "unix" || u.Scheme == "npipe" {
+		host = "api.moby.localhost" // the socket is dialled; the name is a placeholder
+	}
+	hc := c.api.HTTPClient()
+	if tr, ok := hc.Transport.(*http.Transport); ok && tr.TLSClientConfig != nil {
+		scheme = "https"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet,
+		scheme+"://"+host+"/v"+c.api.ClientVersion()+"/exec/"+url.PathEscape(id)+"/json", nil)
+	if err != nil {
+		return nil, ""
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, ""
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var body struct {
+		ProcessConfig struct {
+			Entrypoint string   `json:"entrypoint"`
+			Arguments  []string `json:"arguments"`
+			User       string   `json:"user"`
+		}
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&body) != nil {
+		return nil, ""
+	}
+	return append([]string{body.ProcessConfig.Entrypoint}, body.ProcessConfig.Arguments...), body.ProcessConfig.User
 }

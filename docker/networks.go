@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 
 	"github.com/docker/docker/api/types/network"
@@ -22,6 +23,10 @@ type NetworkSpec struct {
 	// NoHostAddress gives the host no address on the network, so that its
 	// containers cannot reach services listening on the host's interfaces.
 	NoHostAddress bool
+	// Subnet is the network's IPv4 subnet, chosen by the caller; the zero
+	// value lets the engine take one from its default address pools. The
+	// engine refuses one that overlaps another network's: ErrSubnetTaken.
+	Subnet netip.Prefix
 }
 
 // Network is what the engine reports of a network.
@@ -32,6 +37,8 @@ type Network struct {
 	Internal bool
 	// Gateways are the host's addresses on the network.
 	Gateways []string
+	// Subnets are the network's subnets (CIDRs), in the list as well.
+	Subnets []string
 }
 
 // EnsureNetwork creates the network unless it exists, and returns it. The
@@ -44,10 +51,16 @@ func (c *Client) EnsureNetwork(ctx context.Context, spec NetworkSpec) (*Network,
 	if spec.NoHostAddress {
 		opts.Options = map[string]string{bridgeInhibitIPv4: "true"}
 	}
+	if spec.Subnet.IsValid() {
+		opts.IPAM = &network.IPAM{Driver: "default", Config: []network.IPAMConfig{{Subnet: spec.Subnet.String()}}}
+	}
 	c.count("network_create")
 	if _, err := c.api.NetworkCreate(ctx, spec.Name, opts); err != nil {
 		if isPoolExhausted(err) {
 			return nil, fmt.Errorf("create network %s: %w: %w", spec.Name, ErrNoAddressPool, err)
+		}
+		if isPoolOverlap(err) {
+			return nil, fmt.Errorf("create network %s with subnet %s: %w: %w", spec.Name, spec.Subnet, ErrSubnetTaken, err)
 		}
 		return nil, wrap(err, "create network "+spec.Name)
 	}
@@ -67,6 +80,16 @@ func isPoolExhausted(err error) bool {
 		strings.Contains(msg, "all predefined address pools have been fully subnetted")
 }
 
+// ErrSubnetTaken is returned when the engine refuses a network's subnet
+// because it overlaps the subnet of another of its networks.
+var ErrSubnetTaken = errors.New("the subnet overlaps another network's on the engine")
+
+// isPoolOverlap recognises the engine's refusal of a subnet that overlaps
+// another network's (Docker 20.10 to 28 word it alike).
+func isPoolOverlap(err error) bool {
+	return strings.Contains(err.Error(), "Pool overlaps with other one on this address space")
+}
+
 // InspectNetwork returns ErrNotFound when the network does not exist.
 func (c *Client) InspectNetwork(ctx context.Context, name string) (*Network, error) {
 	c.count("network_inspect")
@@ -78,7 +101,7 @@ func (c *Client) InspectNetwork(ctx context.Context, name string) (*Network, err
 	if n.Name != name && n.ID != name {
 		return nil, wrap(errNotFoundf("network %s", name), "inspect network "+name)
 	}
-	out := &Network{ID: n.ID, Name: n.Name, Labels: n.Labels, Internal: n.Internal}
+	out := &Network{ID: n.ID, Name: n.Name, Labels: n.Labels, Internal: n.Internal, Subnets: subnets(n.IPAM)}
 	for _, cfg := range n.IPAM.Config {
 		if cfg.Gateway != "" {
 			out.Gateways = append(out.Gateways, cfg.Gateway)
@@ -87,7 +110,18 @@ func (c *Client) InspectNetwork(ctx context.Context, name string) (*Network, err
 	return out, nil
 }
 
-// ListNetworks returns the networks carrying all the labels.
+func subnets(ipam network.IPAM) []string {
+	var out []string
+	for _, cfg := range ipam.Config {
+		if cfg.Subnet != "" {
+			out = append(out, cfg.Subnet)
+		}
+	}
+	return out
+}
+
+// ListNetworks returns the networks carrying all the labels (every network
+// with none), with their subnets but without their gateways.
 func (c *Client) ListNetworks(ctx context.Context, labels map[string]string) ([]Network, error) {
 	c.count("network_list")
 	list, err := c.api.NetworkList(ctx, network.ListOptions{Filters: labelFilter(labels)})
@@ -96,7 +130,7 @@ func (c *Client) ListNetworks(ctx context.Context, labels map[string]string) ([]
 	}
 	out := make([]Network, 0, len(list))
 	for _, n := range list {
-		out = append(out, Network{ID: n.ID, Name: n.Name, Labels: n.Labels, Internal: n.Internal})
+		out = append(out, Network{ID: n.ID, Name: n.Name, Labels: n.Labels, Internal: n.Internal, Subnets: subnets(n.IPAM)})
 	}
 	return out, nil
 }
@@ -108,4 +142,22 @@ func (c *Client) RemoveNetwork(ctx context.Context, name string) error {
 		return wrap(err, "remove network "+name)
 	}
 	return nil
+}
+
+// DefaultAddressPools are the engine's default-address-pools as its
+// configuration sets them; none when it keeps its built-in ones.
+func (c *Client) DefaultAddressPools(ctx context.Context) ([]netip.Prefix, error) {
+	info, err := c.api.Info(ctx)
+	if err != nil {
+		return nil, wrap(err, "engine info")
+	}
+	var out []netip.Prefix
+	for _, p := range info.DefaultAddressPools {
+		pool, err := netip.ParsePrefix(p.Base)
+		if err != nil {
+			return nil, fmt.Errorf("the engine's address pool %q: %w", p.Base, err)
+		}
+		out = append(out, pool)
+	}
+	return out, nil
 }

@@ -1,7 +1,10 @@
 package docker
 
 import (
+	"context"
 	"errors"
+	"net/netip"
+	"strings"
 	"testing"
 )
 
@@ -21,4 +24,92 @@ func TestIsPoolExhausted(t *testing.T) {
 			t.Errorf("isPoolExhausted(%q) = %v, want %v", tt.msg, got, tt.want)
 		}
 	}
+}
+
+// TestNetworkWithAChosenSubnet: the engine takes a subnet of the caller's,
+// reports it in the inspection and the list, gives containers addresses
+// in it, and refuses a second network on the same or an overlapping
+// subnet with ErrSubnetTaken, creating nothing.
+func TestNetworkWithAChosenSubnet(t *testing.T) {
+	ctx := context.Background()
+	labels := testLabels(t)
+	all, err := engine.ListNetworks(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inUse []netip.Prefix
+	for _, n := range all {
+		for _, s := range n.Subnets {
+			if p, err := netip.ParsePrefix(s); err == nil {
+				inUse = append(inUse, p)
+			}
+		}
+	}
+	// A /28 of its own (two blocks) in a range the controllers' tests
+	// leave alone, clear of the engine's networks.
+	var block netip.Prefix
+	for i := 0; i < 16 && !block.IsValid(); i++ {
+		if p := netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 19, 254, byte(16 * i)}), 28); !overlapsAny(p, inUse) {
+			block = p
+		}
+	}
+	if !block.IsValid() {
+		t.Fatal("no free /28 in 198.19.254.0/24 on the engine")
+	}
+	subnet := netip.PrefixFrom(block.Addr(), 29)
+
+	name := uniqueName()
+	t.Cleanup(func() {
+		_ = engine.RemoveContainer(context.Background(), name+"-c")
+		for _, n := range []string{name, name + "-same", name + "-around"} {
+			_ = engine.RemoveNetwork(context.Background(), n)
+		}
+	})
+	n, err := engine.EnsureNetwork(ctx, NetworkSpec{Name: name, Labels: labels, Internal: true, NoHostAddress: true, Subnet: subnet})
+	if err != nil {
+		t.Fatalf("create with subnet %s: %v", subnet, err)
+	}
+	if len(n.Subnets) != 1 || n.Subnets[0] != subnet.String() {
+		t.Fatalf("subnets %v, want [%s]", n.Subnets, subnet)
+	}
+	for _, gw := range n.Gateways {
+		if a, err := netip.ParseAddr(gw); err != nil || !subnet.Contains(a) {
+			t.Fatalf("gateway %s outside %s", gw, subnet)
+		}
+	}
+	list, err := engine.ListNetworks(ctx, labels)
+	if err != nil || len(list) != 1 || len(list[0].Subnets) != 1 || list[0].Subnets[0] != subnet.String() {
+		t.Fatalf("list: %+v, %v", list, err)
+	}
+	c, err := engine.RunContainer(ctx, ContainerSpec{Name: name + "-c", Image: testImage, Labels: labels, Network: name,
+		User: "1000:1000", Command: []string{"sleep", "60"}, CapDrop: []string{"ALL"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, err := netip.ParseAddr(c.IPs[name]); err != nil || !subnet.Contains(a) {
+		t.Fatalf("container address %q outside %s", c.IPs[name], subnet)
+	}
+
+	for what, s := range map[string]netip.Prefix{"same": subnet, "around": block} {
+		other := name + "-" + what
+		_, err := engine.EnsureNetwork(ctx, NetworkSpec{Name: other, Labels: labels, Internal: true, Subnet: s})
+		if !errors.Is(err, ErrSubnetTaken) {
+			t.Fatalf("a second network on %s (%s): want ErrSubnetTaken, got %v", s, what, err)
+		}
+		if !strings.Contains(err.Error(), other) || !strings.Contains(err.Error(), s.String()) {
+			t.Fatalf("the error names neither the network nor the subnet: %v", err)
+		}
+		if _, err := engine.InspectNetwork(ctx, other); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("the refused network %s exists: %v", other, err)
+		}
+	}
+}
+
+func overlapsAny(p netip.Prefix, in []netip.Prefix) bool {
+	for _, q := range in {
+		if q.Overlaps(p) {
+			return true
+		}
+	}
+	return false
 }

@@ -167,6 +167,10 @@ const (
 	ActionDie     EventAction = "die"
 	ActionDestroy EventAction = "destroy"
 	ActionOOM     EventAction = "oom"
+	// ActionExecStart and ActionExecDie are a command executed in the
+	// container (docker exec, a Run) starting and ending.
+	ActionExecStart EventAction = "exec_start"
+	ActionExecDie   EventAction = "exec_die"
 )
 
 // Event is one container event.

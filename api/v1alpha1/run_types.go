@@ -137,8 +137,17 @@ type SandboxReference struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.lanes) || !self.lanes.exists(l, l == (has(self.integrationBranch) ? self.integrationBranch : 'integration'))",message="integrationBranch must not be one of the lanes"
 type RunSpec struct {
 	// sandboxRef names the Sandbox to run in. The Run waits (Pending) while
-	// the sandbox does not exist or is not Ready.
+	// the sandbox does not exist or is not Ready; a suspended sandbox is
+	// resumed for it.
 	SandboxRef SandboxReference `json:"sandboxRef"`
+
+	// ttlSecondsAfterFinished deletes the Run that long after it ended
+	// (status.completionTime); unset: the controller's --finished-ttl (0
+	// there keeps it). 0 here deletes it as soon as it ended.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=31622400
+	// +optional
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
 
 	// command is executed as is (exec form, no shell).
 	// +kubebuilder:validation:MinItems=1

@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -8,6 +10,12 @@ import (
 // SandboxFinalizer is set on every Sandbox so that its Docker objects are
 // removed before the Sandbox goes away.
 const SandboxFinalizer = "sandbox.afe.dev/cleanup"
+
+// ResumeRequestedAnnotation is an RFC 3339 time (`kubectl afe resume` sets
+// it) that counts as the sandbox's activity then: a sandbox its idle timeout
+// suspended is resumed, and its idle timer starts again from it. A time
+// later than now counts as now.
+const ResumeRequestedAnnotation = "sandbox.afe.dev/resume-requested"
 
 // WorkspaceType says where a sandbox's /workspace lives.
 // +kubebuilder:validation:Enum=Volume;Folder
@@ -37,7 +45,7 @@ const (
 )
 
 // SandboxPhase is a one-word summary of where a Sandbox is in its life.
-// +kubebuilder:validation:Enum=Pending;Provisioning;Ready;Recreating;Failed;Terminating
+// +kubebuilder:validation:Enum=Pending;Provisioning;Ready;Recreating;Suspended;Failed;Terminating
 type SandboxPhase string
 
 // The phases of a Sandbox.
@@ -46,8 +54,11 @@ const (
 	SandboxProvisioning SandboxPhase = "Provisioning"
 	SandboxReady        SandboxPhase = "Ready"
 	SandboxRecreating   SandboxPhase = "Recreating"
-	SandboxFailed       SandboxPhase = "Failed"
-	SandboxTerminating  SandboxPhase = "Terminating"
+	// SandboxSuspended: the container and proxy are stopped, the workspace
+	// and network kept; a Run or spec.suspend=false resumes it.
+	SandboxSuspended   SandboxPhase = "Suspended"
+	SandboxFailed      SandboxPhase = "Failed"
+	SandboxTerminating SandboxPhase = "Terminating"
 )
 
 // Condition types of a Sandbox.
@@ -77,6 +88,10 @@ const (
 	InvalidSpecReason = "InvalidSpec"
 	// DeniedEnvReason: an env name is on the controller's --deny-env list.
 	DeniedEnvReason = "DeniedEnv"
+	// ControllerEnvNotAllowedReason: an env valueFrom.controllerEnv names a
+	// variable the controller's --env-passthrough does not list, or one it
+	// lists but does not have.
+	ControllerEnvNotAllowedReason = "ControllerEnvNotAllowed"
 	// SecretNotFoundReason: an env valueFrom names a missing Secret or key.
 	SecretNotFoundReason = "SecretNotFound"
 	// SecretNotAllowedReason: an env valueFrom names a Secret that holds
@@ -144,8 +159,10 @@ const (
 	// EgressNetworkMissingReason: the controller's --egress-network does not
 	// exist on the engine.
 	EgressNetworkMissingReason = "EgressNetworkMissing"
-	// AddressPoolExhaustedReason: the engine has no address range left for
-	// the sandbox's internal network (its default-address-pools are used up).
+	// AddressPoolExhaustedReason: no subnet is left for the sandbox's
+	// internal network: every /29 block of the controller's --egress-subnets
+	// is in use (or, with that flag empty, the engine's default-address-pools
+	// are used up).
 	AddressPoolExhaustedReason = "AddressPoolExhausted"
 	// ProxyNotAnsweringReason: the egress proxy runs but does not answer, or
 	// exited (a bad allowlist stops it with a message in its log).
@@ -156,6 +173,18 @@ const (
 	// SnapshotNotFoundReason: workspace.fromSnapshot names no snapshot volume
 	// of this namespace and controller instance. Nothing was created.
 	SnapshotNotFoundReason = "SnapshotNotFound"
+	// SuspendedReason: the sandbox is suspended (spec.suspend, or idle for
+	// lifecycle.idleTimeoutSeconds): its container and proxy are stopped,
+	// its workspace and network kept. A Run of the sandbox, or
+	// spec.suspend=false, resumes it; a stopped container of a suspended
+	// sandbox is not a loss.
+	SuspendedReason = "Suspended"
+	// ResumedReason: the Event of a suspended sandbox started again.
+	ResumedReason = "Resumed"
+	// DeadlineExceededReason: the sandbox (or its ticket) ran past
+	// lifecycle.activeDeadlineSeconds. A Sandbox's container and proxy are
+	// stopped and not started again; a Ticket ends Failed and is cleaned up.
+	DeadlineExceededReason = "DeadlineExceeded"
 	// RestoredFromSnapshotReason: the workspace volume was filled from
 	// workspace.fromSnapshot (WorkspaceReady is true).
 	RestoredFromSnapshotReason = "RestoredFromSnapshot"
@@ -225,6 +254,16 @@ type SandboxResources struct {
 	// +kubebuilder:validation:Maximum=1048576
 	// +optional
 	OpenFiles int64 `json:"openFiles,omitempty"`
+
+	// cpuSeconds is how many seconds of CPU time each process of the
+	// sandbox may use (RLIMIT_CPU, as docker run --ulimit cpu does): a
+	// process that reaches it gets SIGXCPU, and SIGKILL one second later
+	// if it survives that. A Run that ends so says the limit was reached.
+	// Unset: no limit.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=31536000
+	// +optional
+	CPUSeconds int64 `json:"cpuSeconds,omitempty"`
 }
 
 // SecretKeySelector selects a key of a Secret in the Sandbox's namespace.
@@ -243,10 +282,23 @@ type SecretKeySelector struct {
 	Key string `json:"key"`
 }
 
-// EnvVarSource is where an environment variable's value comes from.
+// EnvVarSource is where an environment variable's value comes from: one
+// of secretKeyRef and controllerEnv.
+// +kubebuilder:validation:XValidation:rule="has(self.secretKeyRef) != has(self.controllerEnv)",message="set one of secretKeyRef and controllerEnv"
 type EnvVarSource struct {
 	// secretKeyRef reads the value from a key of a Secret.
-	SecretKeyRef SecretKeySelector `json:"secretKeyRef"`
+	// +optional
+	SecretKeyRef *SecretKeySelector `json:"secretKeyRef,omitempty"`
+	// controllerEnv names a variable of the controller's own environment
+	// that the operator passes through (--env-passthrough); any other name
+	// is refused with reason ControllerEnvNotAllowed, and the deny list
+	// still wins. Nothing else of the controller's environment ever
+	// enters a sandbox.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]*$`
+	// +optional
+	ControllerEnv string `json:"controllerEnv,omitempty"`
 }
 
 // EnvVar is one environment variable of the sandbox. Only declared variables
@@ -263,7 +315,8 @@ type EnvVar struct {
 	// +kubebuilder:validation:MaxLength=32768
 	// +optional
 	Value string `json:"value,omitempty"`
-	// valueFrom reads the value from a Secret instead.
+	// valueFrom reads the value from a Secret, or from the controller's
+	// environment, instead.
 	// +optional
 	ValueFrom *EnvVarSource `json:"valueFrom,omitempty"`
 }
@@ -300,6 +353,41 @@ type WorkspaceSpec struct {
 	// +kubebuilder:validation:Pattern=`^afe-[A-Za-z0-9][A-Za-z0-9_.-]*[-_]snap-[0-9]{1,9}$`
 	// +optional
 	FromSnapshot string `json:"fromSnapshot,omitempty"`
+}
+
+// SandboxLifecycle bounds how long a sandbox runs, idle or at all.
+type SandboxLifecycle struct {
+	// idleTimeoutSeconds suspends the sandbox when, for that long, no Run
+	// of it was Pending or Running and no command ran in its container
+	// (docker exec, kubectl afe shell or exec: the controller sees them in
+	// the engine's events). 0 or unset: never. At most 30 days.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2592000
+	// +optional
+	IdleTimeoutSeconds int64 `json:"idleTimeoutSeconds,omitempty"`
+	// activeDeadlineSeconds is how long, from its creation, the sandbox (or
+	// the ticket) may exist before it is ended with reason
+	// DeadlineExceeded. 0 or unset: no deadline. At most 366 days.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=31622400
+	// +optional
+	ActiveDeadlineSeconds int64 `json:"activeDeadlineSeconds,omitempty"`
+}
+
+// IdleTimeout is lifecycle.idleTimeoutSeconds; zero is never.
+func (l *SandboxLifecycle) IdleTimeout() time.Duration {
+	if l == nil {
+		return 0
+	}
+	return time.Duration(l.IdleTimeoutSeconds) * time.Second
+}
+
+// ActiveDeadline is lifecycle.activeDeadlineSeconds; zero is none.
+func (l *SandboxLifecycle) ActiveDeadline() time.Duration {
+	if l == nil {
+		return 0
+	}
+	return time.Duration(l.ActiveDeadlineSeconds) * time.Second
 }
 
 // SandboxTemplateSpec holds the fields of a sandbox shared by a Sandbox and a
@@ -366,6 +454,10 @@ type SandboxTemplateSpec struct {
 	// +kubebuilder:default={type: Volume}
 	// +optional
 	Workspace WorkspaceSpec `json:"workspace,omitempty"`
+
+	// lifecycle suspends the sandbox when idle and bounds its life.
+	// +optional
+	Lifecycle *SandboxLifecycle `json:"lifecycle,omitempty"`
 }
 
 // EgressHost is a host name, or a domain with a leading dot.
@@ -386,6 +478,14 @@ type SandboxSpec struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	// +optional
 	Scope string `json:"scope,omitempty"`
+
+	// suspend stops the sandbox's container and proxy, keeping its
+	// workspace and network, while true; false resumes it. Unlike a Paused
+	// ticket, which leaves its sandboxes running as they are, a suspended
+	// sandbox frees its memory and CPU. A ticket keeps this field as the
+	// user set it.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
 
 	SandboxTemplateSpec `json:",inline"`
 }
@@ -422,6 +522,17 @@ type SandboxStatus struct {
 	// readyTime is when the sandbox last became Ready.
 	// +optional
 	ReadyTime *metav1.Time `json:"readyTime,omitempty"`
+	// lastActivityTime is when a Run or a command in the container was last
+	// seen in the sandbox (or it was resumed): the idle timeout counts from
+	// it, across restarts of the controller. A report written by the
+	// controller; a later value set by anyone else only delays this
+	// sandbox's own suspension.
+	// +optional
+	LastActivityTime *metav1.Time `json:"lastActivityTime,omitempty"`
+	// suspendedTime is when the sandbox was last suspended; empty while it
+	// is not.
+	// +optional
+	SuspendedTime *metav1.Time `json:"suspendedTime,omitempty"`
 	// observedGeneration is the generation the status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`

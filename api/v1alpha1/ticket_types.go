@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -69,11 +71,18 @@ const (
 	CleaningUpReason = "CleaningUp"
 	// CleanedUpReason: nothing of the ticket is left.
 	CleanedUpReason = "CleanedUp"
+	// SandboxesSuspendedReason: every sandbox that is not Ready is
+	// suspended (idle, or spec.suspend); a Run of one resumes it.
+	SandboxesSuspendedReason = "SandboxesSuspended"
 	// SandboxesNotReadyReason: some sandboxes are not Ready yet.
 	SandboxesNotReadyReason = "SandboxesNotReady"
 	// SandboxConflictReason: a Sandbox with a name the ticket needs belongs
 	// to something else.
 	SandboxConflictReason = "SandboxConflict"
+	// TicketFailedCondition is true when the ticket ended Failed by the
+	// controller's decision (reason DeadlineExceeded), whatever its
+	// spec.state says.
+	TicketFailedCondition = "Failed"
 	// NoLossReason: no sandbox of the ticket was lost.
 	NoLossReason = "NoLoss"
 )
@@ -109,6 +118,21 @@ type TicketSpec struct {
 	// +kubebuilder:default=false
 	// +optional
 	RetainSnapshots bool `json:"retainSnapshots,omitempty"`
+
+	// lifecycle: activeDeadlineSeconds ends the ticket, counted from its
+	// creation, as Failed with reason DeadlineExceeded (cleaned up as any
+	// finished ticket); idleTimeoutSeconds suspends its idle sandboxes
+	// unless the sandbox template sets its own.
+	// +optional
+	Lifecycle *SandboxLifecycle `json:"lifecycle,omitempty"`
+
+	// ttlSecondsAfterFinished deletes the Ticket that long after it
+	// finished (its cleanup done); unset: the controller's --finished-ttl
+	// (0 there keeps it). 0 here deletes it at once.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=31622400
+	// +optional
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
 }
 
 // TicketStatus is the observed state of a Ticket.
@@ -192,4 +216,28 @@ type TicketList struct {
 
 func init() {
 	register(&Ticket{}, &TicketList{})
+}
+
+// DeadlineExceeded is true once the ticket exists for longer than
+// spec.lifecycle.activeDeadlineSeconds (from its creation, a time the API
+// server sets); the ticket then ends Failed whatever its state.
+func (tk *Ticket) DeadlineExceeded(now time.Time) bool {
+	d := tk.Spec.Lifecycle.ActiveDeadline()
+	return d > 0 && !now.Before(tk.CreationTimestamp.Add(d))
+}
+
+// DeadlineLeft is how long the ticket has until its deadline; zero when it
+// has none or it passed.
+func (tk *Ticket) DeadlineLeft(now time.Time) time.Duration {
+	d := tk.Spec.Lifecycle.ActiveDeadline()
+	if d <= 0 {
+		return 0
+	}
+	return max(0, tk.CreationTimestamp.Add(d).Sub(now))
+}
+
+// Ended is true for a ticket in a terminal state or past its deadline:
+// everything of it is removed.
+func (tk *Ticket) Ended(now time.Time) bool {
+	return tk.Spec.State.Terminal() || tk.DeadlineExceeded(now)
 }

@@ -6,6 +6,8 @@
 //	kubectl afe shell SANDBOX [-- CMD [ARG...]]
 //	kubectl afe exec SANDBOX [-i] [-t] -- CMD [ARG...]
 //	kubectl afe cp LOCAL SANDBOX:/workspace/PATH  (and back)
+//	kubectl afe suspend SANDBOX
+//	kubectl afe resume SANDBOX
 //
 // shell, exec and cp go through the manager's access API (an aggregated API of
 // the Kubernetes API server) with the caller's Kubernetes identity: they
@@ -43,6 +45,8 @@ const usage = `Usage:
   kubectl afe exec SANDBOX [-i] [-t] -- COMMAND [ARG...]
   kubectl afe cp LOCAL SANDBOX:/workspace/PATH
   kubectl afe cp SANDBOX:/workspace/PATH LOCAL
+  kubectl afe suspend SANDBOX   (stop its container and proxy, keep its workspace)
+  kubectl afe resume SANDBOX    (start it again, also after an idle suspension)
 
 Global flags: --kubeconfig FILE, --context NAME, -n/--namespace NAME.
   --instance NAME is accepted and ignored: the manager serving the access
@@ -107,6 +111,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return runCommand(c, ns, rest[1:], stdout, stderr)
 	case "logs":
 		return logsCommand(c, cfg, ns, rest[1:], stdout, stderr)
+	case "suspend", "resume":
+		return suspendCommand(c, ns, rest[1:], rest[0] == "suspend", stdout)
 	case "help", "-h", "--help":
 		_, _ = fmt.Fprint(stdout, usage)
 		return nil

@@ -29,6 +29,8 @@ import (
 	"afe.dev/sandbox/internal/runlog"
 	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/internal/status"
+	"afe.dev/sandbox/internal/subnets"
+	"afe.dev/sandbox/internal/telemetry"
 )
 
 var scheme = runtime.NewScheme()
@@ -52,6 +54,10 @@ func run() int {
 		denyGIDs, groupFile    string
 		allowedUIDs            string
 		allowedGIDs            string
+		envPassthrough         string
+		telemetryDB            string
+		telemetryOpts          telemetry.Options
+		egressSubnets          string
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "The address the metrics endpoint binds to; 0 disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "The address the health probes bind to.")
@@ -61,6 +67,7 @@ func run() int {
 	flag.StringVar(&opts.ProxyImage, "proxy-image", "afe/egress-proxy:dev", "The egress proxy image.")
 	flag.StringVar(&opts.EgressNetwork, "egress-network", "bridge", "The network egress proxies reach the outside through.")
 	flag.BoolVar(&opts.EgressAllowPrivate, "egress-allow-private", false, "Let egress proxies reach private, loopback and link-local addresses.")
+	flag.StringVar(&egressSubnets, "egress-subnets", subnets.Default, "Comma-separated IPv4 CIDRs the internal networks of sandboxes with egress get their subnets from, a /29 each (the default holds 16384); they must not overlap the engine's default address pools or the host's routes (checked at start). Empty leaves the subnets to the engine's pools (about 30 networks with its defaults).")
 	flag.StringVar(&opts.WorkspaceRoot, "workspace-root", "", "The host folder Folder workspaces live under, in a folder per namespace (<root>/<namespace>/...); empty refuses Folder workspaces.")
 	flag.StringVar(&denyEnv, "deny-env", "", "Comma-separated env names refused in sandboxes, added to the built-in list ("+strings.Join(sandboxspec.DefaultDenyEnv, ",")+").")
 	flag.StringVar(&opts.Instance, "instance", "default", "The name of this controller instance, the afe.controller label of its Docker objects.")
@@ -68,12 +75,17 @@ func run() int {
 	flag.IntVar(&opts.MaxRunsPerSandbox, "max-runs-per-sandbox", controllers.DefaultMaxRunsPerSandbox, "Runs executing in one sandbox at once; more wait Pending (reason RunLimitReached) and start in the order they were created.")
 	flag.DurationVar(&opts.ResyncPeriod, "resync-period", 2*time.Minute, "How often every labelled Docker object is listed at once: a loss the event stream missed is repaired, orphans are removed. Ready sandboxes cost no Docker request in between.")
 	flag.DurationVar(&opts.UsagePeriod, "usage-period", 0, "How often the CPU, memory, disk and network usage of every sandbox is measured, for the afe_sandbox_* and afe_ticket_* metrics and status.usage: one disk usage request and one list, plus one stats request per running sandbox unless the engine is local (its cgroup files are read then). 0 is --resync-period; less than 30s is 30s; negative turns it off.")
+	flag.DurationVar(&opts.FinishedTTL, "finished-ttl", 0, "How long an ended Run and a finished Ticket (its cleanup done) are kept before the controller deletes them, unless they set spec.ttlSecondsAfterFinished; 0 keeps them. Snapshot volumes follow their ticket as always.")
 	flag.DurationVar(&opts.DiskCheckPeriod, "disk-check-period", 10*time.Second, "How often the workspaces are measured (one disk usage request for all), while a sandbox has resources.disk: one past its limit is stopped (DiskQuotaExceeded) within about this time. 0 measures them with the usage only.")
 	flag.StringVar(&denyGIDs, "deny-gids", "", "Comma-separated gids or group names (of --host-group-file) a sandbox's gid may not be, added to the list that always applies and cannot be shortened: the group owning the engine's socket (a local engine) and the host's groups "+strings.Join(hostgroups.Privileged, ",")+" (those that exist). gid 0 is always refused; a denied gid among the Run groups (2000000000-2099999999) stops the manager.")
 	flag.StringVar(&allowedUIDs, "allowed-uids", "", "Comma-separated uids and ranges (1000-65535,70000) a sandbox's user must be in; empty allows any uid but 0.")
 	flag.StringVar(&allowedGIDs, "allowed-gids", "", "Comma-separated gids and ranges (1000-65535,70000) a sandbox's group must be in; empty allows any gid but 0 and the denied ones. The groups the controller gives Run commands are its own and not checked against it.")
 	flag.StringVar(&groupFile, "host-group-file", "/etc/group", "The engine host's group file, where the privileged groups and the names in --deny-gids are looked up; a missing file holds no names (in a Deployment, mount the node's /etc/group).")
 	flag.BoolVar(&opts.WorkspaceRootShared, "workspace-root-shared", false, "The Docker engine sees --workspace-root at the same path as the controller. Needed for Folder workspaces when the engine is not on a local unix socket (tcp://, ssh://): they are refused otherwise.")
+	flag.StringVar(&envPassthrough, "env-passthrough", "", "Comma-separated names of variables of the manager's own environment that a Sandbox may ask for with env[].valueFrom.controllerEnv; any other name is refused (ControllerEnvNotAllowed), and names on the deny list cannot be listed. Nothing else of the manager's environment enters a sandbox.")
+	flag.StringVar(&telemetryDB, "telemetry-db", "", "The SQLite file the record of every command executed in a sandbox is kept in (Runs, builtins, execs through the API and on the engine); empty keeps none (the commands are still counted in afe_commands_total).")
+	flag.DurationVar(&telemetryOpts.Retention, "telemetry-retention", 30*24*time.Hour, "How long command records are kept; 0 keeps them for ever.")
+	flag.Int64Var(&telemetryOpts.MaxBytes, "telemetry-max-bytes", 1<<30, "The most the telemetry database may hold; the oldest records go first. 0: no bound.")
 	zapOpts := zap.Options{}
 	var accessOpts access.Options
 	runLogs := &runlog.Store{}
@@ -102,6 +114,19 @@ func run() int {
 		}
 	}
 
+	var err error
+	if opts.EnvPassthrough, err = passthrough(envPassthrough, opts.DenyEnv, os.LookupEnv); err != nil {
+		log.Error(err, "Invalid --env-passthrough")
+		return 1
+	}
+	log.Info("Environment passed through", "names", sortedNames(opts.EnvPassthrough))
+
+	if opts.EgressSubnets, err = subnets.Parse(egressSubnets); err != nil {
+		log.Error(err, "Invalid egress subnets")
+		return 1
+	}
+
+	ctx := ctrl.SetupSignalHandler()
 	engine, err := docker.New(dockerHost)
 	if err != nil {
 		log.Error(err, "Cannot configure the Docker client")
@@ -110,6 +135,10 @@ func run() int {
 	defer func() { _ = engine.Close() }()
 	if err := userPolicy(&opts, engine.Host(), denyGIDs, groupFile, allowedUIDs, allowedGIDs); err != nil {
 		log.Error(err, "Invalid sandbox user policy")
+		return 1
+	}
+	if err := controllers.CheckEgressSubnets(ctx, engine, opts.EgressSubnets); err != nil {
+		log.Error(err, "The egress subnets collide")
 		return 1
 	}
 	log.Info("Sandbox user policy", "denyGIDs", opts.DenyGIDs, "allowedUIDs", opts.AllowedUIDs.String(), "allowedGIDs", opts.AllowedGIDs.String())
@@ -127,6 +156,22 @@ func run() int {
 		return 1
 	}
 
+	if telemetryDB != "" {
+		store, err := telemetry.Open(telemetryDB, telemetryOpts)
+		if err != nil {
+			log.Error(err, "Cannot open the telemetry database")
+			return 1
+		}
+		opts.Telemetry = store
+		// It closes the store (committing what is queued) when the
+		// manager stops.
+		if err := mgr.Add(&controllers.TelemetryPruner{Store: store, Period: time.Minute}); err != nil {
+			log.Error(err, "Cannot add the telemetry pruner")
+			return 1
+		}
+		log.Info("Command telemetry", "db", telemetryDB, "retention", telemetryOpts.Retention, "maxBytes", telemetryOpts.MaxBytes)
+	}
+
 	if runLogs.Max > 0 {
 		if runLogs.Dir == "" {
 			runLogs.Dir = filepath.Join(os.TempDir(), "afe-run-logs-"+opts.Instance)
@@ -137,7 +182,6 @@ func run() int {
 		}
 		opts.RunLogs, accessOpts.RunLogs = runLogs, runLogs
 	}
-	ctx := ctrl.SetupSignalHandler()
 	if err := controllers.SetupAll(ctx, mgr, engine, opts); err != nil {
 		log.Error(err, "Cannot set up the controllers")
 		return 1

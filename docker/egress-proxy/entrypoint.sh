@@ -73,6 +73,15 @@ pinger_enable off
 coredump_dir /tmp
 cache deny all
 cache_mem 0 MB
+# Memory: one proxy per sandbox, so as little as squid will run in
+# (docs/troubleshooting.md has the figures). No memory pools kept after
+# use, no per-client statistics, small name caches, and a descriptor table
+# for 1024 rather than the container's limit (half of them connections).
+memory_pools off
+client_db off
+ipcache_size 128
+fqdncache_size 128
+max_filedescriptors 1024
 via off
 forwarded_for delete
 httpd_suppress_version_string on

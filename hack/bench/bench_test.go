@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -127,6 +129,82 @@ func TestCLIBaselineMakesTheControllersContainer(t *testing.T) {
 	}
 }
 
+// The twin of a sandbox with egress: its internal network, its proxy and
+// the sandbox container on that network, as the controller makes them.
+func TestCLIBaselineMakesTheControllersEgress(t *testing.T) {
+	engine := requireEngine(t)
+	if skip, err := dockertest.RequireImage("afe/egress-proxy:dev"); err != nil || skip != "" {
+		t.Fatalf("the proxy image: %v %s", err, skip)
+	}
+	ctx := context.Background()
+	instance := "bench-twin-egress-" + strconv.Itoa(os.Getpid())
+	label := afev1.LabelController + "=" + instance
+	t.Cleanup(func() { dockertest.RemoveAll(label) })
+	// The proxies' way out is a network of the test's own.
+	egress := "afe-" + instance + "-out"
+	if out, err := exec.Command("docker", "network", "create", "--label", label, egress).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	proxy := sandboxspec.ProxyOptions{Image: "afe/egress-proxy:dev", EgressNetwork: egress}
+
+	sbx := &afev1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: "twin", UID: types.UID("uid-twin-egress")}}
+	sbx.Spec.Image = dockertest.TestImage
+	sbx.Spec.User = "1000:1000"
+	sbx.Spec.Resources.Pids = 64
+	sbx.Spec.Egress = []afev1.EgressHost{"allowed.test"}
+	viaSDK := newCLISandbox(sbx, instance, proxy)
+	sbx.Name, sbx.UID = "twin-cli", "uid-twin-egress-cli"
+	viaCLI := newCLISandbox(sbx, instance, proxy)
+
+	if _, err := engine.EnsureVolume(ctx, viaSDK.volume); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := engine.EnsureNetwork(ctx, *viaSDK.network); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := engine.RunContainer(ctx, *viaSDK.proxy); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := engine.RunContainer(ctx, viaSDK.sandbox); err != nil {
+		t.Fatal(err)
+	}
+	if err := viaCLI.create(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"Internal", "Driver", "Options", "EnableIPv6"} {
+		if a, b := pick(inspectRaw(t, viaSDK.network.Name), f), pick(inspectRaw(t, viaCLI.network.Name), f); !reflect.DeepEqual(a, b) {
+			t.Errorf("network %s: controller %v, CLI baseline %v", f, a, b)
+		}
+	}
+	containerFields := []string{
+		"HostConfig.CapDrop", "HostConfig.CapAdd", "HostConfig.SecurityOpt", "HostConfig.Memory", "HostConfig.MemorySwap",
+		"HostConfig.NanoCpus", "HostConfig.PidsLimit", "HostConfig.Ulimits", "HostConfig.Init", "HostConfig.Dns",
+		"HostConfig.IpcMode", "HostConfig.ReadonlyRootfs", "HostConfig.Tmpfs", "HostConfig.Privileged",
+		"HostConfig.RestartPolicy", "Config.User", "Config.Env", "Config.Cmd", "Config.Entrypoint", "Config.WorkingDir",
+	}
+	for _, pair := range [][2]string{{viaSDK.proxy.Name, viaCLI.proxy.Name}, {viaSDK.sandbox.Name, viaCLI.sandbox.Name}} {
+		sdk, cli := inspectRaw(t, pair[0]), inspectRaw(t, pair[1])
+		for _, f := range containerFields {
+			if a, b := pick(sdk, f), pick(cli, f); !reflect.DeepEqual(a, b) {
+				t.Errorf("%s %s: controller %v, CLI baseline %v", pair[0], f, a, b)
+			}
+		}
+		// The same networks, by role: the sandbox's internal one (and, for
+		// the proxy, the way out).
+		nets := func(c map[string]any, own string) []string {
+			var out []string
+			for n := range pick(c, "NetworkSettings.Networks").(map[string]any) {
+				out = append(out, strings.Replace(n, own, "<internal>", 1))
+			}
+			sort.Strings(out)
+			return out
+		}
+		if a, b := nets(sdk, viaSDK.network.Name), nets(cli, viaCLI.network.Name); !reflect.DeepEqual(a, b) {
+			t.Errorf("%s networks: controller %v, CLI baseline %v", pair[0], a, b)
+		}
+	}
+}
+
 func inspectRaw(t *testing.T, name string) map[string]any {
 	t.Helper()
 	out, err := exec.Command("docker", "inspect", name).Output()
@@ -188,7 +266,8 @@ func TestBenchSmoke(t *testing.T) {
 	cfg := config{
 		Assets: assets, Manager: manager, Plugin: plugin, CRDs: filepath.Join(root, "config", "crd", "bases"),
 		Image: dockertest.TestImage, ProxyImage: "afe/egress-proxy:dev", Out: t.TempDir(),
-		Reps: 2, EgressReps: 1, Tickets: 3, LossReps: 2, RunReps: 2, Idle: 3, IdleFor: 3 * time.Second,
+		Reps: 2, EgressReps: 1, Tickets: 3, LossReps: 2, RunReps: 2, ResumeReps: 1, Idle: 3, IdleFor: 3 * time.Second,
+		EgressScale: 3,
 		// A resync of 1s would show in the idle seconds if a Ready sandbox
 		// were looked at on its own (the sweep runs every 10 s at most).
 		Resync:   time.Second,
@@ -204,23 +283,43 @@ func TestBenchSmoke(t *testing.T) {
 	var table strings.Builder
 	writeTable(&table, rows)
 	t.Logf("\n%s", table.String())
-	if len(rows) != 9 {
-		t.Fatalf("want 9 rows, got %d", len(rows))
+	if len(rows) != 12 {
+		t.Fatalf("want 12 rows, got %d", len(rows))
 	}
-	for _, r := range rows[:7] {
+	for _, r := range rows[:len(rows)-2] {
+		if strings.HasPrefix(r.Scenario, "Memory a suspension frees") {
+			if !strings.Contains(r.Controller, "MiB working set stopped") {
+				t.Errorf("memory row without figures: %+v", r)
+			}
+			continue
+		}
 		if r.Controller == "" || r.Baseline == "" || !strings.HasSuffix(r.Ratio, "x") {
 			t.Errorf("row without figures: %+v", r)
 		}
 	}
-	if !strings.Contains(rows[8].Controller, "Docker requests") {
-		t.Errorf("idle row: %+v", rows[8])
+	idle := rows[len(rows)-1]
+	if !strings.Contains(idle.Controller, "Docker requests") {
+		t.Errorf("idle row: %+v", idle)
 	}
-	// Idle, only the sweep's lists: nothing per sandbox.
-	_, ops, _ := strings.Cut(rows[8].Controller, "(")
+	// Idle, only the sweep's lists and the usage collector's one disk
+	// measurement (when its period falls in the idle window, as it may
+	// after the longer scenarios): nothing per sandbox.
+	_, ops, _ := strings.Cut(idle.Controller, "(")
 	ops, _, _ = strings.Cut(ops, ")")
 	for _, op := range strings.Split(ops, ", ") {
-		if name, _, _ := strings.Cut(op, " "); name != "none" && !strings.HasSuffix(name, "_list") {
-			t.Errorf("idle sandboxes cost %s requests: %s", name, rows[8].Controller)
+		if name, _, _ := strings.Cut(op, " "); name != "none" && name != "system_df" && !strings.HasSuffix(name, "_list") {
+			t.Errorf("idle sandboxes cost %s requests: %s", name, idle.Controller)
+		}
+	}
+	// Egress at scale: every figure measured.
+	const dur = `(\d+ ms|\d+(\.\d+)? s)`
+	for i, re := range []string{
+		`^` + dur + `; one Ready every \d+\.\d+ s over the first 1, every \d+\.\d+ s over the last 1$`,
+		`^host memory -?\d+\.\d MiB per sandbox with its proxy \(squid [1-9]\d*\.\d MiB resident\); manager RSS [1-9]\d* MiB; engine and proxies CPU \d+% of a core$`,
+		`^` + dur + `$`,
+	} {
+		if got := rows[9+i].Controller; !regexp.MustCompile(re).MatchString(got) {
+			t.Errorf("egress-scale row %d: %q does not match %s", i, got, re)
 		}
 	}
 	pid := os.Getpid()

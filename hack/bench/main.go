@@ -32,8 +32,10 @@ import (
 type config struct {
 	Assets, Manager, Plugin, CRDs, Image, ProxyImage, Out string
 
-	Reps, EgressReps, Tickets, LossReps, RunReps, Idle int
-	IdleFor                                            time.Duration
+	Reps, EgressReps, Tickets, LossReps, RunReps, ResumeReps, Idle int
+	// EgressScale is how many Sandboxes with egress are created at once.
+	EgressScale int
+	IdleFor     time.Duration
 	// Resync is the manager's --resync-period.
 	Resync                time.Duration
 	Parallel, Concurrency int
@@ -56,14 +58,16 @@ func main() {
 	flag.IntVar(&cfg.Tickets, "tickets", 50, "Tickets created at once, then set Done.")
 	flag.IntVar(&cfg.LossReps, "loss-reps", 10, "Containers removed by hand.")
 	flag.IntVar(&cfg.RunReps, "run-reps", 20, "Runs of true.")
+	flag.IntVar(&cfg.ResumeReps, "resume-reps", 5, "Runs that resume an idle-suspended sandbox.")
 	flag.IntVar(&cfg.Idle, "idle", 100, "Ready sandboxes left idle.")
+	flag.IntVar(&cfg.EgressScale, "egress-scale", 500, "Sandboxes with egress created at once (each a network and a proxy), then deleted.")
 	flag.DurationVar(&cfg.IdleFor, "idle-for", time.Minute, "How long they are left idle.")
 	flag.DurationVar(&cfg.Resync, "resync-period", 30*time.Second,
 		"The manager's --resync-period: shorter than its default 2m, so that the idle minute holds two sweeps (and would show any per-sandbox resync).")
 	flag.IntVar(&cfg.Parallel, "parallel", 4, "Commands the parallel CLI baseline runs at once.")
 	flag.IntVar(&cfg.Concurrency, "max-concurrent-reconciles", 8, "The manager's --max-concurrent-reconciles (its default).")
 	flag.BoolVar(&cfg.Profile, "profile", false, "Save CPU and heap profiles of the manager in -out.")
-	scenarios := flag.String("scenarios", "", "Comma-separated scenarios to run (sandbox, egress, loss, run, exec, tickets, idle); empty runs all.")
+	scenarios := flag.String("scenarios", "", "Comma-separated scenarios to run (sandbox, egress, loss, run, exec, resume, tickets, idle, egress-scale); empty runs all.")
 	flag.Parse()
 	if *scenarios != "" {
 		cfg.Scenarios = strings.Split(*scenarios, ",")
@@ -177,8 +181,10 @@ func run(ctx context.Context, cfg config, log io.Writer) (rows []row, err error)
 		{"loss", b.loss},
 		{"run", b.runTrue},
 		{"exec", b.execTrue},
+		{"resume", b.resume},
 		{"tickets", b.manyTickets},
 		{"idle", b.idle},
+		{"egress-scale", b.egressScale},
 	}
 	for _, s := range scenarios {
 		if len(cfg.Scenarios) > 0 && !slices.Contains(cfg.Scenarios, s.name) {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -405,24 +406,11 @@ func (b *bench) waitNoObjects(ctx context.Context, timeout time.Duration) error 
 func (b *bench) idle(ctx context.Context) ([]row, error) {
 	n := b.cfg.Idle
 	b.logf("%d Sandboxes, then idle for %s", n, b.cfg.IdleFor)
-	names := make([]string, n)
-	for i := range names {
-		names[i] = fmt.Sprintf("idle-%d", i)
-	}
 	memBefore, err := memAvailable()
 	if err != nil {
 		return nil, err
 	}
-	w, err := b.watch(ctx, &afev1.SandboxList{})
-	if err != nil {
-		return nil, err
-	}
-	start := time.Now()
-	if err := inParallel(n, 8, func(i int) error { return b.c.Create(ctx, b.sandboxObject(names[i], nil)) }); err != nil {
-		w.w.Stop()
-		return nil, err
-	}
-	seen, err := w.until(ctx, 15*time.Minute, names, sandboxReady)
+	_, start, seen, err := b.createAtOnce(ctx, "idle", n, nil, 15*time.Minute, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -482,6 +470,37 @@ func (b *bench) idle(ctx context.Context) ([]row, error) {
 			Baseline: "-", Ratio: "-",
 		},
 	}, nil
+}
+
+// createAtOnce creates the Sandboxes prefix-0 to prefix-(n-1), eight
+// create calls at a time, each once allow (when set) lets it, and returns
+// their names, when the first call was made and when each was first Ready.
+func (b *bench) createAtOnce(ctx context.Context, prefix string, n int, egress []afev1.EgressHost,
+	timeout time.Duration, allow func(made int) error) ([]string, time.Time, map[string]time.Time, error) {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s-%d", prefix, i)
+	}
+	w, err := b.watch(ctx, &afev1.SandboxList{})
+	if err != nil {
+		return nil, time.Time{}, nil, err
+	}
+	var made atomic.Int32
+	start := time.Now()
+	if err := inParallel(n, 8, func(i int) error {
+		if allow != nil {
+			if err := allow(int(made.Load())); err != nil {
+				return err
+			}
+		}
+		made.Add(1)
+		return b.c.Create(ctx, b.sandboxObject(names[i], egress))
+	}); err != nil {
+		w.w.Stop()
+		return nil, start, nil, err
+	}
+	seen, err := w.until(ctx, timeout, names, sandboxReady)
+	return names, start, seen, err
 }
 
 // cpuProfile starts a CPU profile of the manager (when profiling) and

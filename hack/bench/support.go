@@ -259,14 +259,32 @@ func (b *bench) procStats() (cpu time.Duration, rssBytes int64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	// The fields after the command name, which is in parentheses.
-	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
-	utime, _ := strconv.ParseInt(fields[11], 10, 64)
-	stime, _ := strconv.ParseInt(fields[12], 10, 64)
-	const clockTicks = 100 // USER_HZ on Linux
-	cpu = time.Duration(utime+stime) * time.Second / clockTicks
+	_, ticks := statCPU(string(stat))
+	cpu = ticksToDuration(ticks)
 	rssBytes, err = procKB(fmt.Sprintf("/proc/%d/status", pid), "VmRSS:")
 	return cpu, rssBytes, err
+}
+
+// statCPU reads a /proc/PID/stat line: the command name (cut at 15
+// characters) and the CPU time used, user and system, in clock ticks.
+func statCPU(stat string) (comm string, ticks int64) {
+	open, end := strings.IndexByte(stat, '('), strings.LastIndexByte(stat, ')')
+	if open < 0 || end < open || end+2 > len(stat) {
+		return "", 0
+	}
+	// The fields after the command name, which is in parentheses.
+	fields := strings.Fields(stat[end+2:])
+	if len(fields) < 13 {
+		return "", 0
+	}
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	return stat[open+1 : end], utime + stime
+}
+
+func ticksToDuration(ticks int64) time.Duration {
+	const clockTicks = 100 // USER_HZ on Linux
+	return time.Duration(ticks) * time.Second / clockTicks
 }
 
 // profile saves the manager's pprof profile kind (with query) to the output

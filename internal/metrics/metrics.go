@@ -38,8 +38,18 @@ var (
 	Runs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "afe_runs_total", Help: "Ended Runs, by phase and ok.",
 	}, []string{"phase", "ok"})
+	// Commands counts the commands recorded in the telemetry, by source,
+	// the sandbox's phase and exit class.
+	Commands = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "afe_commands_total", Help: "Commands executed in sandboxes and recorded, by source (Run, Builtin, API, Engine), sandbox phase and exit class (ok, error, signal).",
+	}, []string{"source", "phase", "exit"})
+	// TelemetryDropped counts the records the telemetry store's queue had
+	// no room for.
+	TelemetryDropped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "afe_telemetry_dropped_total", Help: "Command records dropped because the telemetry store's queue was full.",
+	})
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(SandboxReady, SandboxRecovered, Recreations, TicketCleanup, RunDuration, Runs, docker.Requests, Usage)
+	crmetrics.Registry.MustRegister(SandboxReady, SandboxRecovered, Recreations, TicketCleanup, RunDuration, Runs, docker.Requests, Usage, Commands, TelemetryDropped)
 }

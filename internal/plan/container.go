@@ -36,6 +36,9 @@ const (
 	// ContainerNotAdopted leaves alone the container of the name: it
 	// belongs to another sandbox or controller instance.
 	ContainerNotAdopted ContainerAction = "NotAdopted"
+	// ContainerStart starts again the stopped container of a suspended
+	// sandbox that is resumed: not a loss.
+	ContainerStart ContainerAction = "Start"
 )
 
 // NeedsImage tells whether the action makes a container: the image is then
@@ -58,6 +61,11 @@ func Container(st *afev1.SandboxStatus, have *docker.Container, id sandboxspec.I
 		return ContainerRemoveOrphan
 	case have != nil && !id.OwnsAs(have.Labels, afev1.RoleSandbox):
 		return ContainerNotAdopted
+	case have != nil && !have.Running && WasSuspended(st):
+		if have.Labels[afev1.LabelSpecHash] != wantHash {
+			return ContainerRecreate
+		}
+		return ContainerStart
 	case lossPending(st, have):
 		return ContainerResumeLoss
 	case have == nil && st.ContainerID != "", have != nil && !have.Running:

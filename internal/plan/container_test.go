@@ -37,6 +37,10 @@ func TestContainer(t *testing.T) {
 			Conditions:   []metav1.Condition{{Type: afev1.ContainerReadyCondition, Status: status, Reason: afev1.SandboxLostReason}},
 		}
 	}
+	suspended := afev1.SandboxStatus{
+		ContainerID: "c1",
+		Conditions:  []metav1.Condition{{Type: afev1.ContainerReadyCondition, Status: metav1.ConditionFalse, Reason: afev1.SuspendedReason}},
+	}
 	tests := map[string]struct {
 		status afev1.SandboxStatus
 		have   *docker.Container
@@ -58,6 +62,11 @@ func TestContainer(t *testing.T) {
 		"another instance's":                 {have: others(), want: ContainerNotAdopted},
 		"ours in another role":               {have: proxy, want: ContainerNotAdopted},
 		"unlabelled":                         {have: &docker.Container{ID: "x", Running: true}, want: ContainerNotAdopted},
+		"suspended, stopped":                 {status: suspended, have: ours(false, "h1", lostAt), want: ContainerStart},
+		"suspended, stopped and drifted":     {status: suspended, have: ours(false, "h0", lostAt), want: ContainerRecreate},
+		"suspended, removed meanwhile":       {status: suspended, want: ContainerRecordLoss},
+		"suspended, running":                 {status: suspended, have: ours(true, "h1", lostAt), want: ContainerKeep},
+		"suspended, another instance's":      {status: suspended, have: others(), want: ContainerNotAdopted},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -72,7 +81,7 @@ func TestContainer(t *testing.T) {
 func TestContainerActionNeedsImage(t *testing.T) {
 	tests := map[ContainerAction]bool{
 		ContainerKeep: false, ContainerCreate: true, ContainerRecreate: true, ContainerRecordLoss: true,
-		ContainerResumeLoss: true, ContainerRemoveOrphan: false, ContainerNotAdopted: false,
+		ContainerResumeLoss: true, ContainerRemoveOrphan: false, ContainerNotAdopted: false, ContainerStart: false,
 	}
 	for action, want := range tests {
 		if diff := cmp.Diff(want, action.NeedsImage()); diff != "" {

@@ -20,7 +20,13 @@ type AttemptEnd struct {
 	FailReason, FailMessage string
 	// Duration is from the start of the attempt to its end.
 	Duration time.Duration
+	// CPUSeconds is the sandbox's per-process CPU-time limit (0: none).
+	CPUSeconds int64
 }
+
+// exitSIGXCPU is the exit status of a process the kernel ended at its
+// CPU-time limit (128 + SIGXCPU).
+const exitSIGXCPU = 128 + 24
 
 // RunEnd is the outcome a Run's status states for an attempt's end.
 type RunEnd struct {
@@ -58,6 +64,9 @@ func RunOutcome(a AttemptEnd) RunEnd {
 		return RunEnd{Phase: afev1.RunTimedOut, Reason: afev1.TimedOutReason, ExitCode: &code, Output: true,
 			Message: fmt.Sprintf("Killed with every process it started after %s", took)}
 	}
-	return RunEnd{Phase: afev1.RunCompleted, Reason: afev1.ExitedReason, ExitCode: &code, Output: true, OK: code == 0,
-		Message: fmt.Sprintf("Exited with code %d after %dms", code, took.Milliseconds())}
+	message := fmt.Sprintf("Exited with code %d after %dms", code, took.Milliseconds())
+	if a.CPUSeconds > 0 && a.ExitCode == exitSIGXCPU {
+		message += fmt.Sprintf(": killed by SIGXCPU, the CPU-seconds limit was reached (resources.cpuSeconds: %d per process)", a.CPUSeconds)
+	}
+	return RunEnd{Phase: afev1.RunCompleted, Reason: afev1.ExitedReason, ExitCode: &code, Output: true, OK: code == 0, Message: message}
 }

@@ -24,6 +24,15 @@ func TestRunOutcome(t *testing.T) {
 			end:  AttemptEnd{ExitCode: 3, Duration: took},
 			want: RunEnd{Phase: afev1.RunCompleted, Reason: afev1.ExitedReason, Message: "Exited with code 3 after 1500ms", ExitCode: ptr.To[int32](3), Output: true},
 		},
+		"killed at the CPU-seconds limit": {
+			end: AttemptEnd{ExitCode: 152, Duration: took, CPUSeconds: 2},
+			want: RunEnd{Phase: afev1.RunCompleted, Reason: afev1.ExitedReason, ExitCode: ptr.To[int32](152), Output: true,
+				Message: "Exited with code 152 after 1500ms: killed by SIGXCPU, the CPU-seconds limit was reached (resources.cpuSeconds: 2 per process)"},
+		},
+		"exit 152 without a CPU-seconds limit": {
+			end:  AttemptEnd{ExitCode: 152, Duration: took},
+			want: RunEnd{Phase: afev1.RunCompleted, Reason: afev1.ExitedReason, Message: "Exited with code 152 after 1500ms", ExitCode: ptr.To[int32](152), Output: true},
+		},
 		"timed out": {
 			end:  AttemptEnd{ExitCode: 137, TimedOut: true, Duration: took},
 			want: RunEnd{Phase: afev1.RunTimedOut, Reason: afev1.TimedOutReason, Message: "Killed with every process it started after 1.5s", ExitCode: ptr.To[int32](137), Output: true},

@@ -20,12 +20,13 @@ const (
 	TicketProvision TicketStep = "Provision"
 )
 
-// Ticket is the step for a ticket being deleted or not, in its state.
-func Ticket(deleting bool, state afev1.TicketState) TicketStep {
+// Ticket is the step for a ticket being deleted or not, in its state, past
+// its deadline or not.
+func Ticket(deleting bool, state afev1.TicketState, deadlineExceeded bool) TicketStep {
 	switch {
 	case deleting:
 		return TicketDelete
-	case state.Terminal():
+	case state.Terminal() || deadlineExceeded:
 		return TicketCleanUp
 	case state == afev1.TicketPaused:
 		return TicketKeep

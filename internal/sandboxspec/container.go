@@ -187,6 +187,10 @@ func ulimits(r afev1.SandboxResources) []docker.Ulimit {
 	}
 	n := r.OpenFilesOrDefault()
 	out = append(out, docker.Ulimit{Name: "nofile", Soft: n, Hard: n})
+	if r.CPUSeconds > 0 {
+		// SIGXCPU at the soft limit, SIGKILL a second later.
+		out = append(out, docker.Ulimit{Name: "cpu", Soft: r.CPUSeconds, Hard: r.CPUSeconds + 1})
+	}
 	return out
 }
 

@@ -21,9 +21,10 @@ func TestDiskLimit(t *testing.T) {
 	}
 	nofile := docker.Ulimit{Name: "nofile", Soft: 4096, Hard: 4096}
 	tests := map[string]struct {
-		disk string
-		how  afev1.DiskEnforcement
-		want limits
+		disk       string
+		how        afev1.DiskEnforcement
+		cpuSeconds int64
+		want       limits
 	}{
 		"no disk limit: as before, a writable root": {
 			how:  afev1.DiskReadOnlyRoot,
@@ -39,6 +40,10 @@ func TestDiskLimit(t *testing.T) {
 			want: limits{ReadOnlyRootfs: true, Tmpfs: map[string]string{"/tmp": "rw,nosuid,nodev,mode=1777,size=134217728"},
 				Ulimits: []docker.Ulimit{{Name: "fsize", Soft: 1 << 30, Hard: 1 << 30}, nofile}},
 		},
+		"cpuSeconds: SIGXCPU at the limit, SIGKILL a second later": {
+			how: afev1.DiskReadOnlyRoot, cpuSeconds: 2,
+			want: limits{Ulimits: []docker.Ulimit{{Name: "fsize", Soft: 1 << 30, Hard: 1 << 30}, nofile, {Name: "cpu", Soft: 2, Hard: 3}}},
+		},
 		"storage quota: a writable root the engine limits": {
 			disk: "2Gi", how: afev1.DiskStorageQuota,
 			want: limits{StorageSizeBytes: 2 << 30, Ulimits: []docker.Ulimit{{Name: "fsize", Soft: 1 << 30, Hard: 1 << 30}, nofile}},
@@ -50,6 +55,7 @@ func TestDiskLimit(t *testing.T) {
 			sbx.Spec.Resources.Memory = ptr.To(resource.MustParse("256Mi"))
 			sbx.Spec.Resources.FileSize = ptr.To(resource.MustParse("1Gi"))
 			sbx.Spec.Resources.OpenFiles = 4096
+			sbx.Spec.Resources.CPUSeconds = tc.cpuSeconds
 			if tc.disk != "" {
 				sbx.Spec.Resources.Disk = ptr.To(resource.MustParse(tc.disk))
 			}

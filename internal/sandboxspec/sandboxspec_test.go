@@ -59,6 +59,26 @@ func TestValidate(t *testing.T) {
 		"secret of a path":       {mutate: func(s *afev1.SandboxTemplateSpec) { s.Env = secretEnv("../ns-b/vsecret", "token") }, wantReason: afev1.InvalidSpecReason},
 		"secret name upper case": {mutate: func(s *afev1.SandboxTemplateSpec) { s.Env = secretEnv("Token", "token") }, wantReason: afev1.InvalidSpecReason},
 		"secret key with slash":  {mutate: func(s *afev1.SandboxTemplateSpec) { s.Env = secretEnv("token", "a/b") }, wantReason: afev1.InvalidSpecReason},
+		"controller env passed through": {mutate: func(s *afev1.SandboxTemplateSpec) { s.Env = controllerEnv("INDEX", "PIP_INDEX_URL") },
+			opts: Options{Passthrough: map[string]bool{"PIP_INDEX_URL": true}}},
+		"controller env not listed": {mutate: func(s *afev1.SandboxTemplateSpec) { s.Env = controllerEnv("INDEX", "HOME") },
+			opts: Options{Passthrough: map[string]bool{"PIP_INDEX_URL": true}}, wantReason: afev1.ControllerEnvNotAllowedReason},
+		"controller env listed, unset": {mutate: func(s *afev1.SandboxTemplateSpec) { s.Env = controllerEnv("INDEX", "PIP_INDEX_URL") },
+			opts: Options{Passthrough: map[string]bool{"PIP_INDEX_URL": false}}, wantReason: afev1.ControllerEnvNotAllowedReason},
+		"controller env without a list": {mutate: func(s *afev1.SandboxTemplateSpec) { s.Env = controllerEnv("INDEX", "PIP_INDEX_URL") },
+			wantReason: afev1.ControllerEnvNotAllowedReason},
+		"controller env on the deny list": {mutate: func(s *afev1.SandboxTemplateSpec) { s.Env = controllerEnv("INDEX", "GITHUB_TOKEN") },
+			opts: Options{Passthrough: map[string]bool{"GITHUB_TOKEN": true}}, wantReason: afev1.DeniedEnvReason},
+		"controller env into a denied name": {mutate: func(s *afev1.SandboxTemplateSpec) { s.Env = controllerEnv("DOCKER_HOST", "PIP_INDEX_URL") },
+			opts: Options{Passthrough: map[string]bool{"PIP_INDEX_URL": true}}, wantReason: afev1.DeniedEnvReason},
+		"controller env and a secret": {mutate: func(s *afev1.SandboxTemplateSpec) {
+			s.Env = controllerEnv("INDEX", "PIP_INDEX_URL")
+			s.Env[0].ValueFrom.SecretKeyRef = &afev1.SecretKeySelector{Name: "s", Key: "k"}
+		}, opts: Options{Passthrough: map[string]bool{"PIP_INDEX_URL": true}}, wantReason: afev1.InvalidSpecReason},
+		"valueFrom with neither": {mutate: func(s *afev1.SandboxTemplateSpec) {
+			s.Env = []afev1.EnvVar{{Name: "A", ValueFrom: &afev1.EnvVarSource{}}}
+		},
+			wantReason: afev1.InvalidSpecReason},
 		"disk on a folder": {mutate: func(s *afev1.SandboxTemplateSpec) {
 			s.Resources.Disk = ptr.To(resource.MustParse("1Gi"))
 			s.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: inside}
@@ -407,6 +427,10 @@ func TestFileSizeAndOpenFilesBecomeUlimits(t *testing.T) {
 	}
 }
 
+func controllerEnv(name, from string) []afev1.EnvVar {
+	return []afev1.EnvVar{{Name: name, ValueFrom: &afev1.EnvVarSource{ControllerEnv: from}}}
+}
+
 func secretEnv(name, key string) []afev1.EnvVar {
-	return []afev1.EnvVar{{Name: "T", ValueFrom: &afev1.EnvVarSource{SecretKeyRef: afev1.SecretKeySelector{Name: name, Key: key}}}}
+	return []afev1.EnvVar{{Name: "T", ValueFrom: &afev1.EnvVarSource{SecretKeyRef: &afev1.SecretKeySelector{Name: name, Key: key}}}}
 }

@@ -83,6 +83,9 @@ type Options struct {
 	// WorkspaceRootShared is --workspace-root-shared: the engine sees
 	// WorkspaceRoot at the same path as the controller.
 	WorkspaceRootShared bool
+	// Passthrough are the names of --env-passthrough: true when the
+	// controller's environment has the variable, false when it does not.
+	Passthrough map[string]bool
 }
 
 // Validate checks a sandbox spec.
@@ -96,7 +99,7 @@ func Validate(spec *afev1.SandboxTemplateSpec, opts Options) error {
 	if err := ValidateEgress(spec.Egress); err != nil {
 		return invalid(afev1.InvalidSpecReason, "%v", err)
 	}
-	if err := validateEnv(spec.Env, opts.DenyEnv); err != nil {
+	if err := validateEnv(spec.Env, opts.DenyEnv, opts.Passthrough); err != nil {
 		return err
 	}
 	if cpu := spec.Resources.CPUOrDefault(); cpu.MilliValue() < 10 {
@@ -180,7 +183,7 @@ func ValidateEgressHost(h string) error {
 	return nil
 }
 
-func validateEnv(env []afev1.EnvVar, extraDeny []string) error {
+func validateEnv(env []afev1.EnvVar, extraDeny []string, passthrough map[string]bool) error {
 	deny := map[string]bool{}
 	for _, n := range append(append([]string{}, DefaultDenyEnv...), extraDeny...) {
 		deny[strings.ToUpper(n)] = true
@@ -207,7 +210,15 @@ func validateEnv(env []afev1.EnvVar, extraDeny []string) error {
 		if e.ValueFrom != nil && e.Value != "" {
 			return invalid(afev1.InvalidSpecReason, "Env %s sets both value and valueFrom", e.Name)
 		}
-		if e.ValueFrom != nil {
+		if e.ValueFrom != nil && (e.ValueFrom.SecretKeyRef != nil) == (e.ValueFrom.ControllerEnv != "") {
+			return invalid(afev1.InvalidSpecReason, "Env %s: valueFrom sets one of secretKeyRef and controllerEnv", e.Name)
+		}
+		if e.ValueFrom != nil && e.ValueFrom.ControllerEnv != "" {
+			if err := validateControllerEnv(e, deny, passthrough); err != nil {
+				return err
+			}
+		}
+		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
 			ref := e.ValueFrom.SecretKeyRef
 			if errs := validation.IsDNS1123Subdomain(ref.Name); len(errs) > 0 {
 				return invalid(afev1.InvalidSpecReason, "Env %s: %q is not a Secret name of the Sandbox's namespace: %s", e.Name, ref.Name, strings.Join(errs, "; "))
@@ -216,6 +227,29 @@ func validateEnv(env []afev1.EnvVar, extraDeny []string) error {
 				return invalid(afev1.InvalidSpecReason, "Env %s: %q is not a Secret key: %s", e.Name, ref.Key, strings.Join(errs, "; "))
 			}
 		}
+	}
+	return nil
+}
+
+// validateControllerEnv refuses a controllerEnv the operator does not pass
+// through, or one the deny list names (the deny list wins over
+// --env-passthrough).
+func validateControllerEnv(e afev1.EnvVar, deny, passthrough map[string]bool) error {
+	from := e.ValueFrom.ControllerEnv
+	if !envName.MatchString(from) || len(from) > 128 {
+		return invalid(afev1.InvalidSpecReason, "Env %s: controllerEnv %q is not a valid variable name", e.Name, from)
+	}
+	if deny[strings.ToUpper(from)] {
+		return invalid(afev1.DeniedEnvReason, "Env %s: the controller's %s is on its deny list and cannot enter a sandbox", e.Name, from)
+	}
+	set, listed := passthrough[from]
+	if !listed {
+		return invalid(afev1.ControllerEnvNotAllowedReason,
+			"Env %s: the controller's %s is not on its --env-passthrough list; only the variables listed there can enter a sandbox", e.Name, from)
+	}
+	if !set {
+		return invalid(afev1.ControllerEnvNotAllowedReason,
+			"Env %s: %s is on the controller's --env-passthrough list but not set in its environment", e.Name, from)
 	}
 	return nil
 }

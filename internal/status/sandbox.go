@@ -32,6 +32,7 @@ var terminalReasons = map[string]bool{
 	afev1.WorkspaceNotSharedReason:     true,
 	afev1.WorkspaceMountMismatchReason: true,
 	afev1.DiskQuotaExceededReason:      true,
+	afev1.DeadlineExceededReason:       true,
 }
 
 // waitingReasons block provisioning until something outside changes.
@@ -84,6 +85,8 @@ func SummarizeSandbox(st *afev1.SandboxStatus, generation int64, deleting bool, 
 // priority orders the reasons that explain a sandbox that is not Ready.
 func priority(reason string) int {
 	switch {
+	case reason == afev1.SuspendedReason:
+		return 3
 	case terminalReasons[reason]:
 		return 2
 	case reason == afev1.EngineUnavailableReason:
@@ -98,6 +101,8 @@ func sandboxPhase(st *afev1.SandboxStatus, ready metav1.Condition, deleting bool
 		return afev1.SandboxTerminating
 	case ready.Status == metav1.ConditionTrue:
 		return afev1.SandboxReady
+	case ready.Reason == afev1.SuspendedReason:
+		return afev1.SandboxSuspended
 	case terminalReasons[ready.Reason]:
 		return afev1.SandboxFailed
 	case ready.Reason == afev1.SandboxLostReason || ready.Reason == afev1.SpecChangedReason:

@@ -13,10 +13,12 @@ import (
 // Active or Paused ticket from its sandboxes. conflict, when set, is the
 // Ready condition to report instead.
 func SummarizeTicket(st *afev1.TicketStatus, generation int64, state afev1.TicketState, sandboxes []afev1.Sandbox, desired int32, conflict *metav1.Condition) {
-	var ready int32
+	var ready, suspended int32
 	for i := range sandboxes {
 		if meta.IsStatusConditionTrue(sandboxes[i].Status.Conditions, afev1.SandboxReadyCondition) {
 			ready++
+		} else if sandboxes[i].Status.Phase == afev1.SandboxSuspended {
+			suspended++
 		}
 	}
 	st.Sandboxes, st.ReadySandboxes = desired, ready
@@ -29,6 +31,9 @@ func SummarizeTicket(st *afev1.TicketStatus, generation int64, state afev1.Ticke
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, afev1.PausedReason, "The ticket is paused; its sandboxes are kept as they are"
 	case ready == desired && desired > 0:
 		c.Status, c.Reason, c.Message = metav1.ConditionTrue, afev1.ReadyReason, "Every sandbox of the ticket is Ready"
+	case suspended > 0 && ready+suspended == desired:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, afev1.SandboxesSuspendedReason,
+			fmt.Sprintf("%d of %d sandboxes are suspended; a Run of one resumes it", suspended, desired)
 	default:
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, afev1.SandboxesNotReadyReason, fmt.Sprintf("%d of %d sandboxes are Ready", ready, desired)
 	}

@@ -31,6 +31,15 @@ func Sandboxes(tk *afev1.Ticket) []afev1.Sandbox {
 			order = append(order, n)
 		}
 	}
+	tmpl := tk.Spec.Sandbox.DeepCopy()
+	// The ticket's idle timeout is its sandboxes' unless the template sets
+	// one; its deadline is the ticket's own.
+	if idle := tk.Spec.Lifecycle.IdleTimeout(); idle > 0 && tmpl.Lifecycle.IdleTimeout() == 0 {
+		if tmpl.Lifecycle == nil {
+			tmpl.Lifecycle = &afev1.SandboxLifecycle{}
+		}
+		tmpl.Lifecycle.IdleTimeoutSeconds = tk.Spec.Lifecycle.IdleTimeoutSeconds
+	}
 	out := make([]afev1.Sandbox, 0, len(order))
 	for _, name := range order {
 		out = append(out, afev1.Sandbox{
@@ -43,7 +52,7 @@ func Sandboxes(tk *afev1.Ticket) []afev1.Sandbox {
 			Spec: afev1.SandboxSpec{
 				TicketRef:           &afev1.TicketReference{Name: tk.Name},
 				Scope:               names[name],
-				SandboxTemplateSpec: *tk.Spec.Sandbox.DeepCopy(),
+				SandboxTemplateSpec: *tmpl.DeepCopy(),
 			},
 		})
 	}

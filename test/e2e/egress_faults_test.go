@@ -5,8 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
-	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -22,8 +20,7 @@ import (
 // becomes Ready once the manager runs with the right flags.
 var _ = Describe("Egress faults of the operator's making", func() {
 	It("says EgressNetworkMissing, then ProxyNotAnswering, then Ready", func() {
-		own := ownControlPlane()
-		defer func() { Expect(own.Stop()).To(Succeed()) }()
+		own := newOwnCluster()
 		inst := fmt.Sprintf("e2e-egress-faults-%d", os.Getpid())
 		label := afev1.LabelController + "=" + inst
 		defer dockertest.RemoveAll(label)
@@ -44,54 +41,62 @@ var _ = Describe("Egress faults of the operator's making", func() {
 
 		var mgr *gexec.Session
 		start := func(args ...string) {
-			cmd := exec.Command(managerBin, append([]string{"--instance", inst, "--metrics-bind-address", "0",
-				"--health-probe-bind-address", "0"}, args...)...)
-			cmd.Env = append(os.Environ(), "KUBECONFIG="+own.Kubeconfig)
-			mgr, err = gexec.Start(cmd, GinkgoWriter, GinkgoWriter)
-			Expect(err).NotTo(HaveOccurred())
+			mgr = own.startManager("", nil, append([]string{"--instance", inst}, args...)...)
 		}
-		stop := func() {
-			if mgr == nil {
-				return
-			}
-			mgr.Signal(syscall.SIGTERM)
-			Eventually(mgr, 20*time.Second).Should(gexec.Exit())
-			mgr = nil
-		}
+		stop := func() { stopManager(mgr); mgr = nil }
 		// Whichever manager runs when the spec ends, however it ends, stops
 		// before the objects are removed (defers run last in, first out).
 		defer stop()
-		egressReady := func() (string, string) {
-			out, _ := exec.Command("kubectl", "--kubeconfig", own.Kubeconfig, "-n", "default", "get", "sandbox/out",
-				"-o", `jsonpath={.status.conditions[?(@.type=="EgressReady")].reason}|{.status.conditions[?(@.type=="EgressReady")].message}`).CombinedOutput()
-			reason, message, _ := strings.Cut(strings.TrimSpace(string(out)), "|")
-			return reason, message
-		}
-		reason := func() string { r, _ := egressReady(); return r }
+		reason := own.reason("sandbox/out", afev1.EgressReadyCondition)
+		message := own.get("sandbox/out", `{.status.conditions[?(@.type=="EgressReady")].message}`)
 
 		By("an --egress-network the engine does not have")
 		start("--egress-network", egress+"-missing")
-		apply := exec.Command("kubectl", "--kubeconfig", own.Kubeconfig, "-n", "default", "apply", "-f", "-")
-		apply.Stdin = strings.NewReader("apiVersion: sandbox.afe.dev/v1alpha1\nkind: Sandbox\nmetadata: {name: out}\nspec: {image: afe/busybox:dev, egress: [allowed.test]}\n")
-		out, err = apply.CombinedOutput()
-		Expect(err).NotTo(HaveOccurred(), string(out))
+		own.kubectl("apiVersion: sandbox.afe.dev/v1alpha1\nkind: Sandbox\nmetadata: {name: out}\nspec: {image: afe/busybox:dev, egress: [allowed.test]}\n", "apply", "-f", "-")
 		Eventually(reason).Should(Equal(afev1.EgressNetworkMissingReason))
-		_, message := egressReady()
-		Expect(message).To(ContainSubstring("--egress-network " + egress + "-missing"))
+		Expect(message()).To(ContainSubstring("--egress-network " + egress + "-missing"))
 		stop()
 
 		By("a --proxy-image that runs but is no proxy")
 		start("--egress-network", egress, "--proxy-image", notProxy)
 		// It has no user "proxy": the engine cannot start it.
 		Eventually(reason, "90s").Should(Equal(afev1.ProxyNotAnsweringReason))
-		_, message = egressReady()
-		Expect(message).To(ContainSubstring("check the controller's --proxy-image"))
+		Expect(message()).To(ContainSubstring("check the controller's --proxy-image"))
 		stop()
 
 		By("the right flags: Ready")
 		start("--egress-network", egress)
 		Eventually(reason, "90s").Should(Equal(afev1.ReadyReason))
-		out, err = exec.Command("kubectl", "--kubeconfig", own.Kubeconfig, "-n", "default", "delete", "sandbox/out", "--timeout=60s").CombinedOutput()
+		own.kubectl("", "delete", "sandbox/out", "--timeout=60s")
+	})
+
+	It("says AddressPoolExhausted when --egress-subnets is full, and Ready once a block is free", func() {
+		own := newOwnCluster()
+		inst := fmt.Sprintf("e2e-egress-full-%d", os.Getpid())
+		label := afev1.LabelController + "=" + inst
+		defer dockertest.RemoveAll(label)
+		egress := "afe-e2e-egress-" + inst
+		out, err := exec.Command("docker", "network", "create", "--label", label, egress).CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), string(out))
+		// Two /29 blocks, for three sandboxes with egress.
+		defer stopManager(own.startManager("", nil, "--instance", inst, "--egress-network", egress, "--egress-subnets", "10.213.7.0/28"))
+		for _, name := range []string{"one", "two", "three"} {
+			own.kubectl(fmt.Sprintf("apiVersion: sandbox.afe.dev/v1alpha1\nkind: Sandbox\nmetadata: {name: %s}\nspec: {image: afe/busybox:dev, egress: [allowed.test]}\n", name), "apply", "-f", "-")
+			if name != "three" {
+				own.kubectl("", "wait", "--for=condition=Ready", "sandbox/"+name, "--timeout=90s")
+			}
+		}
+		Eventually(own.reason("sandbox/three", afev1.EgressReadyCondition), "60s").Should(Equal(afev1.AddressPoolExhaustedReason))
+		Expect(own.get("sandbox/three", `{.status.conditions[?(@.type=="EgressReady")].message}`)()).
+			To(ContainSubstring("--egress-subnets (10.213.7.0/28: 2 blocks)"))
+		three, err := dockertest.Objects(label + "," + afev1.LabelSandbox + "=three")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(three).NotTo(ContainElement(HavePrefix("network/")), "no network is made while no block is free")
+		Expect(three).NotTo(ContainElement(HavePrefix("container/")))
+
+		By("freeing a block")
+		own.kubectl("", "delete", "sandbox/one", "--timeout=60s")
+		own.kubectl("", "wait", "--for=condition=Ready", "sandbox/three", "--timeout=120s")
+		own.kubectl("", "delete", "sandbox/two", "sandbox/three", "--timeout=60s")
 	})
 })

@@ -4,10 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -23,46 +20,24 @@ import (
 // and repairs what happened meanwhile once the engine is back.
 var _ = Describe("Engine faults", func() {
 	It("survives the engine going away and coming back", func() {
-		own := ownControlPlane()
-		defer func() { Expect(own.Stop()).To(Succeed()) }()
+		own := newOwnCluster()
 		fwd, err := dockertest.NewForwarder(filepath.Join(GinkgoT().TempDir(), "docker.sock"))
 		Expect(err).NotTo(HaveOccurred())
 		defer fwd.Cut()
 		inst := fmt.Sprintf("e2e-faults-%d", os.Getpid())
 		defer dockertest.RemoveAll(afev1.LabelController + "=" + inst)
-
-		k := func(args ...string) {
-			out, err := exec.Command("kubectl", append([]string{"--kubeconfig", own.Kubeconfig, "-n", "default"}, args...)...).CombinedOutput()
-			ExpectWithOffset(1, err).NotTo(HaveOccurred(), string(out))
-		}
-		jsonpath := func(obj, path string) func() string {
-			return func() string {
-				out, _ := exec.Command("kubectl", "--kubeconfig", own.Kubeconfig, "-n", "default", "get", obj, "-o", "jsonpath="+path).CombinedOutput()
-				return strings.TrimSpace(string(out))
-			}
-		}
+		k := func(args ...string) { own.kubectl("", args...) }
 		sandbox := func(name string) string {
 			return fmt.Sprintf("apiVersion: sandbox.afe.dev/v1alpha1\nkind: Sandbox\nmetadata: {name: %s}\nspec: {image: afe/busybox:dev}\n", name)
 		}
-		apply := func(yaml string) {
-			cmd := exec.Command("kubectl", "--kubeconfig", own.Kubeconfig, "-n", "default", "apply", "-f", "-")
-			cmd.Stdin = strings.NewReader(yaml)
-			out, err := cmd.CombinedOutput()
-			ExpectWithOffset(1, err).NotTo(HaveOccurred(), string(out))
-		}
+		apply := func(yaml string) { own.kubectl(yaml, "apply", "-f", "-") }
 
 		By("starting while the engine is down")
 		fwd.Cut()
 		probe := freeAddr()
-		cmd := exec.Command(managerBin, "--instance", inst, "--docker-host", fwd.Host(),
-			"--metrics-bind-address", "0", "--health-probe-bind-address", probe, "--resync-period", "1h")
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+own.Kubeconfig)
-		mgr, err := gexec.Start(cmd, GinkgoWriter, GinkgoWriter)
-		Expect(err).NotTo(HaveOccurred())
-		defer func() {
-			mgr.Signal(syscall.SIGTERM)
-			Eventually(mgr, 20*time.Second).Should(gexec.Exit())
-		}()
+		mgr := own.startManager("", nil, "--instance", inst, "--docker-host", fwd.Host(),
+			"--health-probe-bind-address", probe, "--resync-period", "1h")
+		defer stopManager(mgr)
 		readyz := func() int {
 			resp, err := http.Get("http://" + probe + "/readyz")
 			if err != nil {
@@ -74,7 +49,7 @@ var _ = Describe("Engine faults", func() {
 		Eventually(readyz).Should(Equal(http.StatusInternalServerError), "not ready without an engine")
 		Consistently(mgr, "1s").ShouldNot(gexec.Exit())
 		apply(sandbox("early"))
-		Eventually(jsonpath("sandbox/early", `{.status.conditions[?(@.type=="Ready")].reason}`)).Should(Equal(afev1.EngineUnavailableReason))
+		Eventually(own.reason("sandbox/early", "Ready")).Should(Equal(afev1.EngineUnavailableReason))
 
 		By("catching up when the engine comes back")
 		Expect(fwd.Restore()).To(Succeed())
@@ -96,7 +71,7 @@ var _ = Describe("Engine faults", func() {
 		By("cutting the engine: conditions say so, nothing is deleted")
 		fwd.Cut()
 		k("patch", "sandbox/early", "--type=merge", "-p", `{"spec":{"env":[{"name":"CHANGED","value":"yes"}]}}`)
-		Eventually(jsonpath("sandbox/early", `{.status.conditions[?(@.type=="Ready")].reason}`)).Should(Equal(afev1.EngineUnavailableReason))
+		Eventually(own.reason("sandbox/early", "Ready")).Should(Equal(afev1.EngineUnavailableReason))
 		Expect(dockertest.Objects(afev1.LabelController + "=" + inst)).To(ConsistOf(
 			"container/afe-default.early", "volume/afe-default.early_ws",
 			"container/afe-default.steady", "volume/afe-default.steady_ws",
@@ -118,16 +93,16 @@ var _ = Describe("Engine faults", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(after.ID).NotTo(Equal(before.ID))
 		Expect(after.Config.Env).To(ContainElement("CHANGED=yes"))
-		Expect(jsonpath("sandbox/early", "{.status.recreations}")()).To(Equal("1"))
+		Expect(own.get("sandbox/early", "{.status.recreations}")()).To(Equal("1"))
 		Eventually(func() bool {
 			c, err := dockertest.Inspect("afe-default.quiet")
 			return err == nil && c.State.Running && c.ID != quiet.ID
 		}, "60s").Should(BeTrue(), "the resync after the reconnect repairs a loss nothing else points at")
-		Eventually(jsonpath("sandbox/quiet", "{.status.recreations}")).Should(Equal("1"))
+		Eventually(own.get("sandbox/quiet", "{.status.recreations}")).Should(Equal("1"))
 		now, err := dockertest.Inspect("afe-default.steady")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(now.ID).To(Equal(steady.ID), "an untouched sandbox keeps its container through the outage")
-		Expect(jsonpath("sandbox/steady", "{.status.recreations}")()).To(BeElementOf("", "0"))
+		Expect(own.get("sandbox/steady", "{.status.recreations}")()).To(BeElementOf("", "0"))
 
 		By("seeing losses from the reconnected event stream")
 		lost := time.Now()

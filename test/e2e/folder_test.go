@@ -3,11 +3,7 @@ package e2e
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"syscall"
-	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -22,8 +18,7 @@ import (
 // says the root is shared.
 var _ = Describe("Folder workspaces on a remote engine", func() {
 	It("are refused unless --workspace-root-shared", func() {
-		own := ownControlPlane()
-		defer func() { Expect(own.Stop()).To(Succeed()) }()
+		own := newOwnCluster()
 		fwd, err := dockertest.NewTCPForwarder()
 		Expect(err).NotTo(HaveOccurred())
 		defer fwd.Cut()
@@ -40,32 +35,10 @@ var _ = Describe("Folder workspaces on a remote engine", func() {
 		ws := filepath.Join(link, "default", "ws")
 
 		start := func(extra ...string) *gexec.Session {
-			args := append([]string{"--instance", inst, "--docker-host", fwd.Host(), "--workspace-root", link,
-				"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}, extra...)
-			cmd := exec.Command(managerBin, args...)
-			cmd.Env = append(os.Environ(), "KUBECONFIG="+own.Kubeconfig)
-			s, err := gexec.Start(cmd, GinkgoWriter, GinkgoWriter)
-			Expect(err).NotTo(HaveOccurred())
-			return s
+			return own.startManager("", nil, append([]string{"--instance", inst, "--docker-host", fwd.Host(), "--workspace-root", link}, extra...)...)
 		}
-		stop := func(s *gexec.Session) {
-			s.Signal(syscall.SIGTERM)
-			Eventually(s, 20*time.Second).Should(gexec.Exit())
-		}
-		kubectl := func(stdin string, args ...string) string {
-			cmd := exec.Command("kubectl", append([]string{"--kubeconfig", own.Kubeconfig, "-n", "default"}, args...)...)
-			cmd.Stdin = strings.NewReader(stdin)
-			out, err := cmd.CombinedOutput()
-			ExpectWithOffset(1, err).NotTo(HaveOccurred(), string(out))
-			return strings.TrimSpace(string(out))
-		}
-		reason := func(obj, cond string) func() string {
-			return func() string {
-				out, _ := exec.Command("kubectl", "--kubeconfig", own.Kubeconfig, "-n", "default", "get", obj,
-					"-o", `jsonpath={.status.conditions[?(@.type=="`+cond+`")].reason}`).CombinedOutput()
-				return strings.TrimSpace(string(out))
-			}
-		}
+		kubectl := own.kubectl
+		reason := own.reason
 
 		mgr := start()
 		kubectl(fmt.Sprintf(`apiVersion: sandbox.afe.dev/v1alpha1
@@ -88,11 +61,11 @@ spec: {image: afe/busybox:dev}
 			To(ContainSubstring("--workspace-root-shared"))
 		Expect(kubectl("", "get", "sandbox/folder", "-o", "jsonpath={.status.phase}")).To(Equal(string(afev1.SandboxFailed)))
 		Expect(dockertest.Objects(afev1.LabelController + "=" + inst + "," + afev1.LabelSandbox + "=folder")).To(BeEmpty())
-		stop(mgr)
+		stopManager(mgr)
 
 		By("with --workspace-root-shared the same Sandbox becomes Ready")
 		mgr = start("--workspace-root-shared")
-		defer stop(mgr)
+		defer stopManager(mgr)
 		kubectl("", "wait", "--for=condition=Ready", "sandbox/folder", "--timeout=60s")
 		c, err := dockertest.Inspect("afe-default.folder")
 		Expect(err).NotTo(HaveOccurred())

@@ -7,13 +7,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
-	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/gbytes"
-	"github.com/onsi/gomega/gexec"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/test/dockertest"
@@ -25,8 +22,7 @@ import (
 // API server, and the lifecycle below does not complete.
 var _ = Describe("The manager with the RBAC it ships", func() {
 	It("runs a ticket's whole lifecycle as its own ServiceAccount, with no request refused", func() {
-		own := ownControlPlane()
-		defer func() { Expect(own.Stop()).To(Succeed()) }()
+		own := newOwnCluster()
 		inst := fmt.Sprintf("e2e-rbac-%d", os.Getpid())
 		defer dockertest.RemoveAll(afev1.LabelController + "=" + inst)
 		k := func(stdin string, args ...string) string {
@@ -83,15 +79,8 @@ spec:
   ports: [{name: https, port: `+accessPort+`}]
 `, "apply", "-f", "-")
 		out := gbytes.NewBuffer()
-		cmd := exec.Command(managerBin, "--instance", inst, "--metrics-bind-address", "0", "--health-probe-bind-address", "0",
-			"--access-bind-address", accessAddr, "--access-register", "--access-service", "afe-system/afe-access", "--access-service-port", accessPort)
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+saConfig)
-		mgr, err := gexec.Start(cmd, GinkgoWriter, out)
-		Expect(err).NotTo(HaveOccurred())
-		defer func() {
-			mgr.Signal(syscall.SIGTERM)
-			Eventually(mgr, 20*time.Second).Should(gexec.Exit())
-		}()
+		defer stopManager(own.startManager(saConfig, out, "--instance", inst,
+			"--access-bind-address", accessAddr, "--access-register", "--access-service", "afe-system/afe-access", "--access-service-port", accessPort))
 
 		By("a ticket with a Secret in its env, egress, a Run, then Done")
 		k(`apiVersion: v1

@@ -44,6 +44,7 @@ func Run(t *testing.T, e docker.Engine, h Harness) {
 		"ContainerIsIdempotent":                 containerIsIdempotent,
 		"ContainerOfOtherLabelsIsAConflict":     containerOfOtherLabelsIsAConflict,
 		"ExitedContainerIsStartedAgain":         exitedContainerIsStartedAgain,
+		"StoppedContainerIsKeptAndStarted":      stoppedContainerIsKeptAndStarted,
 		"MissingContainer":                      missingContainer,
 		"MissingImage":                          missingImage,
 		"ContainerThatCannotStartLeavesNothing": containerThatCannotStartLeavesNothing,
@@ -300,6 +301,41 @@ func exitedContainerIsStartedAgain(t *testing.T, f *fixture) {
 	if again.ID != c.ID || !again.Running || !again.StartedAt.After(c.StartedAt) {
 		t.Fatalf("RunContainer of an exited container: %+v, was %+v", again, c)
 	}
+}
+
+func stoppedContainerIsKeptAndStarted(t *testing.T, f *fixture) {
+	c := f.run(t, f.spec("c"))
+	n, err := f.e.RunningExecs(f.ctx, c.ID)
+	must(t, err, "RunningExecs")
+	if n != 0 {
+		t.Fatalf("RunningExecs of a container without commands = %d", n)
+	}
+	must(t, f.e.StopContainer(f.ctx, c.ID), "StopContainer")
+	must(t, f.e.StopContainer(f.ctx, c.ID), "StopContainer of a stopped container")
+	got, err := f.e.InspectContainer(f.ctx, c.Name)
+	must(t, err, "InspectContainer")
+	if got.ID != c.ID || got.Running || got.State != "exited" || got.Pid != 0 {
+		t.Fatalf("stopped container: %+v", got)
+	}
+	n, err = f.e.RunningExecs(f.ctx, c.ID)
+	must(t, err, "RunningExecs of a stopped container")
+	if n != 0 {
+		t.Fatalf("RunningExecs of a stopped container = %d", n)
+	}
+	_, err = f.e.Exec(f.ctx, c.ID, docker.ExecSpec{Cmd: []string{"true"}})
+	wantIs(t, err, docker.ErrConflict, "Exec in a stopped container")
+	must(t, f.e.StartContainer(f.ctx, c.ID), "StartContainer")
+	must(t, f.e.StartContainer(f.ctx, c.ID), "StartContainer of a running container")
+	again, err := f.e.InspectContainer(f.ctx, c.Name)
+	must(t, err, "InspectContainer")
+	if again.ID != c.ID || !again.Running || !again.StartedAt.After(c.StartedAt) {
+		t.Fatalf("started again: %+v, was %+v", again, c)
+	}
+	name := f.name("absent")
+	wantIs(t, f.e.StopContainer(f.ctx, name), docker.ErrNotFound, "StopContainer of a missing container")
+	wantIs(t, f.e.StartContainer(f.ctx, name), docker.ErrNotFound, "StartContainer of a missing container")
+	_, err = f.e.RunningExecs(f.ctx, name)
+	wantIs(t, err, docker.ErrNotFound, "RunningExecs of a missing container")
 }
 
 func missingContainer(t *testing.T, f *fixture) {

@@ -37,6 +37,8 @@ type container struct {
 	// usage and layerBytes are what SetUsage gave it.
 	usage      docker.ContainerUsage
 	layerBytes int64
+	// execs counts the Execs in flight.
+	execs int
 }
 
 func (c *container) running() bool { return c.state == stateRunning }
@@ -296,4 +298,62 @@ func (e *Engine) Exit(name string, code int, oom bool) error {
 	c.state, c.exitCode, c.processes = stateExited, code, nil
 	e.emit(docker.ActionDie, c)
 	return nil
+}
+
+// StopContainer stops a running container and keeps it, as a SIGTERM its
+// first process obeys would (exit code 143); it succeeds when the
+// container is already stopped.
+func (e *Engine) StopContainer(_ context.Context, name string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c := e.container(name)
+	if err := e.check(OpStopContainer, targets(name, c)...); err != nil {
+		return err
+	}
+	if c == nil {
+		return fmt.Errorf("stop container %s: %w: No such container: %s", name, docker.ErrNotFound, name)
+	}
+	if c.running() {
+		c.state, c.exitCode, c.processes, c.execs = stateExited, 143, nil, 0
+		e.emit(docker.ActionDie, c)
+	}
+	return nil
+}
+
+// StartContainer starts a stopped container again; it succeeds when it
+// runs already.
+func (e *Engine) StartContainer(_ context.Context, name string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c := e.container(name)
+	if err := e.check(OpStartContainer, targets(name, c)...); err != nil {
+		return err
+	}
+	if c == nil {
+		return fmt.Errorf("start container %s: %w: No such container: %s", name, docker.ErrNotFound, name)
+	}
+	if c.running() {
+		return nil
+	}
+	if err := e.start(c); err != nil {
+		return fmt.Errorf("%w: %w", docker.ErrStartFailed, err)
+	}
+	return nil
+}
+
+// RunningExecs counts the Execs in flight in the container.
+func (e *Engine) RunningExecs(_ context.Context, name string) (int, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c := e.container(name)
+	if err := e.check(OpRunningExecs, targets(name, c)...); err != nil {
+		return 0, err
+	}
+	if c == nil {
+		return 0, fmt.Errorf("inspect container %s: %w: No such container: %s", name, docker.ErrNotFound, name)
+	}
+	if !c.running() {
+		return 0, nil
+	}
+	return c.execs, nil
 }

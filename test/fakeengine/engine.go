@@ -20,6 +20,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net/netip"
 	"regexp"
 	"sort"
 	"strconv"
@@ -75,7 +76,7 @@ func New(images ...string) *Engine {
 	for _, n := range []string{"bridge", "host", "none"} {
 		nw := &network{id: e.newID(), name: n, labels: map[string]string{}, predefined: true}
 		if n == "bridge" {
-			nw.subnet = "172.17.0"
+			nw.subnet = netip.MustParsePrefix("172.17.0.0/16")
 		}
 		e.networks[nw.id] = nw
 	}

@@ -44,7 +44,19 @@ func (e *Engine) Exec(ctx context.Context, name string, spec docker.ExecSpec) (i
 		return -1, err
 	}
 	report, f := *c.report(e.volumes), e.exec
+	c.execs++
+	e.emit(docker.ActionExecStart, c)
 	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if c.execs > 0 {
+			c.execs--
+		}
+		if _, ok := e.containers[c.id]; ok {
+			e.emit(docker.ActionExecDie, c)
+		}
+	}()
 	if f == nil {
 		return 0, nil
 	}
@@ -217,3 +229,15 @@ func tarSize(files map[string]string) (int64, error) {
 	}
 	return int64(buf.Len()), nil
 }
+
+// InspectExec knows no exec: the fake engine keeps none once it ended.
+func (e *Engine) InspectExec(_ context.Context, id string) (docker.ExecInfo, error) {
+	return docker.ExecInfo{}, fmt.Errorf("inspect exec %s: %w", id, docker.ErrNotFound)
+}
+
+// OwnExec is true: every exec of the fake engine is made through Exec, by
+// its one client.
+func (e *Engine) OwnExec(string) bool { return true }
+
+// ForgetExec has nothing to forget.
+func (e *Engine) ForgetExec(string) {}

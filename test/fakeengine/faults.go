@@ -33,6 +33,9 @@ const (
 	OpContainerUsage   Op = "ContainerUsage"
 	OpDiskUsage        Op = "DiskUsage"
 	OpStorageQuota     Op = "StorageQuota"
+	OpStopContainer    Op = "StopContainer"
+	OpStartContainer   Op = "StartContainer"
+	OpRunningExecs     Op = "RunningExecs"
 )
 
 // Fault makes calls of Op fail with Err, as the engine would: Err is one

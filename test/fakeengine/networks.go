@@ -3,6 +3,7 @@ package fakeengine
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"sort"
 
 	"afe.dev/sandbox/docker"
@@ -13,27 +14,37 @@ type network struct {
 	labels     map[string]string
 	internal   bool
 	predefined bool
-	// subnet is the network's /24 ("10.200.3"): the gateway is .1, its
-	// containers get .2 on. Empty for host and none.
-	subnet string
+	// subnet is the network's (a /24 from the pools, 10.200.3.0/24, or the
+	// caller's): the gateway is its first address, its containers get the
+	// next ones. Invalid for host and none.
+	subnet netip.Prefix
+	// pooled is true when the subnet came from the address pools.
+	pooled bool
 	next   int
 }
 
-func (n *network) gateway() string { return n.subnet + ".1" }
+func (n *network) gateway() string { return n.subnet.Addr().Next().String() }
 
 // address hands out the next container address on the network.
 func (n *network) address() string {
-	if n.subnet == "" {
+	if !n.subnet.IsValid() {
 		return ""
 	}
 	n.next++
-	return fmt.Sprintf("%s.%d", n.subnet, n.next+1)
+	a := n.subnet.Addr().Next()
+	for i := 0; i < n.next; i++ {
+		a = a.Next()
+	}
+	return a.String()
 }
 
 func (n *network) report(gateways bool) *docker.Network {
 	out := &docker.Network{ID: n.id, Name: n.name, Labels: copyLabels(n.labels), Internal: n.internal}
+	if n.subnet.IsValid() {
+		out.Subnets = []string{n.subnet.String()}
+	}
 	// The engine's own bridge reports its subnet only (Docker 20.10).
-	if gateways && n.subnet != "" && !n.predefined {
+	if gateways && n.subnet.IsValid() && !n.predefined {
 		out.Gateways = []string{n.gateway()}
 	}
 	return out
@@ -53,8 +64,9 @@ func (e *Engine) network(name string) *network {
 }
 
 // EnsureNetwork creates the network unless it exists, and returns it. A new
-// network takes an address pool; with none left it fails with
-// docker.ErrNoAddressPool.
+// network without a subnet of the caller's takes an address pool; with none
+// left it fails with docker.ErrNoAddressPool. A subnet of the caller's that
+// overlaps another network's fails with docker.ErrSubnetTaken.
 func (e *Engine) EnsureNetwork(_ context.Context, spec docker.NetworkSpec) (*docker.Network, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -64,14 +76,25 @@ func (e *Engine) EnsureNetwork(_ context.Context, spec docker.NetworkSpec) (*doc
 	if n := e.network(spec.Name); n != nil {
 		return n.report(true), nil
 	}
-	if e.pools <= 0 {
-		return nil, fmt.Errorf("create network %s: %w: could not find an available, non-overlapping IPv4 address pool among the defaults to assign to the network",
-			spec.Name, docker.ErrNoAddressPool)
-	}
-	e.pools--
-	e.subnets++
 	n := &network{id: e.newID(), name: spec.Name, labels: copyLabels(spec.Labels), internal: spec.Internal,
-		subnet: fmt.Sprintf("10.%d.%d", 200+e.subnets/256, e.subnets%256)}
+		subnet: spec.Subnet}
+	if spec.Subnet.IsValid() {
+		for _, o := range e.networks {
+			if o.subnet.IsValid() && o.subnet.Overlaps(spec.Subnet) {
+				return nil, fmt.Errorf("create network %s with subnet %s: %w: Pool overlaps with other one on this address space",
+					spec.Name, spec.Subnet, docker.ErrSubnetTaken)
+			}
+		}
+	} else {
+		if e.pools <= 0 {
+			return nil, fmt.Errorf("create network %s: %w: could not find an available, non-overlapping IPv4 address pool among the defaults to assign to the network",
+				spec.Name, docker.ErrNoAddressPool)
+		}
+		e.pools--
+		e.subnets++
+		n.subnet = netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(200 + e.subnets/256), byte(e.subnets % 256), 0}), 24)
+		n.pooled = true
+	}
 	e.networks[n.id] = n
 	return n.report(true), nil
 }
@@ -91,8 +114,9 @@ func (e *Engine) InspectNetwork(_ context.Context, name string) (*docker.Network
 	return n.report(true), nil
 }
 
-// ListNetworks returns the networks carrying all the labels, without their
-// gateways (as the engine's list).
+// ListNetworks returns the networks carrying all the labels (all with
+// none), with their subnets but without their gateways (as the engine's
+// list).
 func (e *Engine) ListNetworks(_ context.Context, labels map[string]string) ([]docker.Network, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -131,6 +155,8 @@ func (e *Engine) RemoveNetwork(_ context.Context, name string) error {
 		}
 	}
 	delete(e.networks, n.id)
-	e.pools++
+	if n.pooled {
+		e.pools++
+	}
 	return nil
 }

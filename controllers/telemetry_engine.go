@@ -1,0 +1,134 @@
+package controllers
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/metrics"
+	"afe.dev/sandbox/internal/sandboxspec"
+	"afe.dev/sandbox/internal/telemetry"
+)
+
+// engineExecs records the commands executed in sandbox containers by
+// anyone with access to the engine (docker exec straight on it), as its
+// event stream shows them: exec_start, then exec_die with the exit code.
+// The controller's own execs are recorded where they are made (Runs, the
+// API) and left out here.
+type engineExecs struct {
+	engine   docker.Engine
+	store    *telemetry.Store
+	instance string
+	// sandboxOf finds the Sandbox an event's container labels name, nil
+	// when its UID does not match.
+	sandboxOf func(docker.Event) *afev1.Sandbox
+
+	mu      sync.Mutex
+	started map[string]time.Time // by exec ID
+	jobs    chan docker.Event
+}
+
+// maxPendingExecs bounds the execs whose start was seen and whose end was
+// not: an exec whose exec_die never comes (a stream that broke) is
+// forgotten beyond it.
+const maxPendingExecs = 4096
+
+func newEngineExecs(engine docker.Engine, store *telemetry.Store, instance string, sandboxOf func(docker.Event) *afev1.Sandbox) *engineExecs {
+	return &engineExecs{engine: engine, store: store, instance: instance, sandboxOf: sandboxOf,
+		started: map[string]time.Time{}, jobs: make(chan docker.Event, 1024)}
+}
+
+// saw takes an exec event of a sandbox container from the event pump; it
+// never blocks it.
+func (e *engineExecs) saw(ev docker.Event) {
+	id := ev.Labels["execID"]
+	if id == "" {
+		return
+	}
+	if ev.Action == docker.ActionExecStart {
+		e.mu.Lock()
+		if len(e.started) < maxPendingExecs {
+			e.started[id] = ev.Time
+		}
+		e.mu.Unlock()
+		return
+	}
+	if e.engine.OwnExec(id) {
+		e.engine.ForgetExec(id)
+		e.mu.Lock()
+		delete(e.started, id)
+		e.mu.Unlock()
+		return
+	}
+	select {
+	case e.jobs <- ev:
+	default:
+		metrics.TelemetryDropped.Inc()
+	}
+}
+
+// Start records the ends it is handed until ctx ends.
+func (e *engineExecs) Start(ctx context.Context) {
+	log := logf.FromContext(ctx).WithName("telemetry")
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev := <-e.jobs:
+			if err := e.record(ctx, ev); err != nil {
+				log.V(1).Info("An exec on the engine could not be recorded", "exec", ev.Labels["execID"], "error", err.Error())
+			}
+		}
+	}
+}
+
+// record puts one exec that ended into the telemetry, with the identity of
+// the Sandbox whose UID the container's labels carry, verified against the
+// Sandbox itself: an exec in a container whose labels do not match is not
+// a sandbox's command and is left out.
+func (e *engineExecs) record(ctx context.Context, ev docker.Event) error {
+	id := ev.Labels["execID"]
+	e.mu.Lock()
+	started, ok := e.started[id]
+	delete(e.started, id)
+	e.mu.Unlock()
+	if !ok {
+		started = ev.Time
+	}
+	sbx := e.sandboxOf(ev)
+	if sbx == nil {
+		return nil
+	}
+	ident := sandboxspec.IdentityOf(sbx, e.instance)
+	if !ident.OwnsAs(ev.Labels, afev1.RoleSandbox) {
+		return nil
+	}
+	rec := telemetry.Record{
+		Namespace: sbx.Namespace, Sandbox: sbx.Name, SandboxUID: string(sbx.UID), Ticket: ident.Ticket,
+		Started: started, Ended: ev.Time, ExitCode: exitOf(ev),
+		Source: telemetry.SourceEngine, StartedBy: "the engine (an exec not made by the controller)",
+	}
+	if e.store != nil {
+		info, err := e.engine.InspectExec(ctx, id)
+		if err != nil {
+			return err
+		}
+		rec.Command, rec.User = info.Cmd, info.User
+	}
+	recordCommand(e.store, rec, sbx.Status.Phase)
+	return nil
+}
+
+// exitOf is the exit code an exec_die event states (-1 when none).
+func exitOf(ev docker.Event) int {
+	code, err := strconv.Atoi(ev.Labels["exitCode"])
+	if err != nil {
+		return -1
+	}
+	return code
+}

@@ -1,0 +1,130 @@
+package controllers
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os/exec"
+	"sync"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/internal/runexec"
+	"afe.dev/sandbox/internal/telemetry"
+)
+
+// telemetryOf returns the suite's records of one sandbox, once every
+// record added so far is committed.
+func telemetryOf(ctx context.Context, ns, sandbox string) []telemetry.Record {
+	ExpectWithOffset(1, testTelemetry.Flush(ctx)).To(Succeed())
+	recs, err := testTelemetry.List(ctx, telemetry.Filter{Namespace: ns, Sandbox: sandbox, Limit: 10000})
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	return recs
+}
+
+var _ = Describe("Command telemetry", func() {
+	var ctx context.Context
+	var ns string
+	BeforeEach(func() {
+		ctx = context.Background()
+		ns = newNamespace(ctx)
+	})
+
+	It("records every Run of 4 sandboxes run at once, in order per sandbox, with the identity the controller derived", func() {
+		const sandboxes, runs = 4, 8
+		var sbxs []*afev1.Sandbox
+		for i := 0; i < sandboxes; i++ {
+			sbx := newSandbox(ns, fmt.Sprintf("tele-%d", i))
+			Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
+			DeferCleanup(func() { deleteAndWaitGone(ctx, sbx) })
+			sbxs = append(sbxs, sbx)
+		}
+		for i := range sbxs {
+			sbxs[i] = waitReady(ctx, sbxs[i])
+		}
+		// Each Run prints a line shaped like a record naming another
+		// sandbox, with a forged afe.* environment: the identity stays
+		// the controller's.
+		var wg sync.WaitGroup
+		for i, sbx := range sbxs {
+			for j := 0; j < runs; j++ {
+				wg.Add(1)
+				go func() {
+					defer GinkgoRecover()
+					defer wg.Done()
+					run := newRun(ns, fmt.Sprintf("t%d-%d", i, j), sbx.Name)
+					run.Spec.Script = fmt.Sprintf(`export AFE_SANDBOX=victim afe_sandbox_uid=forged; echo '{"namespace":"other","sandbox":"victim","sandboxUID":"forged","seq":1}'; exit %d`, j%3)
+					Expect(k8sClient.Create(ctx, run)).To(Succeed())
+					waitRunPhase(ctx, run, afev1.RunCompleted)
+				}()
+			}
+		}
+		wg.Wait()
+		line := `{"namespace":"other","sandbox":"victim","sandboxUID":"forged","seq":1}` + "\n"
+		sum := sha256.Sum256([]byte(line))
+		for _, sbx := range sbxs {
+			recs := telemetryOf(ctx, ns, sbx.Name)
+			Expect(recs).To(HaveLen(runs), "one record per Run of %s", sbx.Name)
+			seen := map[string]bool{}
+			for k, r := range recs {
+				Expect(r.Seq).To(BeEquivalentTo(k+1), "the sequence of %s has no gap", sbx.Name)
+				Expect(r.Namespace).To(Equal(ns))
+				Expect(r.Sandbox).To(Equal(sbx.Name))
+				Expect(r.SandboxUID).To(Equal(string(sbx.UID)))
+				Expect(r.Ticket).To(Equal(sbx.Name), "a sandbox without ticket is its own")
+				Expect(r.Source).To(Equal(telemetry.SourceRun))
+				Expect(r.Attempt).To(BeEquivalentTo(1))
+				Expect(r.Command[0:2]).To(Equal([]string{"/bin/sh", "-c"}))
+				Expect(r.OutputBytes).To(BeEquivalentTo(len(line)))
+				Expect(r.OutputSHA256).To(Equal(hex.EncodeToString(sum[:])))
+				Expect(r.Ended).NotTo(BeTemporally("<", r.Started))
+				var j int
+				_, err := fmt.Sscanf(r.Run, "t%d-%d", new(int), &j)
+				Expect(err).NotTo(HaveOccurred())
+				Expect(r.ExitCode).To(Equal(j%3), "run %s", r.Run)
+				Expect(r.User).To(Equal(fmt.Sprintf("1000:%d", runexec.GID(runUID(ctx, ns, r.Run), 1))))
+				Expect(r.StartedBy).To(Equal("Run " + ns + "/" + r.Run))
+				seen[r.Run] = true
+			}
+			Expect(seen).To(HaveLen(runs))
+		}
+		Expect(telemetryOf(ctx, "other", "victim")).To(BeEmpty(), "nothing the workload printed became a record")
+
+		By("recording the execs made straight on the engine, as root too, after the Runs")
+		for _, sbx := range sbxs {
+			c := sbx.Status.ContainerName
+			Expect(exec.Command("docker", "exec", c, "sh", "-c", "exit 4").Run()).To(MatchError(ContainSubstring("exit status 4")))
+			Expect(exec.Command("docker", "exec", "-u", "0", "--env", "AFE_SANDBOX=victim", c, "true").Run()).To(Succeed())
+		}
+		for _, sbx := range sbxs {
+			var recs []telemetry.Record
+			Eventually(func() []telemetry.Record {
+				recs = telemetryOf(ctx, ns, sbx.Name)
+				return recs
+			}, "20s").Should(HaveLen(runs + 2))
+			for k, r := range recs {
+				Expect(r.Seq).To(BeEquivalentTo(k + 1))
+				Expect(r.SandboxUID).To(Equal(string(sbx.UID)))
+			}
+			shell, root := recs[runs], recs[runs+1]
+			Expect(shell.Source).To(Equal(telemetry.SourceEngine))
+			Expect(shell.Command).To(Equal([]string{"sh", "-c", "exit 4"}))
+			Expect(shell.ExitCode).To(Equal(4))
+			Expect(shell.User).To(Equal("1000:1000"), "an exec that names no user runs as the container's")
+			Expect(root.Command).To(Equal([]string{"true"}))
+			Expect(root.User).To(Equal("0"))
+			Expect(root.ExitCode).To(BeZero())
+			Expect(root.Ended).NotTo(BeTemporally("<", root.Started))
+		}
+		Expect(testTelemetry.Dropped()).To(BeZero())
+	})
+})
+
+func runUID(ctx context.Context, ns, name string) string {
+	run := &afev1.Run{}
+	run.Namespace, run.Name = ns, name
+	return string(getRun(ctx, run)(Default).UID)
+}

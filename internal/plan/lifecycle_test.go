@@ -1,0 +1,66 @@
+package plan
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+)
+
+func TestSandboxLifecycle(t *testing.T) {
+	created := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	at := created.Add
+	tests := map[string]struct {
+		in   LifecycleInput
+		want Lifecycle
+	}{
+		"no lifecycle":               {in: LifecycleInput{Created: created, Now: at(time.Hour)}, want: Lifecycle{State: LifecycleRun}},
+		"spec.suspend":               {in: LifecycleInput{Suspend: true, Created: created, Now: at(time.Second)}, want: Lifecycle{State: LifecycleSuspend}},
+		"spec.suspend while busy":    {in: LifecycleInput{Suspend: true, Busy: true, Created: created, Now: at(time.Second)}, want: Lifecycle{State: LifecycleSuspend}},
+		"idle, timer running":        {in: LifecycleInput{IdleTimeout: time.Minute, Created: created, LastActivity: at(30 * time.Second), Now: at(time.Minute)}, want: Lifecycle{State: LifecycleRun, Recheck: 30 * time.Second}},
+		"idle past the timeout":      {in: LifecycleInput{IdleTimeout: time.Minute, Created: created, LastActivity: at(0), Now: at(time.Minute)}, want: Lifecycle{State: LifecycleSuspend, Idle: true}},
+		"busy past the timeout":      {in: LifecycleInput{IdleTimeout: time.Minute, Busy: true, Created: created, LastActivity: at(0), Now: at(time.Hour)}, want: Lifecycle{State: LifecycleRun}},
+		"paused past the timeout":    {in: LifecycleInput{IdleTimeout: time.Minute, Paused: true, Created: created, LastActivity: at(0), Now: at(time.Hour)}, want: Lifecycle{State: LifecycleRun, Recheck: time.Minute}},
+		"paused while suspended":     {in: LifecycleInput{IdleTimeout: time.Minute, Paused: true, Suspended: true, Created: created, LastActivity: at(0), Now: at(2 * time.Minute)}, want: Lifecycle{State: LifecycleSuspend, Idle: true}},
+		"paused, suspended, resumed": {in: LifecycleInput{IdleTimeout: time.Minute, Paused: true, Suspended: true, Created: created, LastActivity: at(2 * time.Minute), Now: at(2 * time.Minute)}, want: Lifecycle{State: LifecycleRun, Recheck: time.Minute}},
+		"paused, suspended, a Run":   {in: LifecycleInput{IdleTimeout: time.Minute, Paused: true, Suspended: true, Busy: true, Created: created, Now: at(time.Hour)}, want: Lifecycle{State: LifecycleRun}},
+		"paused, spec.suspend":       {in: LifecycleInput{Suspend: true, Paused: true, Created: created, Now: at(time.Hour)}, want: Lifecycle{State: LifecycleSuspend}},
+		"deadline ahead":             {in: LifecycleInput{Deadline: time.Hour, Created: created, Now: at(time.Minute)}, want: Lifecycle{State: LifecycleRun, Recheck: 59 * time.Minute}},
+		"deadline sooner than idle":  {in: LifecycleInput{Deadline: 2 * time.Minute, IdleTimeout: time.Hour, Created: created, LastActivity: at(time.Minute), Now: at(time.Minute)}, want: Lifecycle{State: LifecycleRun, Recheck: time.Minute}},
+		"deadline passed, busy":      {in: LifecycleInput{Deadline: time.Hour, Busy: true, Created: created, Now: at(time.Hour)}, want: Lifecycle{State: LifecycleDeadlineExceeded}},
+		"deadline passed, suspended": {in: LifecycleInput{Deadline: time.Hour, Suspend: true, Created: created, Now: at(2 * time.Hour)}, want: Lifecycle{State: LifecycleDeadlineExceeded}},
+		"suspended, deadline ahead":  {in: LifecycleInput{Deadline: time.Hour, Suspend: true, Created: created, Now: at(time.Minute)}, want: Lifecycle{State: LifecycleSuspend, Recheck: 59 * time.Minute}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, SandboxLifecycle(tc.in)); diff != "" {
+				t.Errorf("SandboxLifecycle() mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestWasSuspended(t *testing.T) {
+	cond := func(reason string) afev1.SandboxStatus {
+		return afev1.SandboxStatus{Conditions: []metav1.Condition{{Type: afev1.ContainerReadyCondition, Status: metav1.ConditionFalse, Reason: reason}}}
+	}
+	tests := map[string]struct {
+		status afev1.SandboxStatus
+		want   bool
+	}{
+		"new":       {want: false},
+		"suspended": {status: cond(afev1.SuspendedReason), want: true},
+		"lost":      {status: cond(afev1.SandboxLostReason), want: false},
+		"deadline":  {status: cond(afev1.DeadlineExceededReason), want: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, WasSuspended(&tc.status)); diff != "" {
+				t.Errorf("WasSuspended() mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -1,0 +1,437 @@
+// Package telemetry keeps the record of every command executed in a
+// sandbox in an embedded SQLite database: ordered per sandbox by a sequence
+// number with no gaps, also across restarts, written in batches by one
+// writer so that recording never waits on the disk.
+package telemetry
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	_ "modernc.org/sqlite" // the pure-Go driver, "sqlite"
+)
+
+// Record is one command executed in a sandbox. Its identity (namespace,
+// sandbox, UID, ticket) comes from the controller, never from anything the
+// workload wrote.
+type Record struct {
+	Namespace  string `json:"namespace"`
+	Sandbox    string `json:"sandbox"`
+	SandboxUID string `json:"sandboxUID"`
+	Ticket     string `json:"ticket,omitempty"`
+	// Seq is the sandbox's sequence number, given by the store: 1, 2, ...
+	Seq     int64     `json:"seq"`
+	Started time.Time `json:"started"`
+	Ended   time.Time `json:"ended"`
+	Command []string  `json:"command"`
+	// User is the uid:gid the command ran as.
+	User     string `json:"user,omitempty"`
+	ExitCode int    `json:"exitCode"`
+	Run      string `json:"run,omitempty"`
+	Attempt  int32  `json:"attempt,omitempty"`
+	// OutputBytes and OutputSHA256 are of the whole output (stdout and
+	// stderr as they interleaved), where the controller saw it.
+	OutputBytes  int64  `json:"outputBytes"`
+	OutputSHA256 string `json:"outputSHA256,omitempty"`
+	// Source is how the command came: Run, Builtin, API or Engine (an exec
+	// made straight on the engine, seen in its event stream).
+	Source string `json:"source"`
+	// StartedBy is who started it: the Run, the API's caller, or the
+	// engine.
+	StartedBy string `json:"startedBy,omitempty"`
+}
+
+// The sources of a record.
+const (
+	SourceRun     = "Run"
+	SourceBuiltin = "Builtin"
+	SourceAPI     = "API"
+	SourceEngine  = "Engine"
+)
+
+// Options bound the store.
+type Options struct {
+	// Retention is how long records are kept (0: for ever).
+	Retention time.Duration
+	// MaxBytes bounds the database's size; the oldest records go first
+	// (0: no bound).
+	MaxBytes int64
+	// Batch is the most records written in one transaction (default 256).
+	Batch int
+	// Queue is how many records wait for the writer before Add drops one
+	// (default 8192).
+	Queue int
+}
+
+// Store is the database and its writer.
+type Store struct {
+	db   *sql.DB
+	opts Options
+	in   chan pending
+	// mu guards closed and the sends on in.
+	mu      sync.Mutex
+	closed  bool
+	done    chan struct{}
+	dropped atomic.Int64
+	// written counts committed records, for the metrics.
+	written atomic.Int64
+	// OnCommit, when set before the first Add, is called after each
+	// committed batch with its records (sequence numbers set).
+	OnCommit func([]Record)
+}
+
+type pending struct {
+	rec   Record
+	flush chan error // a flush marker when not nil
+}
+
+const schema = `
+CREATE TABLE IF NOT EXISTS records (
+	id            INTEGER PRIMARY KEY AUTOINCREMENT,
+	namespace     TEXT NOT NULL,
+	sandbox       TEXT NOT NULL,
+	sandbox_uid   TEXT NOT NULL,
+	ticket        TEXT NOT NULL,
+	seq           INTEGER NOT NULL,
+	started       INTEGER NOT NULL,
+	ended         INTEGER NOT NULL,
+	command       TEXT NOT NULL,
+	user          TEXT NOT NULL,
+	exit_code     INTEGER NOT NULL,
+	run           TEXT NOT NULL,
+	attempt       INTEGER NOT NULL,
+	output_bytes  INTEGER NOT NULL,
+	output_sha256 TEXT NOT NULL,
+	source        TEXT NOT NULL,
+	started_by    TEXT NOT NULL,
+	UNIQUE (sandbox_uid, seq)
+);
+CREATE INDEX IF NOT EXISTS records_sandbox ON records (namespace, sandbox, id);
+CREATE INDEX IF NOT EXISTS records_ticket ON records (namespace, ticket, id);
+CREATE INDEX IF NOT EXISTS records_ended ON records (ended);
+CREATE TABLE IF NOT EXISTS sequences (
+	sandbox_uid TEXT PRIMARY KEY,
+	last_seq    INTEGER NOT NULL,
+	updated     INTEGER NOT NULL
+);`
+
+// Open opens (or makes) the database at path, in WAL mode with full
+// synchronous commits: a record is on disk once its batch is committed, so
+// a crash of the process loses nothing a Flush acknowledged.
+func Open(path string, opts Options) (*Store, error) {
+	if opts.Batch <= 0 {
+		opts.Batch = 256
+	}
+	if opts.Queue <= 0 {
+		opts.Queue = 8192
+	}
+	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=auto_vacuum(INCREMENTAL)"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open the telemetry database %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(4)
+	if _, err := db.Exec(schema); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("the telemetry database %s: %w", path, err)
+	}
+	s := &Store{db: db, opts: opts, in: make(chan pending, opts.Queue), done: make(chan struct{})}
+	go s.write()
+	return s, nil
+}
+
+// Add queues a record; it never blocks. A record that finds the queue full
+// is dropped and counted (Dropped): the queue holds seconds of records at
+// the writer's pace, so only a stalled disk can fill it.
+func (s *Store) Add(r Record) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		s.dropped.Add(1)
+		return
+	}
+	select {
+	case s.in <- pending{rec: r}:
+	default:
+		s.dropped.Add(1)
+	}
+}
+
+// Flush waits until every record added before it is committed.
+func (s *Store) Flush(ctx context.Context) error {
+	done := make(chan error, 1)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return errors.New("the telemetry store is closed")
+	}
+	select {
+	case s.in <- pending{flush: done}:
+		s.mu.Unlock()
+	case <-ctx.Done():
+		s.mu.Unlock()
+		return ctx.Err()
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Dropped is how many records found the queue full.
+func (s *Store) Dropped() int64 { return s.dropped.Load() }
+
+// Close commits what is queued and closes the database.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	close(s.in)
+	<-s.done
+	return s.db.Close()
+}
+
+// write is the one writer: it takes what is queued, up to a batch, and
+// commits it in one transaction, giving each record its sandbox's next
+// sequence number.
+func (s *Store) write() {
+	defer close(s.done)
+	for {
+		first, ok := <-s.in
+		if !ok {
+			return
+		}
+		batch := []pending{first}
+	more:
+		for len(batch) < s.opts.Batch {
+			select {
+			case p, ok := <-s.in:
+				if !ok {
+					break more
+				}
+				batch = append(batch, p)
+			default:
+				break more
+			}
+		}
+		var recs []Record
+		for _, p := range batch {
+			if p.flush == nil {
+				recs = append(recs, p.rec)
+			}
+		}
+		err := s.commit(recs)
+		for _, p := range batch {
+			if p.flush != nil {
+				p.flush <- err
+			}
+		}
+	}
+}
+
+func (s *Store) commit(recs []Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	ctx := context.Background()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	next := map[string]int64{}
+	for i := range recs {
+		r := &recs[i]
+		seq, ok := next[r.SandboxUID]
+		if !ok {
+			if err := tx.QueryRowContext(ctx, `SELECT COALESCE((SELECT last_seq FROM sequences WHERE sandbox_uid = ?), 0)`, r.SandboxUID).Scan(&seq); err != nil {
+				return err
+			}
+		}
+		seq++
+		next[r.SandboxUID] = seq
+		r.Seq = seq
+		cmd, _ := json.Marshal(r.Command)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO records (namespace, sandbox, sandbox_uid, ticket, seq, started, ended,
+			command, user, exit_code, run, attempt, output_bytes, output_sha256, source, started_by)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			r.Namespace, r.Sandbox, r.SandboxUID, r.Ticket, r.Seq, r.Started.UnixNano(), r.Ended.UnixNano(),
+			string(cmd), r.User, r.ExitCode, r.Run, r.Attempt, r.OutputBytes, r.OutputSHA256, r.Source, r.StartedBy); err != nil {
+			return err
+		}
+	}
+	now := time.Now().UnixNano()
+	for uid, seq := range next {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO sequences (sandbox_uid, last_seq, updated) VALUES (?, ?, ?)
+			ON CONFLICT (sandbox_uid) DO UPDATE SET last_seq = excluded.last_seq, updated = excluded.updated`, uid, seq, now); err != nil {
+			return err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	s.written.Add(int64(len(recs)))
+	if s.OnCommit != nil {
+		s.OnCommit(recs)
+	}
+	return nil
+}
+
+// Filter selects records: of one sandbox (by name, every UID it had) or of
+// one ticket, in a namespace.
+type Filter struct {
+	Namespace string
+	Sandbox   string
+	Ticket    string
+	// Limit bounds the answer (0: 1000).
+	Limit int
+}
+
+// List returns the records the filter selects, in the order they were
+// committed (per sandbox UID, by sequence).
+func (s *Store) List(ctx context.Context, f Filter) ([]Record, error) {
+	if f.Namespace == "" || (f.Sandbox == "") == (f.Ticket == "") {
+		return nil, errors.New("a namespace and one of a sandbox or a ticket")
+	}
+	if f.Limit <= 0 {
+		f.Limit = 1000
+	}
+	col, val := "sandbox", f.Sandbox
+	if f.Ticket != "" {
+		col, val = "ticket", f.Ticket
+	}
+	// The newest Limit records, in order.
+	rows, err := s.db.QueryContext(ctx, `SELECT namespace, sandbox, sandbox_uid, ticket, seq, started, ended, command, user,
+		exit_code, run, attempt, output_bytes, output_sha256, source, started_by FROM (
+		SELECT * FROM records WHERE namespace = ? AND `+col+` = ? ORDER BY id DESC LIMIT ?) ORDER BY id`, f.Namespace, val, f.Limit)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = rows.Close() }()
+	var out []Record
+	for rows.Next() {
+		var r Record
+		var started, ended int64
+		var cmd string
+		if err := rows.Scan(&r.Namespace, &r.Sandbox, &r.SandboxUID, &r.Ticket, &r.Seq, &started, &ended, &cmd, &r.User,
+			&r.ExitCode, &r.Run, &r.Attempt, &r.OutputBytes, &r.OutputSHA256, &r.Source, &r.StartedBy); err != nil {
+			return nil, err
+		}
+		r.Started, r.Ended = time.Unix(0, started).UTC(), time.Unix(0, ended).UTC()
+		_ = json.Unmarshal([]byte(cmd), &r.Command)
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// Prune removes records older than the retention, then the oldest records
+// until the database fits MaxBytes, and gives the freed pages back. It
+// returns how many records it removed.
+func (s *Store) Prune(ctx context.Context, now time.Time) (int64, error) {
+	var removed int64
+	if s.opts.Retention > 0 {
+		cutoff := now.Add(-s.opts.Retention).UnixNano()
+		res, err := s.db.ExecContext(ctx, `DELETE FROM records WHERE ended < ?`, cutoff)
+		if err != nil {
+			return 0, err
+		}
+		n, _ := res.RowsAffected()
+		removed += n
+		// A sequence outlives its records for the retention, so that a
+		// sandbox that goes on counts on.
+		if _, err := s.db.ExecContext(ctx, `DELETE FROM sequences WHERE updated < ?`, cutoff); err != nil {
+			return removed, err
+		}
+	}
+	for s.opts.MaxBytes > 0 {
+		size, err := s.Size(ctx)
+		if err != nil {
+			return removed, err
+		}
+		if size <= s.opts.MaxBytes {
+			break
+		}
+		var total int64
+		if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM records`).Scan(&total); err != nil {
+			return removed, err
+		}
+		if total == 0 {
+			break
+		}
+		// A tenth of what is there, oldest first, at least one.
+		res, err := s.db.ExecContext(ctx, `DELETE FROM records WHERE id IN (SELECT id FROM records ORDER BY id LIMIT ?)`, max(total/10, 1))
+		if err != nil {
+			return removed, err
+		}
+		n, _ := res.RowsAffected()
+		removed += n
+		if _, err := s.db.ExecContext(ctx, `PRAGMA incremental_vacuum`); err != nil {
+			return removed, err
+		}
+	}
+	if removed > 0 {
+		_, err := s.db.ExecContext(ctx, `PRAGMA incremental_vacuum`)
+		return removed, err
+	}
+	return 0, nil
+}
+
+// Size is the bytes the database's pages in use take (its free pages left
+// out).
+func (s *Store) Size(ctx context.Context) (int64, error) {
+	var pages, free, size int64
+	if err := s.db.QueryRowContext(ctx, `PRAGMA page_count`).Scan(&pages); err != nil {
+		return 0, err
+	}
+	if err := s.db.QueryRowContext(ctx, `PRAGMA freelist_count`).Scan(&free); err != nil {
+		return 0, err
+	}
+	if err := s.db.QueryRowContext(ctx, `PRAGMA page_size`).Scan(&size); err != nil {
+		return 0, err
+	}
+	return (pages - free) * size, nil
+}
+
+// Written is how many records were committed since Open.
+func (s *Store) Written() int64 { return s.written.Load() }
+
+// Output measures an output stream: its size and SHA-256. Write never
+// fails.
+type Output struct {
+	mu sync.Mutex
+	n  int64
+	h  hash.Hash
+}
+
+// NewOutput starts a measure.
+func NewOutput() *Output { return &Output{h: sha256.New()} }
+
+func (o *Output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.n += int64(len(p))
+	o.h.Write(p)
+	return len(p), nil
+}
+
+// Sum returns the size and the hex SHA-256 of what was written.
+func (o *Output) Sum() (int64, string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.n, hex.EncodeToString(o.h.Sum(nil))
+}
