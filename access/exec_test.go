@@ -18,12 +18,15 @@ import (
 	. "github.com/onsi/gomega"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"afe.dev/sandbox/access"
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/test/dockertest"
 )
 
 // execResult is what an exec gave back.
@@ -229,3 +232,26 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+var _ = Describe("Exec in a sandbox its idle timeout suspended", func() {
+	It("resumes it and runs the command", func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		sbx := &afev1.Sandbox{
+			ObjectMeta: metav1.ObjectMeta{Namespace: nsA, Name: "idle"},
+			Spec: afev1.SandboxSpec{SandboxTemplateSpec: afev1.SandboxTemplateSpec{
+				Image: dockertest.TestImage, User: "1000:1000",
+				Lifecycle: &afev1.SandboxLifecycle{IdleTimeoutSeconds: 3},
+			}},
+		}
+		Expect(adminClient.Create(ctx, sbx)).To(Succeed())
+		Eventually(func() afev1.SandboxPhase {
+			Expect(adminClient.Get(ctx, client.ObjectKeyFromObject(sbx), sbx)).To(Succeed())
+			return sbx.Status.Phase
+		}, 2*time.Minute).Should(Equal(afev1.SandboxSuspended))
+		res := execIn(ctx, alice, nsA, "idle", []string{"echo", "back"}, remotecommand.StreamOptions{})
+		Expect(res.err).NotTo(HaveOccurred())
+		Expect(res.stdout).To(Equal("back\n"))
+		Expect(adminClient.Delete(ctx, sbx)).To(Succeed())
+	})
+})

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/docker"
@@ -67,7 +69,43 @@ func (s *Server) target(ctx context.Context, namespace, name string) (*target, e
 	if sbx.DeletionTimestamp != nil {
 		return nil, conflict("sandbox %s is being deleted", name)
 	}
-	return containerFor(ctx, s.engine, sbx, s.opts.Instance)
+	t, err := containerFor(ctx, s.engine, sbx, s.opts.Instance)
+	var se *statusError
+	if err == nil || sbx.Spec.Suspend || !errors.As(err, &se) || se.code != http.StatusConflict {
+		return t, err
+	}
+	// No running container, and not suspended by its spec: the sandbox may
+	// have been suspended by its idle timeout (or be on its way to Ready).
+	// Asking for a resume counts as activity and starts it again; the
+	// request waits for its container.
+	if err := s.requestResume(ctx, sbx); err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(resumeWait)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+		t, err = containerFor(ctx, s.engine, sbx, s.opts.Instance)
+		if err == nil || time.Now().After(deadline) {
+			return t, err
+		}
+	}
+}
+
+// resumeWait is how long a request waits for a sandbox it resumed.
+const resumeWait = 60 * time.Second
+
+// requestResume sets the Sandbox's resume-requested annotation to now.
+func (s *Server) requestResume(ctx context.Context, sbx *afev1.Sandbox) error {
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, afev1.ResumeRequestedAnnotation, time.Now().UTC().Format(time.RFC3339))
+	if err := s.writer.Patch(ctx, sbx.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		return fmt.Errorf("resume sandbox %s: %w", sbx.Name, err)
+	}
+	s.log.Info("Resuming a sandbox for an access request", "namespace", sbx.Namespace, "sandbox", sbx.Name)
+	return nil
 }
 
 // containerFor is the sandbox container of sbx: its name is derived from
