@@ -63,15 +63,17 @@ var _ = Describe("Sandbox lifecycle", func() {
 		sbx := idleSandbox(ns, "idle", 3)
 		Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
 		DeferCleanup(deleteAndWaitGone, ctx, sbx)
+		// The Run, Pending until the sandbox is Ready, keeps it up from the
+		// start: on a loaded machine Ready may come near the idle timeout.
+		long := newRun(ns, "long", sbx.Name)
+		long.Spec.Script = "sleep 6; echo done"
+		Expect(k8sClient.Create(ctx, long)).To(Succeed())
 		got := waitReady(ctx, sbx)
 		name, id := got.Status.ContainerName, got.Status.ContainerID
 		_, err := dockertest.Exec(name, "sh", "-c", "echo kept > /workspace/mark")
 		Expect(err).NotTo(HaveOccurred())
 
 		By("keeping it up under a Run longer than the idle timeout")
-		long := newRun(ns, "long", sbx.Name)
-		long.Spec.Script = "sleep 6; echo done"
-		Expect(k8sClient.Create(ctx, long)).To(Succeed())
 		waitRunPhase(ctx, long, afev1.RunRunning)
 		Consistently(func() string { return containerRunning(name) }, 4*time.Second, 200*time.Millisecond).Should(Equal("true"))
 		waitRunPhase(ctx, long, afev1.RunCompleted)

@@ -173,14 +173,21 @@ func run() int {
 	}
 
 	if runLogs.Max > 0 {
-		if runLogs.Dir == "" {
+		explicit := runLogs.Dir != ""
+		if !explicit {
 			runLogs.Dir = filepath.Join(os.TempDir(), "afe-run-logs-"+opts.Instance)
 		}
-		if err := os.MkdirAll(runLogs.Dir, 0o700); err != nil {
+		switch err := os.MkdirAll(runLogs.Dir, 0o700); {
+		case err != nil && explicit:
 			log.Error(err, "Cannot make the Run log folder", "dir", runLogs.Dir)
 			return 1
+		case err != nil:
+			// No writable temporary folder (an image from scratch with a
+			// read-only root): the manager runs, keeping no Run logs.
+			log.Info("No Run logs are kept: the temporary folder is not writable; set --run-log-dir", "dir", runLogs.Dir, "error", err.Error())
+		default:
+			opts.RunLogs, accessOpts.RunLogs = runLogs, runLogs
 		}
-		opts.RunLogs, accessOpts.RunLogs = runLogs, runLogs
 	}
 	if err := controllers.SetupAll(ctx, mgr, engine, opts); err != nil {
 		log.Error(err, "Cannot set up the controllers")
