@@ -14,14 +14,8 @@ import (
 )
 
 // TelemetryKind is the kind of the answer to sandboxes/NAME/telemetry and
-// tickets/NAME/telemetry.
-const TelemetryKind = "CommandRecordList"
-
-// RecordList is the answer: the records, in order.
-type RecordList struct {
-	metav1.TypeMeta `json:",inline"`
-	Items           []telemetry.Record `json:"items"`
-}
+// tickets/NAME/telemetry: a telemetry.RecordList.
+const TelemetryKind = telemetry.ListKind
 
 // serveSandboxTelemetry answers GET sandboxes/NAME/telemetry[?limit=N]
 // with the newest records (1000 by default) of the sandbox of that name in
@@ -57,7 +51,7 @@ func (s *Server) serveTelemetry(w http.ResponseWriter, r *http.Request, f teleme
 	if recs == nil {
 		recs = []telemetry.Record{}
 	}
-	writeJSON(w, http.StatusOK, RecordList{TypeMeta: metav1.TypeMeta{Kind: TelemetryKind, APIVersion: Group + "/" + Version}, Items: recs})
+	writeJSON(w, http.StatusOK, telemetry.RecordList{Kind: TelemetryKind, APIVersion: Group + "/" + Version, Items: recs})
 }
 
 // recordExec puts an exec through the API into the telemetry: the sandbox

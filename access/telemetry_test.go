@@ -18,7 +18,7 @@ import (
 
 // telemetryRequest reads the records of the sandbox "tele" (or the ticket
 // of that name) through the API server as the config's user.
-func telemetryRequest(ctx context.Context, cfg *rest.Config, ns, resource string) (*access.RecordList, int) {
+func telemetryRequest(ctx context.Context, cfg *rest.Config, ns, resource string) (*telemetry.RecordList, int) {
 	const name = "tele"
 	base, _, err := rest.DefaultServerUrlFor(cfg)
 	Expect(err).NotTo(HaveOccurred())
@@ -34,7 +34,7 @@ func telemetryRequest(ctx context.Context, cfg *rest.Config, ns, resource string
 	if resp.StatusCode != http.StatusOK {
 		return nil, resp.StatusCode
 	}
-	list := &access.RecordList{}
+	list := &telemetry.RecordList{}
 	Expect(json.NewDecoder(resp.Body).Decode(list)).To(Succeed())
 	return list, resp.StatusCode
 }

@@ -17,7 +17,6 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	"afe.dev/sandbox/access"
 	"afe.dev/sandbox/internal/telemetry"
 )
 
@@ -64,7 +63,7 @@ func telemetryCommand(cfg *rest.Config, ns string, args []string, stdout, stderr
 	return writeRecords(stdout, list.Items, *ticket != "")
 }
 
-func getTelemetry(cfg *rest.Config, u *url.URL) (*access.RecordList, error) {
+func getTelemetry(cfg *rest.Config, u *url.URL) (*telemetry.RecordList, error) {
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, err
@@ -83,12 +82,12 @@ func getTelemetry(cfg *rest.Config, u *url.URL) (*access.RecordList, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, apiError(resp)
 	}
-	list := &access.RecordList{}
+	list := &telemetry.RecordList{}
 	if err := json.NewDecoder(resp.Body).Decode(list); err != nil {
 		return nil, fmt.Errorf("read the telemetry: %w", err)
 	}
-	if list.Kind != access.TelemetryKind {
-		return nil, errors.New("read the telemetry: the answer is not a " + access.TelemetryKind)
+	if list.Kind != telemetry.ListKind {
+		return nil, errors.New("read the telemetry: the answer is not a " + telemetry.ListKind)
 	}
 	return list, nil
 }

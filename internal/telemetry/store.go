@@ -50,6 +50,16 @@ type Record struct {
 	StartedBy string `json:"startedBy,omitempty"`
 }
 
+// ListKind is the kind of a list of records as the access API answers it.
+const ListKind = "CommandRecordList"
+
+// RecordList is a list of records, in order, as the access API answers it.
+type RecordList struct {
+	Kind       string   `json:"kind"`
+	APIVersion string   `json:"apiVersion"`
+	Items      []Record `json:"items"`
+}
+
 // The sources of a record.
 const (
 	SourceRun     = "Run"
