@@ -254,7 +254,14 @@ func (r *RunReconciler) endAttempt(ctx context.Context, a *attempt, uid int) boo
 		cancel()
 		left, err := r.survivors(ctx, a)
 		if err == nil && left == 0 {
-			return false
+			// A fork-hopper's newest process can be ahead of the engine's
+			// scan of the container's processes while its parent, behind
+			// it, has exited: a clean list counts only when a second one,
+			// a moment later, agrees.
+			time.Sleep(survivorsRecheck)
+			if left, err = r.survivors(ctx, a); err == nil && left == 0 {
+				return false
+			}
 		}
 		if errors.Is(err, docker.ErrNotFound) {
 			return false // the container, and everything in it, is gone
@@ -272,6 +279,10 @@ func (r *RunReconciler) endAttempt(ctx context.Context, a *attempt, uid int) boo
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// survivorsRecheck is the wait before a clean list of an attempt's
+// processes is checked again.
+const survivorsRecheck = 100 * time.Millisecond
 
 // survivors counts the live processes of the attempt's group in its
 // container, as the engine sees them.
