@@ -63,9 +63,14 @@ func TestLocalUsageAgreesWithTheEngineWithoutARequest(t *testing.T) {
 	if !near(got.CPUNanoseconds, remote.CPUNanoseconds, 50_000_000) || !near(got.MemoryBytes, remote.MemoryBytes, 4<<20) {
 		t.Errorf("local %+v and the engine's %+v differ", got, remote)
 	}
-	if diff := cmp.Diff([2]uint64{remote.NetworkReceiveBytes, remote.NetworkTransmitBytes},
-		[2]uint64{got.NetworkReceiveBytes, got.NetworkTransmitBytes}); diff != "" {
-		t.Errorf("network bytes differ from the engine's (-engine +local):\n%s", diff)
+	// The engine's view is read after the local one: a stray frame on the
+	// network in between (an ARP or IPv6 neighbour message, some tens of
+	// bytes) may add to it, never take from it.
+	for _, p := range [][2]uint64{{got.NetworkReceiveBytes, remote.NetworkReceiveBytes}, {got.NetworkTransmitBytes, remote.NetworkTransmitBytes}} {
+		if p[1] < p[0] || p[1]-p[0] > 1024 {
+			t.Errorf("network bytes differ from the engine's: local %d/%d, engine %d/%d (rx/tx)",
+				got.NetworkReceiveBytes, got.NetworkTransmitBytes, remote.NetworkReceiveBytes, remote.NetworkTransmitBytes)
+		}
 	}
 }
 

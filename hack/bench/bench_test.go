@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -185,7 +186,12 @@ func TestCLIBaselineMakesTheControllersEgress(t *testing.T) {
 	for _, pair := range [][2]string{{viaSDK.proxy.Name, viaCLI.proxy.Name}, {viaSDK.sandbox.Name, viaCLI.sandbox.Name}} {
 		sdk, cli := inspectRaw(t, pair[0]), inspectRaw(t, pair[1])
 		for _, f := range containerFields {
-			if a, b := pick(sdk, f), pick(cli, f); !reflect.DeepEqual(a, b) {
+			a, b := pick(sdk, f), pick(cli, f)
+			if f == "Config.Env" {
+				// The same variables; their order is not the point.
+				a, b = sortedStrings(a), sortedStrings(b)
+			}
+			if !reflect.DeepEqual(a, b) {
 				t.Errorf("%s %s: controller %v, CLI baseline %v", pair[0], f, a, b)
 			}
 		}
@@ -203,6 +209,17 @@ func TestCLIBaselineMakesTheControllersEgress(t *testing.T) {
 			t.Errorf("%s networks: controller %v, CLI baseline %v", pair[0], a, b)
 		}
 	}
+}
+
+// sortedStrings sorts a list of strings from an inspect answer.
+func sortedStrings(v any) []string {
+	l, _ := v.([]any)
+	out := make([]string, 0, len(l))
+	for _, x := range l {
+		out = append(out, fmt.Sprint(x))
+	}
+	sort.Strings(out)
+	return out
 }
 
 func inspectRaw(t *testing.T, name string) map[string]any {
