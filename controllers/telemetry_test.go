@@ -35,16 +35,7 @@ var _ = Describe("Command telemetry", func() {
 
 	It("records every Run of 4 sandboxes run at once, in order per sandbox, with the identity the controller derived", func() {
 		const sandboxes, runs = 4, 8
-		var sbxs []*afev1.Sandbox
-		for i := 0; i < sandboxes; i++ {
-			sbx := newSandbox(ns, fmt.Sprintf("tele-%d", i))
-			Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
-			DeferCleanup(func() { deleteAndWaitGone(ctx, sbx) })
-			sbxs = append(sbxs, sbx)
-		}
-		for i := range sbxs {
-			sbxs[i] = waitReady(ctx, sbxs[i])
-		}
+		sbxs := readySandboxes(ctx, ns, "tele", sandboxes)
 		// Each Run prints a line shaped like a record naming another
 		// sandbox, with a forged afe.* environment: the identity stays
 		// the controller's.
@@ -124,16 +115,7 @@ var _ = Describe("Command telemetry", func() {
 
 	It("records 200 commands of 4 sandboxes, Runs and raw execs at once, each sandbox's sequence without gaps", func() {
 		const sandboxes, each = 4, 25 // Runs, and as many execs on the engine, per sandbox
-		var sbxs []*afev1.Sandbox
-		for i := 0; i < sandboxes; i++ {
-			sbx := newSandbox(ns, fmt.Sprintf("many-%d", i))
-			Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
-			DeferCleanup(func() { deleteAndWaitGone(ctx, sbx) })
-			sbxs = append(sbxs, sbx)
-		}
-		for i := range sbxs {
-			sbxs[i] = waitReady(ctx, sbxs[i])
-		}
+		sbxs := readySandboxes(ctx, ns, "many", sandboxes)
 		var wg sync.WaitGroup
 		for i, sbx := range sbxs {
 			wg.Add(2)
@@ -181,6 +163,22 @@ var _ = Describe("Command telemetry", func() {
 		Expect(testTelemetry.Dropped()).To(BeZero())
 	})
 })
+
+// readySandboxes creates n Sandboxes named prefix-0, prefix-1, ... at once,
+// removed when the spec ends, and returns them Ready.
+func readySandboxes(ctx context.Context, ns, prefix string, n int) []*afev1.Sandbox {
+	var sbxs []*afev1.Sandbox
+	for i := 0; i < n; i++ {
+		sbx := newSandbox(ns, fmt.Sprintf("%s-%d", prefix, i))
+		Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
+		DeferCleanup(func() { deleteAndWaitGone(ctx, sbx) })
+		sbxs = append(sbxs, sbx)
+	}
+	for i := range sbxs {
+		sbxs[i] = waitReady(ctx, sbxs[i])
+	}
+	return sbxs
+}
 
 func runUID(ctx context.Context, ns, name string) string {
 	run := &afev1.Run{}
