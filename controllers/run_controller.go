@@ -42,6 +42,9 @@ type RunReconciler struct {
 	Engine   docker.Engine
 	Recorder events.EventRecorder
 	Options  Options
+	// Stops are the containers this manager stopped (a suspension): a
+	// command that ends under one is interrupted, not completed.
+	Stops *StopLog
 
 	// execs are the attempts this process runs; SetupWithManager makes it.
 	execs *executions
@@ -137,6 +140,10 @@ func (r *RunReconciler) reconcile(ctx context.Context, before, run *afev1.Run) e
 	}
 	if ct == nil {
 		return r.wait(ctx, before, run, fmt.Sprintf("Sandbox %s has no running container yet", sbx.Name))
+	}
+	if r.Stops.stopped(ct.ID, time.Now()) {
+		// Its Ready condition is older than the stop this manager began.
+		return r.wait(ctx, before, run, fmt.Sprintf("Sandbox %s is being stopped", sbx.Name))
 	}
 	queue, err := r.queueOf(ctx, run)
 	if err != nil {

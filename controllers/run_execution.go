@@ -206,6 +206,13 @@ func (r *RunReconciler) step(ctx context.Context, a *attempt, uid int, timedOut 
 		o.lost = true
 		return code, false
 	}
+	if code != 0 && !timedOut.Load() && r.Stops.stoppedSince(a.containerID, o.started) {
+		// This manager stopped the container under the command (a
+		// suspension): an interruption, executed again once it runs.
+		logf.FromContext(ctx).Info("Run attempt interrupted by the container's stop", "exitCode", code)
+		o.lost = true
+		return code, false
+	}
 	// Nothing the command started outlives it: processes that left the
 	// output stream are killed too.
 	r.kill(context.WithoutCancel(ctx), a, uid)
@@ -266,6 +273,11 @@ func (r *RunReconciler) endAttempt(ctx context.Context, a *attempt, uid int) boo
 		if errors.Is(err, docker.ErrNotFound) {
 			return false // the container, and everything in it, is gone
 		}
+		if err != nil && r.containerStopped(ctx, a) {
+			// Stopped (a suspension): the end of its first process ended
+			// every other. Removing it would lose the sandbox.
+			return false
+		}
 		if time.Now().After(until) {
 			log.Info("Processes of the Run survived every kill; removing the sandbox container",
 				"container", a.container, "survivors", left, "error", fmt.Sprint(err))
@@ -278,6 +290,13 @@ func (r *RunReconciler) endAttempt(ctx context.Context, a *attempt, uid int) boo
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// containerStopped tells whether the attempt's container exists and does not
+// run, as the engine reports it now.
+func (r *RunReconciler) containerStopped(ctx context.Context, a *attempt) bool {
+	c, err := r.Engine.InspectContainer(ctx, a.containerID)
+	return err == nil && !c.Running
 }
 
 // survivorsRecheck is the wait before a clean list of an attempt's

@@ -121,6 +121,7 @@ func (r *SandboxReconciler) reconcileContainer(ctx context.Context, s *sandboxSc
 		}
 	case plan.ContainerStart:
 		log.Info("Starting the container of a suspended sandbox", "container", want.Name)
+		r.Stops.started(have.ID)
 		if err := r.Engine.StartContainer(ctx, have.ID); err != nil {
 			if !errors.Is(err, docker.ErrStartFailed) {
 				return ctrl.Result{}, err

@@ -149,6 +149,9 @@ type SandboxReconciler struct {
 	// Activity is the commands seen in sandbox containers (nil: none are
 	// seen, and only Runs keep a sandbox from its idle timeout).
 	Activity *ActivityLog
+	// Stops records the containers this manager stops, for the Runs they
+	// interrupt (nil: none are recorded).
+	Stops *StopLog
 
 	// finalized holds the UIDs whose finalizer this process removed, with
 	// the time: the Docker events of that removal queue the Sandbox again

@@ -271,6 +271,7 @@ func (r *SandboxReconciler) stop(ctx context.Context, s *sandboxScope, reason, m
 			continue
 		}
 		logf.FromContext(ctx).Info("Stopping container", "container", c.name, "reason", reason)
+		r.Stops.stopping(ct.ID, time.Now())
 		if err := r.Engine.StopContainer(ctx, ct.ID); err != nil && !isNotFound(err) {
 			return err
 		}

@@ -26,6 +26,7 @@ func SetupAll(ctx context.Context, mgr ctrl.Manager, engine docker.Engine, opts 
 	if err := mgr.Add(events); err != nil {
 		return fmt.Errorf("add docker event source: %w", err)
 	}
+	stops := &StopLog{}
 	sandboxes := &SandboxReconciler{
 		Client:       mgr.GetClient(),
 		APIReader:    mgr.GetAPIReader(),
@@ -34,6 +35,7 @@ func SetupAll(ctx context.Context, mgr ctrl.Manager, engine docker.Engine, opts 
 		Options:      opts,
 		DockerEvents: events.Out,
 		Activity:     events.Activity,
+		Stops:        stops,
 		Disk:         &DiskMeter{},
 	}
 	if err := sandboxes.SetupWithManager(mgr); err != nil {
@@ -69,6 +71,7 @@ func SetupAll(ctx context.Context, mgr ctrl.Manager, engine docker.Engine, opts 
 		Engine:   engine,
 		Recorder: mgr.GetEventRecorder("afe-run-controller"),
 		Options:  opts,
+		Stops:    stops,
 	}
 	if err := runs.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("set up run controller: %w", err)
