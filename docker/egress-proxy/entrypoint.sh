@@ -82,6 +82,25 @@ client_db off
 ipcache_size 128
 fqdncache_size 128
 max_filedescriptors 1024
+# squid's own TLS client (https:// URLs in plain requests, TLS peers) is
+# never used: such requests are refused above port 80. Without the default
+# CAs squid does not parse the system bundle at start: 3.8 MiB less
+# resident heap (anonymous 10.4 -> 6.6 MiB, measured idle, squid 5.7). Should
+# squid ever originate TLS, it would fail verification, closed.
+tls_outgoing_options default-ca=off
+# No MIME table: it only serves FTP listings (FTP is refused: plain
+# requests go to port 80 only) and loads its 52 icons into memory at start:
+# 1.4 MiB less (anonymous 6.6 -> 5.2 MiB). Both together: squid 22.9 -> 17.4
+# MiB resident, 10.4 -> 5.2 MiB of it anonymous, the rest file pages
+# (binary and libraries) that fuse-overlayfs keeps private per container.
+# Not worth it, measured one at a time (under 0.2 MiB each): fewer
+# descriptors (256, 128), smaller name caches, hosts_file none,
+# store_avg_object_size, memory_cache_mode, maximum_object_size_in_memory,
+# digest_generation, workers 1, persistent connections or half-closed
+# clients off, MALLOC_ARENA_MAX=1 and glibc malloc tunables. What is left
+# of the heap is, by size and count, mostly squid's statistics histograms (1071
+# chunks of 2.4 KiB, compiled in).
+mime_table /dev/null
 via off
 forwarded_for delete
 httpd_suppress_version_string on
