@@ -291,3 +291,50 @@ var _ = Describe("Run attempts and slots", func() {
 		Expect(ended[limit+1].Status.StartTime.Before(ended[limit].Status.StartTime)).To(BeFalse(), "creation order")
 	})
 })
+
+var _ = Describe("Run steps", func() {
+	It("execute the program the engine would, then kill what it left, in one exec", func() {
+		engine, err := docker.New("")
+		Expect(err).NotTo(HaveOccurred())
+		ctx := context.Background()
+		c, err := engine.RunContainer(ctx, docker.ContainerSpec{Name: "afe-test-step-" + rand.String(6), Image: dockertest.TestImage,
+			Labels: map[string]string{"afe.test": "step"}, Network: "none", Command: []string{"sleep", "600"}, User: "1000:1000", Init: true})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() { _ = engine.RemoveContainer(ctx, c.ID) })
+		const gid = 2_000_000_078
+		step := func(cmd ...string) (int, string) {
+			var out strings.Builder
+			// A step whose daemons survive would hold the output open.
+			ctx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			code, err := engine.Exec(ctx, c.ID, docker.ExecSpec{Cmd: runexec.StepCommand(gid, cmd), User: "1000:" + strconv.Itoa(gid),
+				Stdout: &out, Stderr: &out})
+			Expect(err).NotTo(HaveOccurred())
+			return code, out.String()
+		}
+
+		By("passing the output and the exit code through")
+		code, out := step("sh", "-c", "echo out; echo err >&2; exit 3")
+		Expect(code).To(Equal(3))
+		Expect(out).To(And(ContainSubstring("out\n"), ContainSubstring("err\n")))
+		code, _ = step("true")
+		Expect(code).To(BeZero())
+		code, _ = step("sh", "-c", "kill -9 $$")
+		Expect(code).To(Equal(137), "a command killed by a signal reports 128+N, as the engine does")
+
+		By("refusing, as the engine would, what is no program: a missing path, a name not on PATH, a shell builtin")
+		for _, cmd := range [][]string{{"/no/such/binary"}, {"no-such-program"}, {"exit", "0"}, {"/etc/passwd"}} {
+			code, out = step(cmd...)
+			Expect(code).To(Equal(127), "%v", cmd)
+			Expect(out).To(HavePrefix(runexec.ExecFailedPrefix + cmd[0] + ": "))
+		}
+
+		By("ending at once a command whose daemons hold the output open, and leaving none of them")
+		t0 := time.Now()
+		code, out = step("sh", "-c", "sleep 600 & setsid sh -c 'sleep 700' & (sleep 800 >/dev/null 2>&1 </dev/null &); echo started")
+		Expect(code).To(BeZero())
+		Expect(out).To(Equal("started\n"))
+		Expect(time.Since(t0)).To(BeNumerically("<", 30*time.Second))
+		Expect(groupProcesses(c.ID, gid)).To(BeEmpty())
+	})
+})

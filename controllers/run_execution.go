@@ -189,6 +189,10 @@ func (r *RunReconciler) executeCommand(ctx context.Context, run *afev1.Run, a *a
 // executed again).
 func (r *RunReconciler) step(ctx context.Context, a *attempt, uid int, timedOut *atomic.Bool, o *outcome, spec docker.ExecSpec) (int, bool) {
 	spec.User = fmt.Sprintf("%d:%d", uid, a.gid)
+	// The command, then the kill of what it left, in one exec: nothing the
+	// command started outlives it (processes that left the output stream
+	// included), and the exec's end is the step's.
+	spec.Cmd = runexec.StepCommand(a.gid, spec.Cmd)
 	code, err := r.Engine.Exec(ctx, a.containerID, spec)
 	switch {
 	case ctx.Err() != nil && timedOut.Load():
@@ -213,9 +217,6 @@ func (r *RunReconciler) step(ctx context.Context, a *attempt, uid int, timedOut 
 		o.lost = true
 		return code, false
 	}
-	// Nothing the command started outlives it: processes that left the
-	// output stream are killed too.
-	r.kill(context.WithoutCancel(ctx), a, uid)
 	if !timedOut.Load() && code >= 128 && r.containerGone(ctx, a) {
 		o.lost = true
 		return code, false
@@ -226,7 +227,8 @@ func (r *RunReconciler) step(ctx context.Context, a *attempt, uid int, timedOut 
 // execFailure is the engine's message when an exec could not start its
 // program at all (no such binary or directory), empty otherwise.
 func execFailure(code int, output string) string {
-	if (code == 126 || code == 127) && strings.Contains(output, "OCI runtime exec failed") {
+	if (code == 126 || code == 127) && (strings.Contains(output, "OCI runtime exec failed") ||
+		strings.HasPrefix(output, runexec.ExecFailedPrefix)) {
 		return strings.TrimSpace(output)
 	}
 	return ""

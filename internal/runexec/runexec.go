@@ -41,6 +41,58 @@ while [ "$n" -lt 100 ]; do
 done
 exit 1`
 
+// StepScript runs a step's command ("$@" after the group $1) and then,
+// before the exec ends, kills what the command left of the group, as
+// KillScript would, but in the same exec (one engine round trip less) and
+// sparing itself: a background process that kept the output open dies with
+// the command, so the Run ends with it. The command is the program the
+// engine would have executed (found on PATH, never a shell builtin), in a
+// child; the script exits with its code. A program that cannot be found
+// or executed is reported on stderr after ExecFailedPrefix, exit code 127,
+// as the engine would have refused it.
+const StepScript = `g="$1"; shift
+case "$1" in
+*/*) [ -f "$1" ] && [ -x "$1" ] ;;
+*) found=""; rest="$PATH:"
+   while [ -n "$rest" ]; do
+     d="${rest%%:*}"; rest="${rest#*:}"
+     [ -n "$d" ] || d=.
+     if [ -f "$d/$1" ] && [ -x "$d/$1" ]; then found=1; break; fi
+   done
+   [ -n "$found" ] ;;
+esac || { printf '` + ExecFailedPrefix + `%s: no such executable file in $PATH\n' "$1" >&2; exit 127; }
+(exec "$@")
+rc=$?
+n=0
+while [ "$n" -lt 100 ]; do
+  found=0
+  for s in /proc/[0-9]*/status; do
+    p="${s#/proc/}"; p="${p%/status}"
+    [ "$p" = "$$" ] && continue
+    while read -r k a b rest; do
+      if [ "$k" = "Gid:" ]; then
+        if [ "$a" = "$g" ] || [ "$b" = "$g" ]; then
+          kill -9 "$p" 2>/dev/null && found=1
+        fi
+        break
+      fi
+    done < "$s" 2>/dev/null
+  done
+  [ "$found" = 0 ] && break
+  n=$((n + 1))
+done
+exit "$rc"`
+
+// ExecFailedPrefix starts StepScript's message for a program it cannot
+// execute.
+const ExecFailedPrefix = "afe-run: exec: "
+
+// StepCommand is the exec command of one step of an attempt whose group is
+// gid: the command, then the kill of what it left.
+func StepCommand(gid int, command []string) []string {
+	return append([]string{"/bin/sh", "-c", StepScript, "afe-run", strconv.Itoa(gid)}, command...)
+}
+
 // KillCommand is the exec command that kills a Run's processes.
 func KillCommand(gid int) []string {
 	return []string{"/bin/sh", "-c", KillScript, "afe-kill", strconv.Itoa(gid)}
