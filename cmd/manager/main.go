@@ -26,6 +26,7 @@ import (
 	"afe.dev/sandbox/controllers"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/hostgroups"
+	"afe.dev/sandbox/internal/metrics"
 	"afe.dev/sandbox/internal/runlog"
 	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/internal/status"
@@ -58,7 +59,11 @@ func run() int {
 		telemetryDB            string
 		telemetryOpts          telemetry.Options
 		egressSubnets          string
+		kubeAPIQPS             float64
+		kubeAPIBurst           int
 	)
+	flag.Float64Var(&kubeAPIQPS, "kube-api-qps", 100, "Requests per second the manager makes to the Kubernetes API at most, sustained (client-go's default of 20 holds a burst of 50 Tickets back).")
+	flag.IntVar(&kubeAPIBurst, "kube-api-burst", 200, "Requests the manager makes to the Kubernetes API at once at most, above --kube-api-qps.")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "The address the metrics endpoint binds to; 0 disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "The address the health probes bind to.")
 	flag.StringVar(&pprofAddr, "pprof-bind-address", "0", "The address the pprof endpoints bind to; 0 disables them.")
@@ -143,7 +148,10 @@ func run() int {
 	}
 	log.Info("Sandbox user policy", "denyGIDs", opts.DenyGIDs, "allowedUIDs", opts.AllowedUIDs.String(), "allowedGIDs", opts.AllowedGIDs.String())
 
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	restConfig := ctrl.GetConfigOrDie()
+	restConfig.QPS, restConfig.Burst = float32(kubeAPIQPS), kubeAPIBurst
+	restConfig.Wrap(metrics.CountAPIWrites)
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress: probeAddr,

@@ -51,5 +51,5 @@ var (
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(SandboxReady, SandboxRecovered, Recreations, TicketCleanup, RunDuration, Runs, docker.Requests, Usage, Commands, TelemetryDropped)
+	crmetrics.Registry.MustRegister(SandboxReady, SandboxRecovered, Recreations, TicketCleanup, RunDuration, Runs, docker.Requests, Usage, Commands, TelemetryDropped, APIWrites)
 }
