@@ -284,7 +284,7 @@ func TestBenchSmoke(t *testing.T) {
 		Assets: assets, Manager: manager, Plugin: plugin, CRDs: filepath.Join(root, "config", "crd", "bases"),
 		Image: dockertest.TestImage, ProxyImage: "afe/egress-proxy:dev", Out: t.TempDir(),
 		Reps: 2, EgressReps: 1, Tickets: 3, LossReps: 2, RunReps: 2, ResumeReps: 1, Idle: 3, IdleFor: 3 * time.Second,
-		EgressScale: 3,
+		EgressScale: 3, UserTickets: []int{2}, Kubectl: true,
 		// A resync of 1s would show in the idle seconds if a Ready sandbox
 		// were looked at on its own (the sweep runs every 10 s at most).
 		Resync:   time.Second,
@@ -302,7 +302,7 @@ func TestBenchSmoke(t *testing.T) {
 	t.Logf("\n%s", table.String())
 	// Every scenario has its rows; each timing row its figures.
 	var idle *row
-	var egressScale, memory []row
+	var egressScale, memory, requests []row
 	for i, r := range rows {
 		switch {
 		case strings.Contains(r.Scenario, "Ready sandboxes idle for"):
@@ -315,14 +315,20 @@ func TestBenchSmoke(t *testing.T) {
 			memory = append(memory, r)
 		case strings.Contains(r.Scenario, "Sandboxes created at once, until all Ready"):
 			// Memory per sandbox: no CLI baseline.
+		case strings.HasPrefix(r.Scenario, "Requests per Ticket"):
+			requests = append(requests, r)
 		default:
 			if r.Controller == "" || r.Baseline == "" || !strings.HasSuffix(r.Ratio, "x") {
 				t.Errorf("row without figures: %+v", r)
 			}
 		}
 	}
-	if len(rows) != 15 || idle == nil || len(egressScale) != 3 || len(memory) != 2 {
-		t.Fatalf("want 15 rows (the exec row, an idle row, 3 of egress at scale, 2 of memory a suspension frees), got %d:\n%+v", len(rows), rows)
+	if len(rows) != 18 || idle == nil || len(egressScale) != 3 || len(memory) != 2 || len(requests) != 1 {
+		t.Fatalf("want 18 rows (the exec row, an idle row, 3 of egress at scale, 2 of memory a suspension frees, "+
+			"3 of the user's tickets), got %d:\n%+v", len(rows), rows)
+	}
+	if r := requests[0]; !strings.Contains(r.Controller, "container_create") || !strings.Contains(r.Controller, "sandboxes/status") {
+		t.Errorf("the requests per ticket name neither the container's creation nor the sandbox's status: %+v", r)
 	}
 	for _, r := range memory {
 		if !strings.Contains(r.Controller, "MiB working set stopped") {

@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -40,6 +41,10 @@ type config struct {
 	Resync                time.Duration
 	Parallel, Concurrency int
 	Profile               bool
+	// UserTickets are the sizes of the user scenario's bursts of Tickets;
+	// Kubectl times them with kubectl apply and kubectl wait.
+	UserTickets []int
+	Kubectl     bool
 	// Scenarios are the names of the scenarios to run; empty runs all.
 	Scenarios []string
 }
@@ -67,8 +72,18 @@ func main() {
 	flag.IntVar(&cfg.Parallel, "parallel", 4, "Commands the parallel CLI baseline runs at once.")
 	flag.IntVar(&cfg.Concurrency, "max-concurrent-reconciles", 8, "The manager's --max-concurrent-reconciles (its default).")
 	flag.BoolVar(&cfg.Profile, "profile", false, "Save CPU and heap profiles of the manager in -out.")
-	scenarios := flag.String("scenarios", "", "Comma-separated scenarios to run (sandbox, egress, loss, run, resume, exec, tickets, idle, egress-scale); empty runs all.")
+	userTickets := flag.String("user-tickets", "20,50", "Tickets created at once in the user scenario, against the plain docker run script; a comma-separated list of sizes.")
+	flag.BoolVar(&cfg.Kubectl, "kubectl", true, "The user scenario applies its Tickets with kubectl and waits with kubectl wait, as a user does (false: the bench's client and a watch).")
+	scenarios := flag.String("scenarios", "", "Comma-separated scenarios to run (sandbox, egress, loss, run, resume, exec, tickets, user, idle, egress-scale); empty runs all.")
 	flag.Parse()
+	for _, f := range strings.Split(*userTickets, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			fmt.Fprintln(os.Stderr, "bench: -user-tickets takes a comma-separated list of positive counts")
+			os.Exit(2)
+		}
+		cfg.UserTickets = append(cfg.UserTickets, n)
+	}
 	if *scenarios != "" {
 		cfg.Scenarios = strings.Split(*scenarios, ",")
 	}
@@ -183,6 +198,7 @@ func run(ctx context.Context, cfg config, log io.Writer) (rows []row, err error)
 		{"resume", b.resume},
 		{"exec", b.execTrue},
 		{"tickets", b.manyTickets},
+		{"user", b.userTickets},
 		{"idle", b.idle},
 		{"egress-scale", b.egressScale},
 	}

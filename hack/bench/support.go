@@ -224,6 +224,24 @@ func (b *bench) drain(ctx context.Context) error {
 // dockerRequests scrapes the manager's afe_docker_requests_total by
 // operation.
 func (b *bench) dockerRequests() (map[string]float64, error) {
+	all, err := b.counters()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for k, v := range all {
+		if op, ok := strings.CutPrefix(k, "docker:"); ok {
+			out[op] = v
+		}
+	}
+	return out, nil
+}
+
+// counters scrapes the manager's Docker requests by operation
+// ("docker:container_create") and its API writes by verb and resource
+// ("api:PATCH sandboxes/status"), from afe_docker_requests_total and
+// afe_api_writes_total.
+func (b *bench) counters() (map[string]float64, error) {
 	resp, err := http.Get("http://" + b.metricsAddr + "/metrics")
 	if err != nil {
 		return nil, err
@@ -232,24 +250,48 @@ func (b *bench) dockerRequests() (map[string]float64, error) {
 	out := map[string]float64{}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	const prefix = `afe_docker_requests_total{operation="`
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, prefix) {
+		var key, rest string
+		switch {
+		case strings.HasPrefix(line, `afe_docker_requests_total{`):
+			labels, value, ok := cutMetric(line)
+			if !ok {
+				continue
+			}
+			key, rest = "docker:"+labels["operation"], value
+		case strings.HasPrefix(line, `afe_api_writes_total{`):
+			labels, value, ok := cutMetric(line)
+			if !ok {
+				continue
+			}
+			key, rest = "api:"+labels["verb"]+" "+labels["resource"], value
+		default:
 			continue
 		}
-		rest := strings.TrimPrefix(line, prefix)
-		op, value, ok := strings.Cut(rest, `"} `)
-		if !ok {
-			continue
-		}
-		v, err := strconv.ParseFloat(value, 64)
+		v, err := strconv.ParseFloat(rest, 64)
 		if err != nil {
 			return nil, err
 		}
-		out[op] = v
+		out[key] += v
 	}
 	return out, sc.Err()
+}
+
+// cutMetric splits a Prometheus text line into its labels and value.
+func cutMetric(line string) (map[string]string, string, bool) {
+	open, end := strings.IndexByte(line, '{'), strings.LastIndexByte(line, '}')
+	if open < 0 || end < open {
+		return nil, "", false
+	}
+	labels := map[string]string{}
+	for _, kv := range strings.Split(line[open+1:end], ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		if ok {
+			labels[k] = strings.Trim(v, `"`)
+		}
+	}
+	return labels, strings.TrimSpace(line[end+1:]), true
 }
 
 // procStats is the manager's CPU time so far and its resident memory.
