@@ -329,6 +329,17 @@ var _ = Describe("Run steps", func() {
 			Expect(out).To(HavePrefix(runexec.ExecFailedPrefix + cmd[0] + ": "))
 		}
 
+		By("adding nothing to the output while processes come and go under the kill's scan")
+		churn := exec.Command("docker", "exec", "-u", "1000:1000", c.ID, "sh", "-c",
+			"end=$(($(date +%s) + 20)); while [ $(date +%s) -lt $end ]; do sleep 0.01 & sleep 0.002; done")
+		Expect(churn.Start()).To(Succeed())
+		DeferCleanup(func() { _ = churn.Process.Kill(); _ = churn.Wait() })
+		for range 30 {
+			code, out = step("sh", "-c", "echo only")
+			Expect(code).To(BeZero())
+			Expect(out).To(Equal("only\n"))
+		}
+
 		By("ending at once a command whose daemons hold the output open, and leaving none of them")
 		t0 := time.Now()
 		code, out = step("sh", "-c", "sleep 600 & setsid sh -c 'sleep 700' & (sleep 800 >/dev/null 2>&1 </dev/null &); echo started")

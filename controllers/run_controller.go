@@ -407,7 +407,7 @@ func (r *RunReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) 
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&afev1.Run{}, builder.WithPredicates(specOrDeletionChanged())).
+		For(&afev1.Run{}, builder.WithPredicates(specOrDeletionChanged(nil))).
 		Watches(&afev1.Sandbox{}, handler.EnqueueRequestsFromMapFunc(r.runsOfSandbox)).
 		Watches(&afev1.Ticket{}, handler.EnqueueRequestsFromMapFunc(r.runsOfTicket)).
 		WatchesRawSource(r.execs.source()).

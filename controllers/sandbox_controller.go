@@ -152,6 +152,9 @@ type SandboxReconciler struct {
 	// Stops records the containers this manager stops, for the Runs they
 	// interrupt (nil: none are recorded).
 	Stops *StopLog
+	// written is the container ID each Sandbox's status was last given by
+	// this manager: its own write of it is no reason to look again.
+	written writtenIDs
 
 	// finalized holds the UIDs whose finalizer this process removed, with
 	// the time: the Docker events of that removal queue the Sandbox again
@@ -184,6 +187,7 @@ const finalizedMemory = time.Minute
 
 func (r *SandboxReconciler) rememberFinalized(uid types.UID) {
 	now := time.Now()
+	r.written.forget(uid)
 	r.finalized.Store(uid, now)
 	r.finalized.Range(func(k, v any) bool {
 		if now.Sub(v.(time.Time)) > finalizedMemory {
@@ -335,18 +339,17 @@ func (r *SandboxReconciler) reconcileDelete(ctx context.Context, s *sandboxScope
 	// Newest first: the containers (the sandbox's, its proxy, any copy
 	// helper a crash left, which would hold the volumes), its network, and
 	// last the workspace.
+	// Each kind in one list of the objects labelled with the Sandbox's UID,
+	// whatever their names (a legacy name's too), each checked as this
+	// sandbox's in its role before it goes.
 	if err := r.removeLabelledContainers(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.deleteEgress(ctx, s); err != nil {
+	if err := r.removeOwnedNetworks(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
-	if s.sbx.Spec.Workspace.Type != afev1.WorkspaceFolder {
-		if err := r.removeOwnedVolume(ctx, s); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
-	if err := r.removeOwnSnapshots(ctx, s); err != nil {
+	s.sbx.Status.ProxyName, s.sbx.Status.ProxyURL, s.sbx.Status.NetworkName = "", "", ""
+	if err := r.removeOwnedVolumes(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
 	log.Info("Removed the sandbox's Docker objects")
@@ -372,18 +375,46 @@ func (r *SandboxReconciler) removeLabelledContainers(ctx context.Context, s *san
 	})
 }
 
-// removeOwnSnapshots removes the snapshot volumes of a Sandbox without
-// ticket with the Sandbox. A ticket's snapshots belong to the ticket: they
-// go when it finishes, unless it retains them.
-func (r *SandboxReconciler) removeOwnSnapshots(ctx context.Context, s *sandboxScope) error {
-	if s.sbx.Spec.TicketRef != nil && s.sbx.Spec.TicketRef.Name != "" {
-		return nil
+// labelled are the labels every object of the sandbox carries.
+func (s *sandboxScope) labelled() map[string]string {
+	return map[string]string{afev1.LabelController: s.id.Instance, afev1.LabelSandboxUID: s.id.UID}
+}
+
+// removeOwnedNetworks removes the sandbox's networks (its egress network),
+// in one list.
+func (r *SandboxReconciler) removeOwnedNetworks(ctx context.Context, s *sandboxScope) error {
+	networks, err := r.Engine.ListNetworks(ctx, s.labelled())
+	if err != nil {
+		return err
 	}
-	return removeVolumes(ctx, r.Engine, map[string]string{
-		afev1.LabelController: s.id.Instance,
-		afev1.LabelSandboxUID: s.id.UID,
-		afev1.LabelRole:       afev1.RoleSnapshot,
-	})
+	for _, n := range networks {
+		if s.id.OwnsAs(n.Labels, afev1.RoleNetwork) {
+			if err := r.Engine.RemoveNetwork(ctx, n.ID); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// removeOwnedVolumes removes, in one list, the sandbox's workspace volume
+// and the snapshot volumes of a Sandbox without ticket. A ticket's
+// snapshots belong to the ticket: they go when it finishes, unless it
+// retains them.
+func (r *SandboxReconciler) removeOwnedVolumes(ctx context.Context, s *sandboxScope) error {
+	volumes, err := r.Engine.ListVolumes(ctx, s.labelled())
+	if err != nil {
+		return err
+	}
+	ownSnapshots := s.sbx.Spec.TicketRef == nil || s.sbx.Spec.TicketRef.Name == ""
+	for _, v := range volumes {
+		if s.id.OwnsAs(v.Labels, afev1.RoleWorkspace) || ownSnapshots && s.id.OwnsAs(v.Labels, afev1.RoleSnapshot) {
+			if err := r.Engine.RemoveVolume(ctx, v.Name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // writeStatus summarises the conditions and writes the status once, only
@@ -403,6 +434,7 @@ func (r *SandboxReconciler) writeStatus(ctx context.Context, s *sandboxScope) er
 	if !written {
 		return err
 	}
+	r.written.record(sbx.UID, sbx.Status.ContainerID)
 	observeReady(before, sbx, now)
 	r.observeSuspension(s, before)
 	if lost := sbx.Status.Recreations - before.Status.Recreations; lost > 0 {
@@ -432,7 +464,7 @@ func observeReady(before, sbx *afev1.Sandbox, now metav1.Time) {
 // deletion, not our own status writes) and Docker container events.
 func (r *SandboxReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
-		For(&afev1.Sandbox{}, builder.WithPredicates(specOrDeletionChanged())).
+		For(&afev1.Sandbox{}, builder.WithPredicates(specOrDeletionChanged(&r.written))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Options.MaxConcurrentReconciles)}).
 		Named("sandbox")
 	// Both sides of a Folder workspace conflict look again when either
@@ -447,13 +479,31 @@ func (r *SandboxReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return b.Complete(r)
 }
 
+// writtenIDs remembers, by Sandbox UID, the status.containerID this manager
+// last wrote.
+type writtenIDs struct{ ids sync.Map }
+
+func (w *writtenIDs) record(uid types.UID, id string) { w.ids.Store(uid, id) }
+
+func (w *writtenIDs) forget(uid types.UID) { w.ids.Delete(uid) }
+
+// wrote tells whether id is what this manager last wrote for the Sandbox;
+// a nil writtenIDs knows of no write.
+func (w *writtenIDs) wrote(uid types.UID, id string) bool {
+	if w == nil {
+		return false
+	}
+	got, ok := w.ids.Load(uid)
+	return ok && got == id
+}
+
 // specOrDeletionChanged passes creations, spec (generation) changes, deletion
 // and finalizer changes, but not status-only updates, except those that
 // may be forged (anyone granted sandboxes/status can write it): a status
 // naming another object than the Sandbox's own, or a changed container ID.
 // The reconcile writes those fields again at once; the sweep is the
 // fallback.
-func specOrDeletionChanged() predicate.Predicate {
+func specOrDeletionChanged(own *writtenIDs) predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			if e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() {
@@ -470,7 +520,8 @@ func specOrDeletionChanged() predicate.Predicate {
 			}
 			old, okOld := e.ObjectOld.(*afev1.Sandbox)
 			sbx, okNew := e.ObjectNew.(*afev1.Sandbox)
-			return okOld && okNew && (statusNamesForeign(sbx) || old.Status.ContainerID != sbx.Status.ContainerID)
+			return okOld && okNew && (statusNamesForeign(sbx) ||
+				old.Status.ContainerID != sbx.Status.ContainerID && !own.wrote(sbx.UID, sbx.Status.ContainerID))
 		},
 	}
 }

@@ -378,7 +378,7 @@ func folderChanged() predicate.Predicate {
 		CreateFunc: func(e event.CreateEvent) bool { return isFolder(e.Object) },
 		DeleteFunc: func(e event.DeleteEvent) bool { return isFolder(e.Object) },
 		UpdateFunc: func(e event.UpdateEvent) bool {
-			return (isFolder(e.ObjectOld) || isFolder(e.ObjectNew)) && specOrDeletionChanged().Update(e)
+			return (isFolder(e.ObjectOld) || isFolder(e.ObjectNew)) && specOrDeletionChanged(nil).Update(e)
 		},
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}

@@ -427,7 +427,7 @@ func (r *TicketReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&afev1.Ticket{}, builder.WithPredicates(specOrDeletionChanged())).
+		For(&afev1.Ticket{}, builder.WithPredicates(specOrDeletionChanged(nil))).
 		Owns(&afev1.Sandbox{}).
 		Watches(&afev1.Run{}, handler.EnqueueRequestsFromMapFunc(r.finishingTicketOfRun)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Options.MaxConcurrentReconciles)}).

@@ -8,9 +8,8 @@ import (
 
 // EnsureVolume creates the volume unless it exists, and returns it.
 func (c *Client) EnsureVolume(ctx context.Context, spec VolumeSpec) (*Volume, error) {
-	if v, err := c.InspectVolume(ctx, spec.Name); err == nil {
-		return v, nil
-	}
+	// The engine's create is idempotent: a volume of the name that exists
+	// is returned as it is, with its own labels, for the caller to check.
 	c.count("volume_create")
 	v, err := c.api.VolumeCreate(ctx, volume.CreateOptions{Name: spec.Name, Labels: spec.Labels})
 	if err != nil {

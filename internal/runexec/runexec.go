@@ -47,7 +47,9 @@ exit 1`
 // sparing itself: a background process that kept the output open dies with
 // the command, so the Run ends with it. The command is the program the
 // engine would have executed (found on PATH, never a shell builtin), in a
-// child; the script exits with its code. A program that cannot be found
+// child; the script exits with its code, and writes nothing of its own
+// once the command has ended (processes vanishing under the scan are no
+// output of the Run). A program that cannot be found
 // or executed is reported on stderr after ExecFailedPrefix, exit code 127,
 // as the engine would have refused it.
 const StepScript = `g="$1"; shift
@@ -63,6 +65,7 @@ case "$1" in
 esac || { printf '` + ExecFailedPrefix + `%s: no such executable file in $PATH\n' "$1" >&2; exit 127; }
 (exec "$@")
 rc=$?
+exec 2>/dev/null
 n=0
 while [ "$n" -lt 100 ]; do
   found=0

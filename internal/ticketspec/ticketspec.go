@@ -48,6 +48,9 @@ func Sandboxes(tk *afev1.Ticket) []afev1.Sandbox {
 				Name:            name,
 				Labels:          labels(tk),
 				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(tk, afev1.GroupVersion.WithKind("Ticket"))},
+				// The Sandbox controller's finalizer, set at creation: one
+				// write less per sandbox than adding it after.
+				Finalizers: []string{afev1.SandboxFinalizer},
 			},
 			Spec: afev1.SandboxSpec{
 				TicketRef:           &afev1.TicketReference{Name: tk.Name},

@@ -2,6 +2,7 @@ package ticketspec
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -36,7 +37,7 @@ func TestSandboxes(t *testing.T) {
 			for _, s := range Sandboxes(tk) {
 				names = append(names, s.Name)
 				scopes = append(scopes, s.Spec.Scope)
-				if s.Spec.TicketRef.Name != "tk" || s.Labels[afev1.TicketLabel] != "tk" || !OwnedBy(&s, tk) || s.Spec.Image != "img" {
+				if s.Spec.TicketRef.Name != "tk" || s.Labels[afev1.TicketLabel] != "tk" || !OwnedBy(&s, tk) || !slices.Equal(s.Finalizers, []string{afev1.SandboxFinalizer}) || s.Spec.Image != "img" {
 					t.Fatalf("sandbox %+v", s)
 				}
 			}
