@@ -266,6 +266,14 @@ func (b *bench) counters() (map[string]float64, error) {
 				continue
 			}
 			key, rest = "api:"+labels["verb"]+" "+labels["resource"], value
+		case strings.HasPrefix(line, `rest_client_requests_total{`):
+			// client-go's own count, by method: the writes of a manager
+			// that predates afe_api_writes_total.
+			labels, value, ok := cutMetric(line)
+			if !ok || labels["method"] == "GET" {
+				continue
+			}
+			key, rest = "rest:"+labels["method"], value
 		default:
 			continue
 		}
