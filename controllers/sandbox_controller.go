@@ -215,6 +215,9 @@ type sandboxScope struct {
 	recheck time.Duration
 	// suspendedFor says why this reconcile suspended the sandbox.
 	suspendedFor string
+	// proxyProbe ends with the first answer of a proxy this reconcile
+	// started (awaitProxy waits for it).
+	proxyProbe <-chan error
 }
 
 // +kubebuilder:rbac:groups=sandbox.afe.dev,resources=sandboxes,verbs=get;list;watch;update;patch
@@ -284,8 +287,20 @@ func (r *SandboxReconciler) reconcileNormal(ctx context.Context, s *sandboxScope
 		r.reconcileWorkspace,
 		r.reconcileEgress,
 		r.reconcileContainer,
+		r.awaitProxy,
 		r.cleanupEgress,
 	}
+	// A proxy still being made when a phase stops the reconcile is
+	// abandoned with it (RunContainer leaves nothing half-made), and the
+	// reconcile ends once that is done.
+	ctx, cancel := context.WithCancel(ctx)
+	defer func() {
+		cancel()
+		if s.proxyProbe != nil {
+			<-s.proxyProbe
+			s.proxyProbe = nil
+		}
+	}()
 	for _, phase := range phases {
 		if res, err := phase(ctx, s); err != nil || !res.IsZero() {
 			return res, err

@@ -82,8 +82,12 @@ func (r *SandboxReconciler) reconcileEgress(ctx context.Context, s *sandboxScope
 	sbx.Status.ProxyURL = sandboxspec.ProxyURL
 	s.resolved.Network = network.Name
 	s.resolved.ProxyEnv = sandboxspec.ProxyEnvFor()
-	setCondition(sbx, afev1.EgressReadyCondition, true, afev1.ReadyReason,
-		fmt.Sprintf("Proxy %s admits %s", want.Name, egressSummary(sbx.Spec.Egress)))
+	if s.proxyProbe != nil {
+		setCondition(sbx, afev1.EgressReadyCondition, false, afev1.ProvisioningReason,
+			fmt.Sprintf("Proxy %s was started and is not answering yet", want.Name))
+		return ctrl.Result{}, nil
+	}
+	setEgressReady(s)
 	return ctrl.Result{}, nil
 }
 
@@ -149,28 +153,62 @@ func (r *SandboxReconciler) ensureProxy(ctx context.Context, s *sandboxScope, wa
 		reason, what = afev1.ProxyRecreatedReason, "Proxy %s was lost and is recreated"
 	}
 	log.Info("Creating proxy", "container", want.Name)
-	created, err := r.Engine.RunContainer(ctx, want)
-	if errors.Is(err, docker.ErrStartFailed) {
+	// The proxy is made, and squid takes a while to answer, while the
+	// sandbox's container is made (it needs only the network); awaitProxy
+	// waits for the outcome before the egress, and the sandbox, are Ready.
+	probe := make(chan error, 1)
+	about := s.sbx.DeepCopy() // the Event's object, apart from the one the phases change
+	go func() {
+		created, err := r.Engine.RunContainer(ctx, want)
+		if err == nil {
+			r.Recorder.Eventf(about, nil, corev1.EventTypeNormal, reason, "Create", what, want.Name)
+			if err = r.waitProxy(ctx, created); err != nil && !errors.Is(err, docker.ErrUnavailable) {
+				err = &proxyNotAnswering{err}
+			}
+		}
+		probe <- err
+	}()
+	s.proxyProbe = probe
+	return ctrl.Result{}, nil
+}
+
+// proxyNotAnswering is a proxy that runs and does not answer.
+type proxyNotAnswering struct{ err error }
+
+func (e *proxyNotAnswering) Error() string { return e.err.Error() }
+
+// awaitProxy waits for the proxy this reconcile started, and states its
+// outcome; the egress is Ready once it answered.
+func (r *SandboxReconciler) awaitProxy(_ context.Context, s *sandboxScope) (ctrl.Result, error) {
+	if s.proxyProbe == nil {
+		return ctrl.Result{}, nil
+	}
+	err := <-s.proxyProbe
+	s.proxyProbe = nil
+	name := s.sbx.Status.ProxyName
+	var silent *proxyNotAnswering
+	switch {
+	case err == nil:
+		setEgressReady(s)
+		return ctrl.Result{}, nil
+	case errors.Is(err, docker.ErrStartFailed):
 		setCondition(s.sbx, afev1.EgressReadyCondition, false, afev1.ProxyNotAnsweringReason,
-			fmt.Sprintf("Proxy %s could not be started; check the controller's --proxy-image: %v", want.Name, err))
+			fmt.Sprintf("Proxy %s could not be started; check the controller's --proxy-image: %v", name, err))
 		return ctrl.Result{RequeueAfter: startFailedRetry}, nil
-	}
-	if err != nil {
-		if errors.Is(err, docker.ErrConflict) {
-			return s.notAdopted(afev1.EgressReadyCondition, "Container", want.Name)
-		}
-		return ctrl.Result{}, err
-	}
-	r.Recorder.Eventf(s.sbx, nil, corev1.EventTypeNormal, reason, "Create", what, want.Name)
-	if err := r.waitProxy(ctx, created); err != nil {
-		if errors.Is(err, docker.ErrUnavailable) {
-			return ctrl.Result{}, err
-		}
+	case errors.Is(err, docker.ErrConflict):
+		return s.notAdopted(afev1.EgressReadyCondition, "Container", name)
+	case errors.As(err, &silent):
 		setCondition(s.sbx, afev1.EgressReadyCondition, false, afev1.ProxyNotAnsweringReason,
-			fmt.Sprintf("Proxy %s does not answer: %v", want.Name, err))
+			fmt.Sprintf("Proxy %s does not answer: %v", name, silent.err))
 		return ctrl.Result{RequeueAfter: egressRetry}, nil
 	}
-	return ctrl.Result{}, nil
+	return ctrl.Result{}, err
+}
+
+// setEgressReady states that the sandbox's proxy admits its allowlist.
+func setEgressReady(s *sandboxScope) {
+	setCondition(s.sbx, afev1.EgressReadyCondition, true, afev1.ReadyReason,
+		fmt.Sprintf("Proxy %s admits %s", s.sbx.Status.ProxyName, egressSummary(s.sbx.Spec.Egress)))
 }
 
 // waitProxy probes the proxy from inside its container until squid answers.
@@ -195,7 +233,9 @@ func (r *SandboxReconciler) waitProxy(ctx context.Context, proxy *docker.Contain
 			return errors.New("no answer within " + proxyProbeTimeout.String())
 		case <-time.After(delay):
 		}
-		delay = min(2*delay, time.Second)
+		// squid answers within about a second of its start here: a
+		// probe every 100 ms finds it a moment after it does.
+		delay = min(2*delay, 100*time.Millisecond)
 	}
 }
 
