@@ -347,6 +347,10 @@ func (b *bench) manyTickets(ctx context.Context) ([]row, error) {
 	}
 
 	b.logf("%d Tickets set Done", n)
+	gone, err := b.watchGone(ctx, map[string]string{afev1.LabelController: b.instance, afev1.LabelNamespace: b.ns})
+	if err != nil {
+		return nil, err
+	}
 	start = time.Now()
 	if err := inParallel(n, 8, func(i int) error {
 		patch := []byte(`{"spec":{"state":"Done"}}`)
@@ -356,10 +360,14 @@ func (b *bench) manyTickets(ctx context.Context) ([]row, error) {
 		return nil, err
 	}
 	b.logf("%d Tickets patched in %s", n, seconds(time.Since(start)))
-	if err := b.waitNoObjects(ctx, 5*time.Minute); err != nil {
+	last, err := gone.wait(5 * time.Minute)
+	if err == nil {
+		err = b.waitNoObjects(ctx, time.Minute) // and nothing else was left
+	}
+	if err != nil {
 		return nil, err
 	}
-	cleaned := time.Since(start)
+	cleaned := last.Sub(start)
 	stopProfile()
 	seqRemove, err := timed(func() error { return inParallel(n, 1, func(i int) error { return seq[i].remove(ctx) }) })
 	if err != nil {
