@@ -297,7 +297,10 @@ func (r *SandboxReconciler) reconcileNormal(ctx context.Context, s *sandboxScope
 	defer func() {
 		cancel()
 		if s.proxyProbe != nil {
-			<-s.proxyProbe
+			if err := <-s.proxyProbe; err != nil {
+				// The next reconcile sees the proxy as the engine has it.
+				logf.FromContext(ctx).V(1).Info("The proxy's creation was abandoned", "error", err.Error())
+			}
 			s.proxyProbe = nil
 		}
 	}()
