@@ -137,6 +137,12 @@ func (r *SandboxReconciler) reconcileContainer(ctx context.Context, s *sandboxSc
 		have = started
 	case plan.ContainerCreate:
 		setCondition(sbx, afev1.ContainerReadyCondition, false, afev1.ProvisioningReason, "Creating the container")
+	case plan.ContainerReplaceUnstarted:
+		log.Info("Replacing a container that was created and never started", "container", want.Name)
+		setCondition(sbx, afev1.ContainerReadyCondition, false, afev1.ProvisioningReason, "Creating the container")
+		if err := r.Engine.RemoveContainer(ctx, have.ID); err != nil {
+			return ctrl.Result{}, err
+		}
 	case plan.ContainerRecreate:
 		log.Info("Recreating drifted container", "container", want.Name)
 		setCondition(sbx, afev1.ContainerReadyCondition, false, afev1.SpecChangedReason,

@@ -39,6 +39,10 @@ const (
 	// ContainerStart starts again the stopped container of a suspended
 	// sandbox that is resumed: not a loss.
 	ContainerStart ContainerAction = "Start"
+	// ContainerReplaceUnstarted replaces a container that was created and
+	// never started (the manager stopped between the two): nothing ran in
+	// it, so nothing was lost; the workspace is kept and nobody requeued.
+	ContainerReplaceUnstarted ContainerAction = "ReplaceUnstarted"
 )
 
 // NeedsImage tells whether the action makes a container: the image is then
@@ -46,7 +50,7 @@ const (
 // pulled leaves a running container of an earlier spec in place.
 func (a ContainerAction) NeedsImage() bool {
 	switch a {
-	case ContainerCreate, ContainerRecreate, ContainerRecordLoss, ContainerResumeLoss:
+	case ContainerCreate, ContainerRecreate, ContainerRecordLoss, ContainerResumeLoss, ContainerReplaceUnstarted:
 		return true
 	}
 	return false
@@ -68,6 +72,8 @@ func Container(st *afev1.SandboxStatus, have *docker.Container, id sandboxspec.I
 		return ContainerStart
 	case lossPending(st, have):
 		return ContainerResumeLoss
+	case have != nil && !have.Running && have.StartedAt.IsZero():
+		return ContainerReplaceUnstarted
 	case have == nil && st.ContainerID != "", have != nil && !have.Running:
 		return ContainerRecordLoss
 	case have == nil:

@@ -46,27 +46,30 @@ func TestContainer(t *testing.T) {
 		have   *docker.Container
 		want   ContainerAction
 	}{
-		"new sandbox":                        {want: ContainerCreate},
-		"running and matching":               {status: afev1.SandboxStatus{ContainerID: "c1"}, have: ours(true, "h1", lostAt), want: ContainerKeep},
-		"drifted":                            {status: afev1.SandboxStatus{ContainerID: "c1"}, have: ours(true, "h0", lostAt), want: ContainerRecreate},
-		"exited":                             {status: afev1.SandboxStatus{ContainerID: "c1"}, have: ours(false, "h1", lostAt), want: ContainerRecordLoss},
-		"exited and drifted":                 {status: afev1.SandboxStatus{ContainerID: "c1"}, have: ours(false, "h0", lostAt), want: ContainerRecordLoss},
-		"disappeared":                        {status: afev1.SandboxStatus{ContainerID: "c1"}, want: ContainerRecordLoss},
-		"loss recorded, none yet":            {status: lost(metav1.ConditionFalse), want: ContainerResumeLoss},
-		"loss recorded, old one left":        {status: lost(metav1.ConditionFalse), have: ours(false, "h1", lostAt.Add(-time.Hour)), want: ContainerResumeLoss},
-		"loss recorded, started before":      {status: lost(metav1.ConditionFalse), have: ours(true, "h1", lostAt.Add(-time.Second)), want: ContainerResumeLoss},
-		"loss recorded, replacement":         {status: lost(metav1.ConditionFalse), have: ours(true, "h1", lostAt.Add(time.Second)), want: ContainerKeep},
-		"loss recorded, replacement drifted": {status: lost(metav1.ConditionFalse), have: ours(true, "h0", lostAt.Add(time.Second)), want: ContainerRecreate},
-		"loss over (condition True)":         {status: lost(metav1.ConditionTrue), have: ours(true, "h1", lostAt.Add(-time.Second)), want: ContainerKeep},
-		"left by an earlier sandbox":         {status: afev1.SandboxStatus{ContainerID: "c0"}, have: earlier(), want: ContainerRemoveOrphan},
-		"another instance's":                 {have: others(), want: ContainerNotAdopted},
-		"ours in another role":               {have: proxy, want: ContainerNotAdopted},
-		"unlabelled":                         {have: &docker.Container{ID: "x", Running: true}, want: ContainerNotAdopted},
-		"suspended, stopped":                 {status: suspended, have: ours(false, "h1", lostAt), want: ContainerStart},
-		"suspended, stopped and drifted":     {status: suspended, have: ours(false, "h0", lostAt), want: ContainerRecreate},
-		"suspended, removed meanwhile":       {status: suspended, want: ContainerRecordLoss},
-		"suspended, running":                 {status: suspended, have: ours(true, "h1", lostAt), want: ContainerKeep},
-		"suspended, another instance's":      {status: suspended, have: others(), want: ContainerNotAdopted},
+		"new sandbox":                          {want: ContainerCreate},
+		"running and matching":                 {status: afev1.SandboxStatus{ContainerID: "c1"}, have: ours(true, "h1", lostAt), want: ContainerKeep},
+		"drifted":                              {status: afev1.SandboxStatus{ContainerID: "c1"}, have: ours(true, "h0", lostAt), want: ContainerRecreate},
+		"exited":                               {status: afev1.SandboxStatus{ContainerID: "c1"}, have: ours(false, "h1", lostAt), want: ContainerRecordLoss},
+		"exited and drifted":                   {status: afev1.SandboxStatus{ContainerID: "c1"}, have: ours(false, "h0", lostAt), want: ContainerRecordLoss},
+		"disappeared":                          {status: afev1.SandboxStatus{ContainerID: "c1"}, want: ContainerRecordLoss},
+		"loss recorded, none yet":              {status: lost(metav1.ConditionFalse), want: ContainerResumeLoss},
+		"loss recorded, old one left":          {status: lost(metav1.ConditionFalse), have: ours(false, "h1", lostAt.Add(-time.Hour)), want: ContainerResumeLoss},
+		"loss recorded, started before":        {status: lost(metav1.ConditionFalse), have: ours(true, "h1", lostAt.Add(-time.Second)), want: ContainerResumeLoss},
+		"loss recorded, replacement":           {status: lost(metav1.ConditionFalse), have: ours(true, "h1", lostAt.Add(time.Second)), want: ContainerKeep},
+		"loss recorded, replacement drifted":   {status: lost(metav1.ConditionFalse), have: ours(true, "h0", lostAt.Add(time.Second)), want: ContainerRecreate},
+		"loss over (condition True)":           {status: lost(metav1.ConditionTrue), have: ours(true, "h1", lostAt.Add(-time.Second)), want: ContainerKeep},
+		"left by an earlier sandbox":           {status: afev1.SandboxStatus{ContainerID: "c0"}, have: earlier(), want: ContainerRemoveOrphan},
+		"another instance's":                   {have: others(), want: ContainerNotAdopted},
+		"ours in another role":                 {have: proxy, want: ContainerNotAdopted},
+		"unlabelled":                           {have: &docker.Container{ID: "x", Running: true}, want: ContainerNotAdopted},
+		"suspended, stopped":                   {status: suspended, have: ours(false, "h1", lostAt), want: ContainerStart},
+		"suspended, stopped and drifted":       {status: suspended, have: ours(false, "h0", lostAt), want: ContainerRecreate},
+		"suspended, removed meanwhile":         {status: suspended, want: ContainerRecordLoss},
+		"suspended, running":                   {status: suspended, have: ours(true, "h1", lostAt), want: ContainerKeep},
+		"created, never started":               {have: ours(false, "h1", time.Time{}), want: ContainerReplaceUnstarted},
+		"created, never started, status set":   {status: afev1.SandboxStatus{ContainerID: "c1"}, have: ours(false, "h1", time.Time{}), want: ContainerReplaceUnstarted},
+		"loss recorded, replacement unstarted": {status: lost(metav1.ConditionFalse), have: ours(false, "h1", time.Time{}), want: ContainerResumeLoss},
+		"suspended, another instance's":        {status: suspended, have: others(), want: ContainerNotAdopted},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -82,6 +85,7 @@ func TestContainerActionNeedsImage(t *testing.T) {
 	tests := map[ContainerAction]bool{
 		ContainerKeep: false, ContainerCreate: true, ContainerRecreate: true, ContainerRecordLoss: true,
 		ContainerResumeLoss: true, ContainerRemoveOrphan: false, ContainerNotAdopted: false, ContainerStart: false,
+		ContainerReplaceUnstarted: true,
 	}
 	for action, want := range tests {
 		if diff := cmp.Diff(want, action.NeedsImage()); diff != "" {
