@@ -45,6 +45,10 @@ func testLabels(t *testing.T) map[string]string {
 		for _, c := range cs {
 			_ = engine.RemoveContainer(ctx, c.ID)
 		}
+		ns, _ := engine.ListNetworks(ctx, labels)
+		for _, n := range ns {
+			_ = engine.RemoveNetwork(ctx, n.ID)
+		}
 		vs, _ := engine.ListVolumes(ctx, labels)
 		for _, v := range vs {
 			_ = engine.RemoveVolume(ctx, v.Name)
