@@ -185,7 +185,7 @@ func (r *SandboxReconciler) awaitProxy(_ context.Context, s *sandboxScope) (ctrl
 	}
 	err := <-s.proxyProbe
 	s.proxyProbe = nil
-	name := s.sbx.Status.ProxyName
+	name := naming.Proxy(s.id.Key)
 	var silent *proxyNotAnswering
 	switch {
 	case err == nil:
@@ -208,7 +208,7 @@ func (r *SandboxReconciler) awaitProxy(_ context.Context, s *sandboxScope) (ctrl
 // setEgressReady states that the sandbox's proxy admits its allowlist.
 func setEgressReady(s *sandboxScope) {
 	setCondition(s.sbx, afev1.EgressReadyCondition, true, afev1.ReadyReason,
-		fmt.Sprintf("Proxy %s admits %s", s.sbx.Status.ProxyName, egressSummary(s.sbx.Spec.Egress)))
+		fmt.Sprintf("Proxy %s admits %s", naming.Proxy(s.id.Key), egressSummary(s.sbx.Spec.Egress)))
 }
 
 // waitProxy probes the proxy from inside its container until squid answers.
