@@ -3,6 +3,7 @@ package access
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -148,8 +149,10 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, req *request)
 	}
 	started := time.Now()
 	code, err := s.engine.ExecStream(ctx, t.containerID, spec)
-	if err == nil {
-		s.recordExec(req, t, o.command, started, code, measure)
+	// A command that started is recorded however its stream ended, and
+	// committed before the caller learns its exit status.
+	if !errors.Is(err, docker.ErrExecNotCreated) {
+		s.recordExec(ctx, req, t, o.command, started, code, measure)
 	}
 	for _, name := range []string{corev1.StreamTypeStdout, corev1.StreamTypeStderr} {
 		if st := streams[name]; st != nil {

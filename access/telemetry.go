@@ -1,6 +1,7 @@
 package access
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -57,7 +58,7 @@ func (s *Server) serveTelemetry(w http.ResponseWriter, r *http.Request, f teleme
 // recordExec puts an exec through the API into the telemetry: the sandbox
 // as the target was derived and verified, the caller as the API server
 // authenticated them.
-func (s *Server) recordExec(req *request, t *target, cmd []string, started time.Time, code int, out *telemetry.Output) {
+func (s *Server) recordExec(ctx context.Context, req *request, t *target, cmd []string, started time.Time, code int, out *telemetry.Output) {
 	metrics.Commands.WithLabelValues(telemetry.SourceAPI, string(t.sbx.Status.Phase), telemetry.ExitClass(code)).Inc()
 	if s.opts.Telemetry == nil {
 		return
@@ -69,4 +70,15 @@ func (s *Server) recordExec(req *request, t *target, cmd []string, started time.
 		Command: cmd, User: t.user, ExitCode: code, OutputBytes: n, OutputSHA256: sum,
 		Source: telemetry.SourceAPI, StartedBy: "user " + req.user.GetName(),
 	})
+	// The caller may have gone: the commit is waited for on a context of
+	// its own, bounded.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordCommitWait)
+	defer cancel()
+	if err := s.opts.Telemetry.Flush(ctx); err != nil {
+		s.log.Error(err, "Cannot commit the record of an exec", "sandbox", t.sbx.Namespace+"/"+t.sbx.Name)
+	}
 }
+
+// recordCommitWait bounds how long an exec's exit status waits for its
+// record to be committed.
+const recordCommitWait = 10 * time.Second

@@ -3,16 +3,22 @@ package access_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"os/exec"
 	"path"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"afe.dev/sandbox/access"
+	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/internal/telemetry"
 )
 
@@ -88,5 +94,72 @@ var _ = Describe("Command telemetry through the access API", Ordered, func() {
 		Expect(code).To(Equal(http.StatusForbidden))
 		_, code = telemetryRequest(ctx, anonymous(), nsA, "sandboxes")
 		Expect(code).To(BeElementOf(http.StatusForbidden, http.StatusUnauthorized))
+	})
+
+	It("records 200 commands of 4 sandboxes at once, Runs, API execs and raw engine execs, each sequence without gaps", func() {
+		const sandboxes, runs, apiExecs, engineExecs = 4, 15, 15, 20 // 50 per sandbox
+		var sbxs []*afev1.Sandbox
+		for i := 0; i < sandboxes; i++ {
+			sbxs = append(sbxs, readySandbox(ctx, nsA, fmt.Sprintf("many-%d", i)))
+		}
+		var wg sync.WaitGroup
+		for i, sbx := range sbxs {
+			wg.Add(3)
+			go func() {
+				defer GinkgoRecover()
+				defer wg.Done()
+				var created []*afev1.Run
+				for j := 0; j < runs; j++ {
+					run := &afev1.Run{ObjectMeta: metav1.ObjectMeta{Namespace: nsA, Name: fmt.Sprintf("many-%d-%d", i, j)},
+						Spec: afev1.RunSpec{SandboxRef: afev1.SandboxReference{Name: sbx.Name}, Command: []string{"true"}}}
+					Expect(adminClient.Create(ctx, run)).To(Succeed())
+					created = append(created, run)
+				}
+				for _, run := range created {
+					Eventually(func(g Gomega) {
+						g.Expect(adminClient.Get(ctx, client.ObjectKeyFromObject(run), run)).To(Succeed())
+						g.Expect(run.Status.Phase).To(Equal(afev1.RunCompleted))
+					}, "2m").Should(Succeed())
+				}
+			}()
+			go func() {
+				defer GinkgoRecover()
+				defer wg.Done()
+				for j := 0; j < apiExecs; j++ {
+					res := execIn(ctx, alice, nsA, sbx.Name, []string{"sh", "-c", fmt.Sprintf("exit %d", j%3)}, remotecommand.StreamOptions{})
+					Expect(res.err).NotTo(HaveOccurred())
+					Expect(res.code).To(Equal(j % 3))
+				}
+			}()
+			go func() {
+				defer GinkgoRecover()
+				defer wg.Done()
+				for j := 0; j < engineExecs; j++ {
+					out, err := exec.Command("docker", "exec", sbx.Status.ContainerName, "true").CombinedOutput()
+					Expect(err).NotTo(HaveOccurred(), string(out))
+				}
+			}()
+		}
+		wg.Wait()
+		total := 0
+		for _, sbx := range sbxs {
+			var recs []telemetry.Record
+			Eventually(func(g Gomega) []telemetry.Record {
+				var err error
+				recs, err = store.List(ctx, telemetry.Filter{Namespace: nsA, Sandbox: sbx.Name})
+				g.Expect(err).NotTo(HaveOccurred())
+				return recs
+			}, "30s").Should(HaveLen(runs + apiExecs + engineExecs))
+			sources := map[string]int{}
+			for k, r := range recs {
+				Expect(r.Seq).To(BeEquivalentTo(k+1), "the sequence of %s has no gap", sbx.Name)
+				Expect(r.SandboxUID).To(Equal(string(sbx.UID)))
+				sources[r.Source]++
+			}
+			Expect(sources).To(Equal(map[string]int{telemetry.SourceRun: runs, telemetry.SourceAPI: apiExecs, telemetry.SourceEngine: engineExecs}))
+			total += len(recs)
+		}
+		Expect(total).To(Equal(200))
+		Expect(store.Dropped()).To(BeZero())
 	})
 })

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"strings"
 
@@ -11,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/internal/telemetry"
 	"afe.dev/sandbox/test/dockertest"
 )
 
@@ -75,6 +77,17 @@ var _ = Describe("Environment passthrough", func() {
 		for _, e := range events.Items {
 			Expect(e.Message).NotTo(ContainSubstring(canary))
 			Expect(e.Message).NotTo(ContainSubstring(testPassthroughValue))
+		}
+		By("and in no telemetry record, while the Run's record is there")
+		Expect(testTelemetry.Flush(ctx)).To(Succeed())
+		records, err := testTelemetry.List(ctx, telemetry.Filter{Namespace: ns, Sandbox: sbx.Name})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(records).To(ContainElement(HaveField("Run", run.Name)), "the positive control: the Run was recorded")
+		for _, r := range records {
+			b, err := json.Marshal(r)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(string(b)).NotTo(ContainSubstring(canary))
+			Expect(string(b)).NotTo(ContainSubstring(testPassthroughValue))
 		}
 		list := &afev1.SandboxList{}
 		Expect(k8sClient.List(ctx, list, client.InNamespace(ns))).To(Succeed())

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/internal/telemetry"
 	"afe.dev/sandbox/test/dockertest"
 )
 
@@ -113,6 +114,16 @@ var _ = Describe("Builtin MergeAndCI", func() {
 		Expect(res["integration_commit"]).To(MatchRegexp("^[0-9a-f]{40}$"))
 		Expect(res["lanes"]).To(HaveLen(2))
 		Expect(got.Status.Output).To(ContainSubstring("running ciScript"))
+
+		By("recording the attempt in the telemetry as a builtin, by its name, with its output's measure")
+		Expect(testTelemetry.Flush(ctx)).To(Succeed())
+		records, err := testTelemetry.List(ctx, telemetry.Filter{Namespace: ns, Sandbox: sbx.Name})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(records).To(ContainElement(And(
+			HaveField("Run", run.Name), HaveField("Attempt", int32(1)), HaveField("Source", telemetry.SourceBuiltin),
+			HaveField("Command", Equal([]string{"builtin", string(afev1.BuiltinMergeAndCI)})),
+			HaveField("SandboxUID", string(sbx.UID)), HaveField("ExitCode", 0),
+			HaveField("OutputBytes", int64(len(got.Status.Output))))))
 
 		By("committing as afe, with the lane and the Run in the message, as the sandbox's user")
 		log := inContainer(c, `cd /workspace/repo && git log -1 --format='%an <%ae> %s' a; stat -c %u /workspace/lanes/integration/a.txt`)

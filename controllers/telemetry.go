@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
@@ -30,6 +31,9 @@ func recordCommand(store *telemetry.Store, rec telemetry.Record, phase afev1.San
 type TelemetryPruner struct {
 	Store  *telemetry.Store
 	Period time.Duration
+	// Sandboxes lists the Sandboxes that exist: their sequences are kept
+	// however long they were quiet.
+	Sandboxes client.Reader
 }
 
 // Start prunes until ctx ends, then commits what is queued and closes the
@@ -43,11 +47,33 @@ func (p *TelemetryPruner) Start(ctx context.Context) error {
 		case <-ctx.Done():
 			return p.Store.Close()
 		case now := <-t.C:
-			if n, err := p.Store.Prune(ctx, now); err != nil {
+			live, err := p.live(ctx)
+			if err != nil {
+				// Every sequence is kept this round.
+				log.Error(err, "List the Sandboxes whose sequences the telemetry keeps")
+			}
+			if n, err := p.Store.Prune(ctx, now, live); err != nil {
 				log.Error(err, "Prune the telemetry")
 			} else if n > 0 {
 				log.Info("Pruned the telemetry", "records", n)
 			}
 		}
 	}
+}
+
+// live answers whether a Sandbox of that UID exists (nil when they cannot be
+// listed).
+func (p *TelemetryPruner) live(ctx context.Context) (func(string) bool, error) {
+	if p.Sandboxes == nil {
+		return nil, nil
+	}
+	var list afev1.SandboxList
+	if err := p.Sandboxes.List(ctx, &list); err != nil {
+		return nil, err
+	}
+	uids := make(map[string]bool, len(list.Items))
+	for i := range list.Items {
+		uids[string(list.Items[i].UID)] = true
+	}
+	return func(uid string) bool { return uids[uid] }, nil
 }

@@ -29,8 +29,14 @@ type engineExecs struct {
 	sandboxOf func(docker.Event) *afev1.Sandbox
 
 	mu      sync.Mutex
-	started map[string]time.Time // by exec ID
+	started map[string]execStart // by exec ID
 	jobs    chan docker.Event
+}
+
+// execStart is what an exec_start event said.
+type execStart struct {
+	time time.Time
+	line string // the command line, as the engine words it
 }
 
 // maxPendingExecs bounds the execs whose start was seen and whose end was
@@ -40,7 +46,7 @@ const maxPendingExecs = 4096
 
 func newEngineExecs(engine docker.Engine, store *telemetry.Store, instance string, sandboxOf func(docker.Event) *afev1.Sandbox) *engineExecs {
 	return &engineExecs{engine: engine, store: store, instance: instance, sandboxOf: sandboxOf,
-		started: map[string]time.Time{}, jobs: make(chan docker.Event, 1024)}
+		started: map[string]execStart{}, jobs: make(chan docker.Event, 1024)}
 }
 
 // saw takes an exec event from the event pump; it never blocks it. The
@@ -64,7 +70,7 @@ func (e *engineExecs) saw(ev docker.Event) {
 	if ev.Action == docker.ActionExecStart {
 		e.mu.Lock()
 		if len(e.started) < maxPendingExecs {
-			e.started[id] = ev.Time
+			e.started[id] = execStart{time: ev.Time, line: ev.Detail}
 		}
 		e.mu.Unlock()
 		return
@@ -98,11 +104,11 @@ func (e *engineExecs) Start(ctx context.Context) {
 func (e *engineExecs) record(ctx context.Context, ev docker.Event) error {
 	id := ev.Labels["execID"]
 	e.mu.Lock()
-	started, ok := e.started[id]
+	start, ok := e.started[id]
 	delete(e.started, id)
 	e.mu.Unlock()
 	if !ok {
-		started = ev.Time
+		start = execStart{time: ev.Time, line: ev.Detail}
 	}
 	sbx := e.sandboxOf(ev)
 	if sbx == nil {
@@ -114,15 +120,19 @@ func (e *engineExecs) record(ctx context.Context, ev docker.Event) error {
 	}
 	rec := telemetry.Record{
 		Namespace: sbx.Namespace, Sandbox: sbx.Name, SandboxUID: string(sbx.UID), Ticket: ident.Ticket,
-		Started: started, Ended: ev.Time, ExitCode: exitOf(ev),
+		Started: start.time, Ended: ev.Time, ExitCode: exitOf(ev),
 		Source: telemetry.SourceEngine, StartedBy: "the engine (an exec not made by the controller)",
 	}
 	if e.store != nil {
-		info, err := e.engine.InspectExec(ctx, id)
-		if err != nil {
+		// The exec's own words and user; once the engine forgot the exec,
+		// the command line its start event stated (its user unknown).
+		if info, err := e.engine.InspectExec(ctx, id); err == nil {
+			rec.Command, rec.User = info.Cmd, info.User
+		} else if start.line != "" {
+			rec.Command = []string{start.line}
+		} else {
 			return err
 		}
-		rec.Command, rec.User = info.Cmd, info.User
 	}
 	recordCommand(e.store, rec, sbx.Status.Phase)
 	return nil

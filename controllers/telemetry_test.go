@@ -10,8 +10,10 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/internal/metrics"
 	"afe.dev/sandbox/internal/runexec"
 	"afe.dev/sandbox/internal/telemetry"
 )
@@ -116,6 +118,10 @@ var _ = Describe("Command telemetry", func() {
 	It("records 200 commands of 4 sandboxes, Runs and raw execs at once, each sandbox's sequence without gaps", func() {
 		const sandboxes, each = 4, 25 // Runs, and as many execs on the engine, per sandbox
 		sbxs := readySandboxes(ctx, ns, "many", sandboxes)
+		counted := func(source string) float64 {
+			return testutil.ToFloat64(metrics.Commands.WithLabelValues(source, string(afev1.SandboxReady), "ok"))
+		}
+		runsBefore, execsBefore := counted(telemetry.SourceRun), counted(telemetry.SourceEngine)
 		var wg sync.WaitGroup
 		for i, sbx := range sbxs {
 			wg.Add(2)
@@ -161,6 +167,9 @@ var _ = Describe("Command telemetry", func() {
 		}
 		Expect(total).To(Equal(200))
 		Expect(testTelemetry.Dropped()).To(BeZero())
+		By("counting them in afe_commands_total by source, phase and exit class")
+		Expect(counted(telemetry.SourceRun) - runsBefore).To(BeNumerically(">=", sandboxes*each))
+		Expect(counted(telemetry.SourceEngine) - execsBefore).To(BeNumerically(">=", sandboxes*each))
 	})
 })
 

@@ -30,10 +30,12 @@ func (c *Client) Events(ctx context.Context, labels map[string]string) (<-chan E
 				outErr <- wrap(err, "events")
 				return
 			case m := <-msgs:
+				// An exec's actions carry its command line after the
+				// verb ("exec_start: sh -c true").
+				verb, detail, _ := strings.Cut(string(m.Action), ":")
 				ev := Event{
-					// Engines before API 1.22 put "exec_start: ..." style
-					// actions with arguments; keep the verb only.
-					Action: EventAction(strings.SplitN(string(m.Action), ":", 2)[0]),
+					Action: EventAction(verb),
+					Detail: strings.TrimSpace(detail),
 					ID:     m.Actor.ID,
 					Name:   m.Actor.Attributes["name"],
 					Labels: m.Actor.Attributes,

@@ -54,6 +54,9 @@ func TestStopStartKeepsTheContainerAndCountsRunningExecs(t *testing.T) {
 		case ev := <-events:
 			if ev.Name == name && ev.Labels["afe.test"] == labels["afe.test"] {
 				seen[ev.Action] = true
+				if ev.Action == ActionExecStart && ev.Detail != "sleep 2" {
+					t.Errorf("exec_start states the command line %q, want %q", ev.Detail, "sleep 2")
+				}
 			}
 		case err := <-errs:
 			t.Fatalf("event stream: %v", err)

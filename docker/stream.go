@@ -59,7 +59,7 @@ func (c *Client) ExecStream(ctx context.Context, containerID string, spec Stream
 	c.count("container_exec_create")
 	created, err := c.api.ContainerExecCreate(ctx, containerID, opts)
 	if err != nil {
-		return -1, wrap(err, "exec in "+containerID)
+		return -1, fmt.Errorf("%w: %w", ErrExecNotCreated, wrap(err, "exec in "+containerID))
 	}
 	c.own.Store(created.ID, struct{}{})
 	c.count("container_exec_attach")

@@ -21,6 +21,10 @@ var (
 	// could not start it: its image's command or user, or its mounts, are
 	// wrong. The container was removed.
 	ErrStartFailed = errors.New("the engine could not start the container")
+	// ErrExecNotCreated is returned by ExecStream when the engine made no
+	// exec at all: nothing ran. Any later error may come after the command
+	// started.
+	ErrExecNotCreated = errors.New("the engine made no exec")
 )
 
 // MountType is the kind of a mount.
@@ -176,6 +180,9 @@ const (
 // Event is one container event.
 type Event struct {
 	Action EventAction
+	// Detail is what the engine states after the action's verb: an exec's
+	// command line, its words joined by spaces.
+	Detail string
 	ID     string
 	Name   string
 	Labels map[string]string

@@ -173,7 +173,7 @@ func run() int {
 		opts.Telemetry, accessOpts.Telemetry = store, store
 		// It closes the store (committing what is queued) when the
 		// manager stops.
-		if err := mgr.Add(&controllers.TelemetryPruner{Store: store, Period: time.Minute}); err != nil {
+		if err := mgr.Add(&controllers.TelemetryPruner{Store: store, Period: time.Minute, Sandboxes: mgr.GetClient()}); err != nil {
 			log.Error(err, "Cannot add the telemetry pruner")
 			return 1
 		}

@@ -41,7 +41,7 @@ var (
 	// Commands counts the commands recorded in the telemetry, by source,
 	// the sandbox's phase and exit class.
 	Commands = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "afe_commands_total", Help: "Commands executed in sandboxes and recorded, by source (Run, Builtin, API, Engine), sandbox phase and exit class (ok, error, signal).",
+		Name: "afe_commands_total", Help: "Commands executed in sandboxes and recorded, by source (Run, Builtin, API, Engine), sandbox phase and exit class (ok, error, signal, unknown: the command's end was not seen).",
 	}, []string{"source", "phase", "exit"})
 	// TelemetryDropped counts the records the telemetry store's queue had
 	// no room for.

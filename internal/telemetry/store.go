@@ -69,13 +69,15 @@ const (
 )
 
 // ExitClass words an exit code for the metrics: ok, error (1-127), signal
-// (128 and up, or none: killed or lost).
+// (128 and up: killed), unknown (below 0: its end was not seen).
 func ExitClass(code int) string {
 	switch {
 	case code == 0:
 		return "ok"
 	case code > 0 && code < 128:
 		return "error"
+	case code < 0:
+		return "unknown"
 	}
 	return "signal"
 }
@@ -363,8 +365,11 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Record, error) {
 
 // Prune removes records older than the retention, then the oldest records
 // until the database fits MaxBytes, and gives the freed pages back. It
-// returns how many records it removed.
-func (s *Store) Prune(ctx context.Context, now time.Time) (int64, error) {
+// returns how many records it removed. A sandbox's sequence goes only once
+// live says the sandbox is gone and it counted nothing for the retention:
+// a sandbox that exists counts on however long it was quiet (live nil
+// keeps every sequence).
+func (s *Store) Prune(ctx context.Context, now time.Time, live func(sandboxUID string) bool) (int64, error) {
 	var removed int64
 	if s.opts.Retention > 0 {
 		cutoff := now.Add(-s.opts.Retention).UnixNano()
@@ -374,10 +379,10 @@ func (s *Store) Prune(ctx context.Context, now time.Time) (int64, error) {
 		}
 		n, _ := res.RowsAffected()
 		removed += n
-		// A sequence outlives its records for the retention, so that a
-		// sandbox that goes on counts on.
-		if _, err := s.db.ExecContext(ctx, `DELETE FROM sequences WHERE updated < ?`, cutoff); err != nil {
-			return removed, err
+		if live != nil {
+			if err := s.forgetSequences(ctx, cutoff, live); err != nil {
+				return removed, err
+			}
 		}
 	}
 	for s.opts.MaxBytes > 0 {
@@ -411,6 +416,38 @@ func (s *Store) Prune(ctx context.Context, now time.Time) (int64, error) {
 		return removed, err
 	}
 	return 0, nil
+}
+
+// forgetSequences removes the sequences that counted nothing since cutoff
+// of sandboxes that are gone (a UID is never used again).
+func (s *Store) forgetSequences(ctx context.Context, cutoff int64, live func(string) bool) error {
+	rows, err := s.db.QueryContext(ctx, `SELECT sandbox_uid FROM sequences WHERE updated < ?`, cutoff)
+	if err != nil {
+		return err
+	}
+	var gone []string
+	for rows.Next() {
+		var uid string
+		if err := rows.Scan(&uid); err != nil {
+			_ = rows.Close()
+			return err
+		}
+		if !live(uid) {
+			gone = append(gone, uid)
+		}
+	}
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, uid := range gone {
+		if _, err := s.db.ExecContext(ctx, `DELETE FROM sequences WHERE sandbox_uid = ? AND updated < ?`, uid, cutoff); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Size is the bytes the database's pages in use take (its free pages left
