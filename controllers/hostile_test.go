@@ -165,6 +165,14 @@ var _ = Describe("Hostile workloads", Serial, func() {
 		cpu := um*60 + us + sm*60 + ss
 		GinkgoWriter.Printf("busy loop ended after %.2f s of CPU time (%d ms of wall time)\n", cpu, got.Status.DurationMilliseconds)
 		Expect(cpu).To(BeNumerically("~", 2, 0.5), "killed near 2 s of CPU time")
+
+		By("killing one that ignores SIGXCPU a second later, and saying that may be why")
+		deaf := newRun(ns, "burn-deaf", burner.Name)
+		deaf.Spec.Script = `sh -c "trap '' XCPU; while :; do :; done"`
+		Expect(k8sClient.Create(ctx, deaf)).To(Succeed())
+		got = waitRunPhase(ctx, deaf, afev1.RunCompleted)
+		Expect(got.Status.ExitCode).To(HaveValue(BeEquivalentTo(128+9)), "SIGKILL: %s", got.Status.Output)
+		Expect(findCondition(got.Status.Conditions, afev1.RunCompletedCondition).Message).To(ContainSubstring("ignores SIGXCPU"))
 	})
 
 	It("limits open files to resources.openFiles", func() {

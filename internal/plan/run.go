@@ -24,9 +24,12 @@ type AttemptEnd struct {
 	CPUSeconds int64
 }
 
-// exitSIGXCPU is the exit status of a process the kernel ended at its
-// CPU-time limit (128 + SIGXCPU).
-const exitSIGXCPU = 128 + 24
+// The exit statuses of a process the kernel ended at its CPU-time limit:
+// SIGXCPU at the soft limit, SIGKILL at the hard one.
+const (
+	exitSIGXCPU = 128 + 24
+	exitSIGKILL = 128 + 9
+)
 
 // RunEnd is the outcome a Run's status states for an attempt's end.
 type RunEnd struct {
@@ -65,8 +68,14 @@ func RunOutcome(a AttemptEnd) RunEnd {
 			Message: fmt.Sprintf("Killed with every process it started after %s", took)}
 	}
 	message := fmt.Sprintf("Exited with code %d after %dms", code, took.Milliseconds())
-	if a.CPUSeconds > 0 && a.ExitCode == exitSIGXCPU {
+	switch {
+	case a.CPUSeconds > 0 && a.ExitCode == exitSIGXCPU:
 		message += fmt.Sprintf(": killed by SIGXCPU, the CPU-seconds limit was reached (resources.cpuSeconds: %d per process)", a.CPUSeconds)
+	case a.CPUSeconds > 0 && a.ExitCode == exitSIGKILL:
+		// A process that ignores SIGXCPU gets SIGKILL at the hard limit,
+		// a second later; the memory limit's kill looks the same.
+		message += fmt.Sprintf(": killed by SIGKILL, as a process that ignores SIGXCPU is one second past the CPU-seconds limit "+
+			"(resources.cpuSeconds: %d per process), or by the memory limit", a.CPUSeconds)
 	}
 	return RunEnd{Phase: afev1.RunCompleted, Reason: afev1.ExitedReason, ExitCode: &code, Output: true, OK: code == 0, Message: message}
 }

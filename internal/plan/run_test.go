@@ -29,6 +29,11 @@ func TestRunOutcome(t *testing.T) {
 			want: RunEnd{Phase: afev1.RunCompleted, Reason: afev1.ExitedReason, ExitCode: ptr.To[int32](152), Output: true,
 				Message: "Exited with code 152 after 1500ms: killed by SIGXCPU, the CPU-seconds limit was reached (resources.cpuSeconds: 2 per process)"},
 		},
+		"killed a second past the CPU-seconds limit, SIGXCPU ignored": {
+			end: AttemptEnd{ExitCode: 137, Duration: took, CPUSeconds: 2},
+			want: RunEnd{Phase: afev1.RunCompleted, Reason: afev1.ExitedReason, ExitCode: ptr.To[int32](137), Output: true,
+				Message: "Exited with code 137 after 1500ms: killed by SIGKILL, as a process that ignores SIGXCPU is one second past the CPU-seconds limit (resources.cpuSeconds: 2 per process), or by the memory limit"},
+		},
 		"exit 152 without a CPU-seconds limit": {
 			end:  AttemptEnd{ExitCode: 152, Duration: took},
 			want: RunEnd{Phase: afev1.RunCompleted, Reason: afev1.ExitedReason, Message: "Exited with code 152 after 1500ms", ExitCode: ptr.To[int32](152), Output: true},
