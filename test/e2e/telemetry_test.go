@@ -2,10 +2,12 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -25,7 +27,10 @@ var _ = Describe("Command telemetry of the manager binary", func() {
 		defer dockertest.RemoveAll(afev1.LabelController + "=" + inst)
 		db := filepath.Join(GinkgoT().TempDir(), "telemetry.db")
 		start := func() *gexec.Session {
-			return own.startManager("", nil, "--instance", inst, "--telemetry-db", db)
+			// The access API too, for kubectl afe telemetry.
+			return own.startManager("", nil, "--instance", inst, "--telemetry-db", db,
+				"--access-bind-address", "127.0.0.1:0", "--access-service", "afe-local/access", "--access-register",
+				"--access-external-name", "localhost")
 		}
 		mgr := start()
 		defer func() { stopManager(mgr) }()
@@ -45,6 +50,44 @@ var _ = Describe("Command telemetry of the manager binary", func() {
 		Expect(err).To(HaveOccurred(), string(out)) // exit 7, while no manager watches
 		mgr = start()
 		runs(4, 5)
+
+		By("reading them with kubectl afe telemetry, as a table and as JSON, by sandbox and by ticket")
+		plugin := pluginBin()
+		afe := func(args ...string) string {
+			cmd := exec.Command(plugin, append([]string{"--kubeconfig", own.Kubeconfig, "-n", "default"}, args...)...)
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			ExpectWithOffset(1, err).NotTo(HaveOccurred(), "kubectl afe %s: %s%s", strings.Join(args, " "), out, stderr.String())
+			return string(out)
+		}
+		var table string
+		Eventually(func() error { // the APIService is answered once the manager serves it
+			cmd := exec.Command(plugin, "--kubeconfig", own.Kubeconfig, "-n", "default", "telemetry", "tele")
+			out, err := cmd.CombinedOutput()
+			table = string(out)
+			return err
+		}, "60s", "500ms").Should(Succeed(), func() string { return table })
+		lines := strings.Split(strings.TrimSpace(table), "\n")
+		Expect(lines).To(HaveLen(6), "a header and the five Runs:\n%s", table)
+		Expect(lines[0]).To(HavePrefix("SEQ"))
+		for i, l := range lines[1:] {
+			Expect(strings.Fields(l)[0]).To(Equal(fmt.Sprint(i+1)), l)
+			Expect(l).To(ContainSubstring(fmt.Sprintf("r%d#1", i+1)))
+		}
+		list := &telemetry.RecordList{}
+		Expect(json.Unmarshal([]byte(afe("telemetry", "tele", "-o", "json")), list)).To(Succeed())
+		Expect(list.Items).To(HaveLen(5))
+		for i, r := range list.Items {
+			Expect(r.Seq).To(BeEquivalentTo(i + 1))
+			Expect(r.Run).To(Equal(fmt.Sprintf("r%d", i+1)))
+			Expect(r.Command).To(Equal([]string{"/bin/sh", "-c", fmt.Sprintf("echo %d", i+1)}))
+			Expect(r.Source).To(Equal(telemetry.SourceRun))
+		}
+		byTicket := &telemetry.RecordList{}
+		Expect(json.Unmarshal([]byte(afe("telemetry", "--ticket", "tele", "-o", "json")), byTicket)).To(Succeed())
+		Expect(byTicket.Items).To(Equal(list.Items), "a sandbox without ticket is its own ticket")
+
 		own.kubectl("", "delete", "sandbox/tele", "--timeout=60s")
 		stopManager(mgr)
 		mgr = nil
