@@ -46,14 +46,18 @@ func (d *DockerEventSource) Start(ctx context.Context) error {
 	}
 	backoff := time.Second
 	connected := false
+	// The time of the last event seen: a new stream starts there, so that
+	// the engine replays what it still holds of the gap (the execs the
+	// telemetry records among them).
+	var last time.Time
 	for ctx.Err() == nil {
-		events, errs := d.Engine.Events(ctx, map[string]string{afev1.LabelController: d.Instance})
+		events, errs := d.Engine.Events(ctx, map[string]string{afev1.LabelController: d.Instance}, last)
 		if connected {
 			// Reconnected: whatever happened while disconnected is unknown.
 			d.resyncAll(ctx)
 		}
 		connected = true
-		err := d.pump(events, errs, &backoff)
+		err := d.pump(events, errs, &backoff, &last)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -68,7 +72,7 @@ func (d *DockerEventSource) Start(ctx context.Context) error {
 	return nil
 }
 
-func (d *DockerEventSource) pump(events <-chan docker.Event, errs <-chan error, backoff *time.Duration) error {
+func (d *DockerEventSource) pump(events <-chan docker.Event, errs <-chan error, backoff *time.Duration, last *time.Time) error {
 	for {
 		select {
 		case ev, ok := <-events:
@@ -76,6 +80,9 @@ func (d *DockerEventSource) pump(events <-chan docker.Event, errs <-chan error, 
 				return <-errs
 			}
 			*backoff = time.Second
+			if ev.Time.After(*last) {
+				*last = ev.Time
+			}
 			switch ev.Action {
 			case docker.ActionDie, docker.ActionDestroy, docker.ActionOOM:
 				d.enqueue(ev.Labels[afev1.LabelNamespace], ev.Labels[afev1.LabelSandbox])

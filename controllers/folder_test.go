@@ -107,7 +107,7 @@ func creations(ns, name string) (count func() int, stop func()) {
 	engine, err := docker.New("")
 	Expect(err).NotTo(HaveOccurred())
 	ctx, cancel := context.WithCancel(context.Background())
-	evs, errs := engine.Events(ctx, map[string]string{afev1.LabelNamespace: ns, afev1.LabelSandbox: name, afev1.LabelRole: afev1.RoleSandbox})
+	evs, errs := engine.Events(ctx, map[string]string{afev1.LabelNamespace: ns, afev1.LabelSandbox: name, afev1.LabelRole: afev1.RoleSandbox}, time.Time{})
 	var n atomic.Int32
 	var broken atomic.Bool
 	go func() {

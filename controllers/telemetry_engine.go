@@ -30,7 +30,12 @@ type engineExecs struct {
 
 	mu      sync.Mutex
 	started map[string]execStart // by exec ID
-	jobs    chan docker.Event
+	// ended holds the execs whose end was handled, the last maxEndedExecs
+	// of them (oldest first in endedOrder): a stream started again since
+	// its last event replays some, which are not recorded twice.
+	ended      map[string]struct{}
+	endedOrder []string
+	jobs       chan docker.Event
 }
 
 // execStart is what an exec_start event said.
@@ -39,6 +44,10 @@ type execStart struct {
 	line string // the command line, as the engine words it
 }
 
+// maxEndedExecs bounds the execs remembered as ended: more than a replayed
+// stream holds (the engine keeps 256 events).
+const maxEndedExecs = 4096
+
 // maxPendingExecs bounds the execs whose start was seen and whose end was
 // not: an exec whose exec_die never comes (a stream that broke) is
 // forgotten beyond it.
@@ -46,7 +55,7 @@ const maxPendingExecs = 4096
 
 func newEngineExecs(engine docker.Engine, store *telemetry.Store, instance string, sandboxOf func(docker.Event) *afev1.Sandbox) *engineExecs {
 	return &engineExecs{engine: engine, store: store, instance: instance, sandboxOf: sandboxOf,
-		started: map[string]execStart{}, jobs: make(chan docker.Event, 1024)}
+		started: map[string]execStart{}, ended: map[string]struct{}{}, jobs: make(chan docker.Event, 1024)}
 }
 
 // saw takes an exec event from the event pump; it never blocks it. The
@@ -54,7 +63,7 @@ func newEngineExecs(engine docker.Engine, store *telemetry.Store, instance strin
 // their end; only those of sandbox containers are recorded.
 func (e *engineExecs) saw(ev docker.Event) {
 	id := ev.Labels["execID"]
-	if id == "" {
+	if id == "" || e.handled(id, ev.Action == docker.ActionExecDie) {
 		return
 	}
 	if ev.Action == docker.ActionExecDie && e.engine.OwnExec(id) {
@@ -80,6 +89,25 @@ func (e *engineExecs) saw(ev docker.Event) {
 	default:
 		metrics.TelemetryDropped.Inc()
 	}
+}
+
+// handled is true for an exec whose end was handled already; with end, the
+// exec's end is handled from now on.
+func (e *engineExecs) handled(id string, end bool) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := e.ended[id]; ok {
+		return true
+	}
+	if end {
+		if len(e.endedOrder) == maxEndedExecs {
+			delete(e.ended, e.endedOrder[0])
+			e.endedOrder = e.endedOrder[1:]
+		}
+		e.ended[id] = struct{}{}
+		e.endedOrder = append(e.endedOrder, id)
+	}
+	return false
 }
 
 // Start records the ends it is handed until ctx ends.

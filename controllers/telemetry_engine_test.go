@@ -18,8 +18,8 @@ import (
 
 // An exec the engine has forgotten by the time its end is handled (the fake
 // engine inspects none) is still recorded, with the command line its start
-// event stated; an exec in a container whose labels are not the Sandbox's is
-// not.
+// event stated, and once, whatever a restarted stream replays; an exec in a
+// container whose labels are not the Sandbox's is not.
 func TestEngineExecsRecordWhatTheStartSaid(t *testing.T) {
 	ctx := context.Background()
 	store, err := telemetry.Open(filepath.Join(t.TempDir(), "t.db"), telemetry.Options{})
@@ -29,7 +29,7 @@ func TestEngineExecsRecordWhatTheStartSaid(t *testing.T) {
 	defer func() { _ = store.Close() }()
 	sbx := &afev1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "box", UID: "uid-box"}}
 	labels := sandboxspec.IdentityOf(sbx, "inst").Labels(afev1.RoleSandbox)
-	execs := newEngineExecs(fakeengine.New(), store, "inst", func(docker.Event) *afev1.Sandbox { return sbx })
+	execs := newEngineExecs(othersExecs{fakeengine.New()}, store, "inst", func(docker.Event) *afev1.Sandbox { return sbx })
 	at := time.Now()
 	event := func(action docker.EventAction, id, detail string, labels map[string]string, extra ...string) docker.Event {
 		l := map[string]string{"execID": id}
@@ -43,9 +43,23 @@ func TestEngineExecsRecordWhatTheStartSaid(t *testing.T) {
 		return docker.Event{Action: action, Detail: detail, Labels: l, Time: at}
 	}
 	// saw() hands ends to the worker; record() is that worker's step.
-	execs.saw(event(docker.ActionExecStart, "e1", "sh -c exit 4", labels))
-	if err := execs.record(ctx, event(docker.ActionExecDie, "e1", "", labels, "exitCode", "4")); err != nil {
-		t.Fatal(err)
+	work := func() {
+		t.Helper()
+		for len(execs.jobs) > 0 {
+			if err := execs.record(ctx, <-execs.jobs); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	start1, end1 := event(docker.ActionExecStart, "e1", "sh -c exit 4", labels), event(docker.ActionExecDie, "e1", "", labels, "exitCode", "4")
+	execs.saw(start1)
+	execs.saw(end1)
+	work()
+	// A stream started again since an earlier event replays these two.
+	execs.saw(start1)
+	execs.saw(end1)
+	if len(execs.jobs) != 0 {
+		t.Fatal("a replayed exec's end is handed on again")
 	}
 	spoiled := map[string]string{}
 	for k, v := range labels {
@@ -53,9 +67,8 @@ func TestEngineExecsRecordWhatTheStartSaid(t *testing.T) {
 	}
 	spoiled[afev1.LabelSandboxUID] = "uid-other"
 	execs.saw(event(docker.ActionExecStart, "e2", "id", spoiled))
-	if err := execs.record(ctx, event(docker.ActionExecDie, "e2", "", spoiled, "exitCode", "0")); err != nil {
-		t.Fatal(err)
-	}
+	execs.saw(event(docker.ActionExecDie, "e2", "", spoiled, "exitCode", "0"))
+	work()
 	if err := store.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -74,3 +87,8 @@ func TestEngineExecsRecordWhatTheStartSaid(t *testing.T) {
 		t.Fatalf("the record (-want +got):\n%s", diff)
 	}
 }
+
+// othersExecs is an engine on which every exec was made by someone else.
+type othersExecs struct{ *fakeengine.Engine }
+
+func (othersExecs) OwnExec(string) bool { return false }

@@ -1,6 +1,9 @@
 package docker
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Engine is what the controller needs of a Docker engine.
 type Engine interface {
@@ -92,6 +95,8 @@ type Engine interface {
 	StorageQuota(ctx context.Context) (bool, error)
 
 	// Events streams the events of containers carrying all the labels until
-	// ctx ends or the connection breaks (an error on the second channel).
-	Events(ctx context.Context, labels map[string]string) (<-chan Event, <-chan error)
+	// ctx ends or the connection breaks (an error on the second channel):
+	// from now with a zero since, else first those the engine still holds
+	// from since on (it keeps the last few hundred).
+	Events(ctx context.Context, labels map[string]string, since time.Time) (<-chan Event, <-chan error)
 }

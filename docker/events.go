@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -9,14 +10,18 @@ import (
 )
 
 // Events streams the events of containers carrying all the labels.
-func (c *Client) Events(ctx context.Context, labels map[string]string) (<-chan Event, <-chan error) {
+func (c *Client) Events(ctx context.Context, labels map[string]string, since time.Time) (<-chan Event, <-chan error) {
 	f := labelFilter(labels)
 	f.Add("type", string(events.ContainerEventType))
 	for _, a := range []EventAction{ActionCreate, ActionStart, ActionDie, ActionDestroy, ActionOOM, ActionExecStart, ActionExecDie} {
 		f.Add("event", string(a))
 	}
 	c.count("events")
-	msgs, errs := c.api.Events(ctx, events.ListOptions{Filters: f})
+	opts := events.ListOptions{Filters: f}
+	if !since.IsZero() {
+		opts.Since = fmt.Sprintf("%d.%09d", since.Unix(), since.Nanosecond())
+	}
+	msgs, errs := c.api.Events(ctx, opts)
 	out := make(chan Event, 64)
 	outErr := make(chan error, 1)
 	go func() {

@@ -13,7 +13,7 @@ func TestStopStartKeepsTheContainerAndCountsRunningExecs(t *testing.T) {
 	defer cancel()
 	labels := testLabels(t)
 	name := uniqueName()
-	events, errs := engine.Events(ctx, labels)
+	events, errs := engine.Events(ctx, labels, time.Time{})
 	// Init forwards the SIGTERM, as in a sandbox container.
 	c, err := engine.RunContainer(ctx, ContainerSpec{
 		Name: name, Image: testImage, Labels: labels, Network: "none", Init: true, Command: []string{"sleep", "600"},

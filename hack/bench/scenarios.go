@@ -140,7 +140,7 @@ func (b *bench) loss(ctx context.Context) ([]row, error) {
 	evCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	events, errs := b.engine.Events(evCtx, map[string]string{
-		afev1.LabelController: b.instance, afev1.LabelSandbox: sbx.Name, afev1.LabelRole: afev1.RoleSandbox})
+		afev1.LabelController: b.instance, afev1.LabelSandbox: sbx.Name, afev1.LabelRole: afev1.RoleSandbox}, time.Time{})
 	var controller, baseline sample
 	for i := range b.cfg.LossReps {
 		old, err := b.engine.InspectContainer(ctx, sbx.Status.ContainerName)

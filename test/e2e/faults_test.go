@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/onsi/gomega/gexec"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/internal/telemetry"
 	"afe.dev/sandbox/test/dockertest"
 )
 
@@ -114,5 +117,44 @@ var _ = Describe("Engine faults", func() {
 		GinkgoWriter.Printf("loss after reconnect: replaced after %s\n", time.Since(lost))
 		k("delete", "sandbox/early", "sandbox/steady", "sandbox/quiet", "--timeout=60s")
 		Expect(dockertest.Objects(afev1.LabelController + "=" + inst)).To(BeEmpty())
+	})
+
+	It("records an exec made on the engine while the manager's event stream was cut, once", func() {
+		own := newOwnCluster()
+		fwd, err := dockertest.NewForwarder(filepath.Join(GinkgoT().TempDir(), "docker.sock"))
+		Expect(err).NotTo(HaveOccurred())
+		defer fwd.Cut()
+		Expect(fwd.Restore()).To(Succeed())
+		inst := fmt.Sprintf("e2e-faults-tele-%d", os.Getpid())
+		defer dockertest.RemoveAll(afev1.LabelController + "=" + inst)
+		db := filepath.Join(GinkgoT().TempDir(), "telemetry.db")
+		mgr := own.startManager("", nil, "--instance", inst, "--docker-host", fwd.Host(), "--telemetry-db", db, "--resync-period", "1h")
+		defer stopManager(mgr)
+		own.kubectl("apiVersion: sandbox.afe.dev/v1alpha1\nkind: Sandbox\nmetadata: {name: gap}\nspec: {image: afe/busybox:dev}\n", "apply", "-f", "-")
+		own.kubectl("", "wait", "--for=condition=Ready", "sandbox/gap", "--timeout=90s")
+		store, err := telemetry.Open(db, telemetry.Options{})
+		Expect(err).NotTo(HaveOccurred())
+		defer func() { _ = store.Close() }()
+		records := func() []telemetry.Record {
+			recs, err := store.List(context.Background(), telemetry.Filter{Namespace: "default", Sandbox: "gap"})
+			Expect(err).NotTo(HaveOccurred())
+			return recs
+		}
+		out, err := exec.Command("docker", "exec", "afe-default.gap", "sh", "-c", "exit 4").CombinedOutput()
+		Expect(err).To(HaveOccurred(), string(out))
+		Eventually(records, "20s").Should(HaveLen(1), "the positive control: an exec seen live")
+
+		By("cutting the manager off the engine while someone execs straight on it")
+		fwd.Cut()
+		out, err = exec.Command("docker", "exec", "afe-default.gap", "sh", "-c", "exit 5").CombinedOutput()
+		Expect(err).To(HaveOccurred(), string(out))
+		Expect(fwd.Restore()).To(Succeed())
+		Eventually(records, "30s").Should(HaveLen(2), "the stream started again since its last event replays the exec")
+		Consistently(records, "3s").Should(HaveLen(2), "and only once")
+		recs := records()
+		Expect(recs[1].Command).To(Equal([]string{"sh", "-c", "exit 5"}))
+		Expect(recs[1].ExitCode).To(Equal(5))
+		Expect(recs[1].Seq).To(BeEquivalentTo(2))
+		own.kubectl("", "delete", "sandbox/gap", "--timeout=60s")
 	})
 })

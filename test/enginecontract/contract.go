@@ -51,6 +51,7 @@ func Run(t *testing.T, e docker.Engine, h Harness) {
 		"NetworkIsIdempotent":                   networkIsIdempotent,
 		"NetworkWithRunningContainerStays":      networkWithRunningContainerStays,
 		"EventsOfTheLabelsOnly":                 eventsOfTheLabelsOnly,
+		"EventsSinceReplayTheGap":               eventsSinceReplayTheGap,
 		"ProcessesHaveTheUsersGroup":            processesHaveTheUsersGroup,
 		"CopyWorkspaceLeavesNoHelper":           copyWorkspaceLeavesNoHelper,
 		"CopyWorkspaceRefusesAForeignHelper":    copyWorkspaceRefusesAForeignHelper,
@@ -443,7 +444,7 @@ func networkWithRunningContainerStays(t *testing.T, f *fixture) {
 
 func eventsOfTheLabelsOnly(t *testing.T, f *fixture) {
 	ctx, cancel := context.WithCancel(f.ctx)
-	events, errs := f.e.Events(ctx, f.labels)
+	events, errs := f.e.Events(ctx, f.labels, time.Time{})
 	// A container without the labels reports nothing to this stream.
 	stranger := f.spec("stranger")
 	stranger.Labels = map[string]string{"afe.contract-stranger": f.prefix}
@@ -481,6 +482,38 @@ func eventsOfTheLabelsOnly(t *testing.T, f *fixture) {
 		t.Fatal("the stream did not end with its context")
 	}
 	for range events { //nolint:revive // drained until closed
+	}
+}
+
+// eventsSinceReplayTheGap: a stream asked for since a time first gives the
+// events from then on that it would have given, as a stream started again
+// after a break does.
+func eventsSinceReplayTheGap(t *testing.T, f *fixture) {
+	// The engine states event times to the nanosecond; a little earlier
+	// than now covers a clock read before the engine's.
+	since := time.Now().Add(-time.Millisecond)
+	c := f.run(t, f.spec("c"))
+	must(t, f.e.RemoveContainer(f.ctx, c.ID), "RemoveContainer")
+	ctx, cancel := context.WithCancel(f.ctx)
+	defer cancel()
+	events, errs := f.e.Events(ctx, f.labels, since)
+	var seen []docker.EventAction
+	timeout := time.After(30 * time.Second)
+	for len(seen) < 4 {
+		select {
+		case ev := <-events:
+			if ev.ID == c.ID {
+				seen = append(seen, ev.Action)
+			}
+		case err := <-errs:
+			t.Fatalf("the stream broke: %v", err)
+		case <-timeout:
+			t.Fatalf("replayed only %v", seen)
+		}
+	}
+	want := []docker.EventAction{docker.ActionCreate, docker.ActionStart, docker.ActionDie, docker.ActionDestroy}
+	if d := cmp.Diff(want, seen); d != "" {
+		t.Fatalf("replayed events (-want +got):\n%s", d)
 	}
 }
 

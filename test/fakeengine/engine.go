@@ -54,6 +54,7 @@ type Engine struct {
 	down       bool
 	faults     []*fault
 	subs       map[*subscriber]struct{}
+	history    []docker.Event // the last maxHistory events, oldest first
 	exec       ExecFunc
 }
 

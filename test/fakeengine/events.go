@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"time"
 
 	"afe.dev/sandbox/docker"
 )
@@ -28,7 +29,7 @@ func (s *subscriber) breakWith(err error) {
 // of containers carrying all the labels until ctx ends (ctx.Err() on the
 // second channel) or the engine goes away (docker.ErrUnavailable). The
 // first channel is closed after the error is sent, as docker.Client does.
-func (e *Engine) Events(ctx context.Context, labels map[string]string) (<-chan docker.Event, <-chan error) {
+func (e *Engine) Events(ctx context.Context, labels map[string]string, since time.Time) (<-chan docker.Event, <-chan error) {
 	out := make(chan docker.Event, 64)
 	outErr := make(chan error, 1)
 	e.mu.Lock()
@@ -39,6 +40,13 @@ func (e *Engine) Events(ctx context.Context, labels map[string]string) (<-chan d
 		return out, outErr
 	}
 	s := &subscriber{labels: copyLabels(labels), in: make(chan docker.Event, 4096), broken: make(chan error, 1)}
+	if !since.IsZero() {
+		for _, ev := range e.history {
+			if !ev.Time.Before(since) && labelsMatch(ev.Labels, s.labels) {
+				s.in <- copyEvent(ev)
+			}
+		}
+	}
 	e.subs[s] = struct{}{}
 	e.mu.Unlock()
 	go func() {
@@ -81,6 +89,11 @@ func (e *Engine) emit(action docker.EventAction, c *container) {
 		attrs["exitCode"] = strconv.Itoa(c.exitCode)
 	}
 	ev := docker.Event{Action: action, ID: c.id, Name: c.spec.Name, Labels: attrs, Time: now()}
+	// The engine keeps its last 256 events for a stream that asks since.
+	if len(e.history) == maxHistory {
+		e.history = append(e.history[:0], e.history[1:]...)
+	}
+	e.history = append(e.history, copyEvent(ev))
 	for s := range e.subs {
 		if !labelsMatch(c.spec.Labels, s.labels) {
 			continue
@@ -95,6 +108,10 @@ func (e *Engine) emit(action docker.EventAction, c *container) {
 		}
 	}
 }
+
+// maxHistory is how many events the engine keeps for a stream that asks
+// since (Docker keeps 256).
+const maxHistory = 256
 
 var errSlowConsumer = errors.New("events: the consumer fell behind and the stream was cut")
 

@@ -118,7 +118,7 @@ func TestAnOutageBreaksTheStreamAndKeepsTheContainers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	events, errs := e.Events(ctx, nil)
+	events, errs := e.Events(ctx, nil, time.Time{})
 	e.SetUnavailable(true)
 	select {
 	case err := <-errs:
@@ -133,7 +133,7 @@ func TestAnOutageBreaksTheStreamAndKeepsTheContainers(t *testing.T) {
 	if err := e.Ping(ctx); !errors.Is(err, docker.ErrUnavailable) {
 		t.Fatalf("Ping while away: %v", err)
 	}
-	if _, errs := e.Events(ctx, nil); !errors.Is(<-errs, docker.ErrUnavailable) {
+	if _, errs := e.Events(ctx, nil, time.Time{}); !errors.Is(<-errs, docker.ErrUnavailable) {
 		t.Fatal("a stream opened while away did not fail")
 	}
 	e.SetUnavailable(false)
@@ -151,7 +151,7 @@ func TestExitReportsDieAndOOM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	events, _ := e.Events(ctx, map[string]string{"afe.test": "fake"})
+	events, _ := e.Events(ctx, map[string]string{"afe.test": "fake"}, time.Time{})
 	if err := e.Exit("ctr-c", 137, true); err != nil {
 		t.Fatal(err)
 	}
