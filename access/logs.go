@@ -1,14 +1,17 @@
 package access
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/internal/runlog"
@@ -16,8 +19,9 @@ import (
 
 // serveLog answers GET runs/NAME/log[?follow=true][&attempt=N] with the
 // whole output the manager kept of the Run's attempt (the last one by
-// default), as text, growing until the attempt ends with follow. The Run
-// is read from the API server and its log found by its UID.
+// default), as text, growing until the attempt ends with follow; 404 when
+// the attempt has no log (yet). The Run is read from the API server and
+// its log found by its UID.
 func (s *Server) serveLog(w http.ResponseWriter, r *http.Request, req *request) {
 	ctx := r.Context()
 	if s.opts.RunLogs == nil {
@@ -62,7 +66,35 @@ func (s *Server) serveLog(w http.ResponseWriter, r *http.Request, req *request) 
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Afe-Attempt", strconv.Itoa(int(attempt)))
-	if err := s.opts.RunLogs.Copy(ctx, w, flush, run.UID, attempt, follow); err != nil && !errors.Is(err, ctx.Err()) {
+	err := s.opts.RunLogs.Copy(ctx, w, flush, run.UID, attempt, follow, s.attemptOver(ctx, run, attempt))
+	switch {
+	case errors.Is(err, runlog.ErrNoLog):
+		// Nothing was written yet: the attempt has no log (yet).
+		w.Header().Del("X-Afe-Attempt")
+		writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, fmt.Sprintf("run %s has no log of attempt %d yet", req.name, attempt))
+	case err != nil && !errors.Is(err, ctx.Err()):
 		s.log.Error(err, "Cannot serve the Run's log", "namespace", req.namespace, "run", req.name)
+	}
+}
+
+// attemptOver tells, at most once a second, whether the Run read from the
+// API server says the attempt is over: the Run is gone, has ended or was
+// executed again. A manager killed during the attempt never wrote its end.
+func (s *Server) attemptOver(ctx context.Context, run *afev1.Run, attempt int32) func() bool {
+	var last time.Time
+	return func() bool {
+		if time.Since(last) < time.Second {
+			return false
+		}
+		last = time.Now()
+		now := &afev1.Run{}
+		err := s.reader.Get(ctx, client.ObjectKeyFromObject(run), now)
+		if apierrors.IsNotFound(err) {
+			return true
+		}
+		if err != nil {
+			return false
+		}
+		return now.UID != run.UID || now.Status.Phase.Terminal() || now.Status.Attempts > attempt
 	}
 }

@@ -2,18 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
-	"strings"
-	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -125,86 +118,4 @@ func printOutput(run *afev1.Run, stdout, stderr io.Writer) {
 		_, _ = fmt.Fprintf(stderr, "(output truncated: the last %d bytes follow)\n", len(run.Status.Output))
 	}
 	_, _ = fmt.Fprint(stdout, run.Status.Output)
-}
-
-// logsCommand prints a Run's whole output, as the manager kept it (the
-// access API), or its status.output when the manager keeps none. With -f it
-// follows the output until the Run ends and exits with the Run's exit code.
-func logsCommand(c client.WithWatch, cfg *rest.Config, ns string, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("logs", stderr)
-	follow := fs.Bool("f", false, "Follow the output until the Run ends; exit with its exit code.")
-	fs.BoolVar(follow, "follow", false, "Same as -f.")
-	if err := fs.Parse(args); err != nil {
-		return exitError{2}
-	}
-	if fs.NArg() != 1 {
-		return fmt.Errorf("logs needs exactly one RUN")
-	}
-	ctx := context.Background()
-	run := &afev1.Run{}
-	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: fs.Arg(0)}, run); err != nil {
-		return err
-	}
-	err := streamLog(ctx, cfg, run, *follow, stdout)
-	if errors.Is(err, errNoLog) && !*follow {
-		if !run.Status.Phase.Terminal() {
-			_, _ = fmt.Fprintf(stderr, "run/%s is %s; its output is recorded when it ends\n", run.Name, run.Status.Phase)
-		}
-		printOutput(run, stdout, stderr)
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if !*follow {
-		return nil
-	}
-	if err := waitRun(ctx, c, run); err != nil {
-		return err
-	}
-	return runExit(run, stderr)
-}
-
-// errNoLog is a Run of which the manager keeps no log.
-var errNoLog = errors.New("no log kept")
-
-// streamLog copies the Run's log from the access API; following, it waits
-// for the Run to start.
-func streamLog(ctx context.Context, cfg *rest.Config, run *afev1.Run, follow bool, stdout io.Writer) error {
-	u, err := accessURL(cfg, run.Namespace, "runs", run.Name, "log")
-	if err != nil {
-		return err
-	}
-	if follow {
-		u.RawQuery = url.Values{"follow": {"true"}}.Encode()
-	}
-	hc, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return err
-	}
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-		if err != nil {
-			return err
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			return err
-		}
-		if resp.StatusCode == http.StatusOK {
-			_, err = io.Copy(stdout, resp.Body)
-			_ = resp.Body.Close()
-			return err
-		}
-		apiErr := apiError(resp)
-		_ = resp.Body.Close()
-		switch {
-		case resp.StatusCode == http.StatusNotFound && strings.Contains(apiErr.Error(), "has no log yet") && follow:
-			time.Sleep(300 * time.Millisecond) // not started yet
-		case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusServiceUnavailable:
-			return fmt.Errorf("%w: %w", errNoLog, apiErr)
-		default:
-			return apiErr
-		}
-	}
 }

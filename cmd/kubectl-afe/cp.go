@@ -73,10 +73,7 @@ func apiError(resp *http.Response) error {
 
 // upload sends local as a tar into the sandbox.
 func upload(cfg *rest.Config, ns, sandbox, local, remote string) error {
-	dir, name := remote, filepath.Base(local)
-	if !strings.HasSuffix(remote, "/") && path.Clean(remote) != "/workspace" {
-		dir, name = path.Dir(remote), path.Base(remote)
-	}
+	dir, name := uploadTarget(local, remote)
 	if _, err := os.Lstat(local); err != nil {
 		return err
 	}
@@ -100,6 +97,17 @@ func upload(cfg *rest.Config, ns, sandbox, local, remote string) error {
 		return apiError(resp)
 	}
 	return nil
+}
+
+// uploadTarget is the folder an upload of local into remote extracts into,
+// and the name local gets there: remote ending in "/" (or /workspace
+// itself) receives local under its own name, any other remote is the
+// name local gets.
+func uploadTarget(local, remote string) (dir, name string) {
+	if strings.HasSuffix(remote, "/") || path.Clean(remote) == "/workspace" {
+		return remote, filepath.Base(local)
+	}
+	return path.Dir(remote), path.Base(remote)
 }
 
 // writeTar writes the file or tree at local as a tar whose top entry is
@@ -167,11 +175,18 @@ func download(cfg *rest.Config, ns, sandbox, remote, local string) error {
 	if resp.StatusCode != http.StatusOK {
 		return apiError(resp)
 	}
-	dest, top := filepath.Dir(local), filepath.Base(local)
-	if info, err := os.Stat(local); err == nil && info.IsDir() {
-		dest, top = local, ""
-	}
+	dest, top := downloadTarget(local)
 	return extractTar(resp.Body, dest, top)
+}
+
+// downloadTarget is the folder a download to local extracts into, and the
+// name its top entry gets there: into local under its own name when local
+// is an existing folder (top empty), else at local.
+func downloadTarget(local string) (dest, top string) {
+	if info, err := os.Stat(local); err == nil && info.IsDir() {
+		return local, ""
+	}
+	return filepath.Dir(local), filepath.Base(local)
 }
 
 // extractTar writes the tar's entries under dest, its top entry renamed

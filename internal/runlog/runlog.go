@@ -147,8 +147,12 @@ func (s *Store) Latest(uid types.UID) (int32, error) {
 }
 
 // Copy writes the attempt's log to w; with follow, it keeps writing what
-// is appended until the attempt ends (or ctx does).
-func (s *Store) Copy(ctx context.Context, w io.Writer, flush func(), uid types.UID, attempt int32, follow bool) error {
+// is appended until the attempt ends (or ctx does). An attempt has ended
+// once its end is written, once a later attempt of the Run has a log, or
+// once over (when not nil) says so: a manager killed during an attempt
+// never writes its end, and only the Run (executed again, or ended) tells
+// that nothing more comes.
+func (s *Store) Copy(ctx context.Context, w io.Writer, flush func(), uid types.UID, attempt int32, follow bool, over func() bool) error {
 	dir, err := s.runDir(uid)
 	if err != nil {
 		return err
@@ -165,14 +169,14 @@ func (s *Store) Copy(ctx context.Context, w io.Writer, flush func(), uid types.U
 	for {
 		// Whether it had ended is read before the last copy: what was
 		// written before the end is all copied.
-		_, doneErr := os.Stat(p + ".done")
+		ended := !follow || s.ended(uid, p, attempt) || over != nil && over()
 		if _, err := io.Copy(w, f); err != nil {
 			return err
 		}
 		if flush != nil {
 			flush()
 		}
-		if !follow || doneErr == nil {
+		if ended {
 			return nil
 		}
 		select {
@@ -181,6 +185,16 @@ func (s *Store) Copy(ctx context.Context, w io.Writer, flush func(), uid types.U
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// ended tells whether the attempt's end is written, or a later attempt
+// has begun.
+func (s *Store) ended(uid types.UID, p string, attempt int32) bool {
+	if _, err := os.Stat(p + ".done"); err == nil {
+		return true
+	}
+	latest, err := s.Latest(uid)
+	return err == nil && latest > attempt
 }
 
 // Sweeper removes, every Period, the logs of Runs that no longer exist

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,7 +42,7 @@ func TestWriterBound(t *testing.T) {
 				t.Fatal(err)
 			}
 			var got bytes.Buffer
-			if err := s.Copy(context.Background(), &got, nil, "uid-1", 1, true); err != nil {
+			if err := s.Copy(context.Background(), &got, nil, "uid-1", 1, true, nil); err != nil {
 				t.Fatal(err)
 			}
 			if d := cmp.Diff(tc.want, got.String()); d != "" {
@@ -78,7 +79,7 @@ func TestLatestAndFollow(t *testing.T) {
 		t.Fatalf("Latest = %d, %v; want 2", latest, err)
 	}
 	var got bytes.Buffer
-	if err := s.Copy(context.Background(), &got, nil, "uid-2", 2, true); err != nil {
+	if err := s.Copy(context.Background(), &got, nil, "uid-2", 2, true, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got.String() != "first\nsecond\n" {
@@ -98,3 +99,52 @@ func TestLatestAndFollow(t *testing.T) {
 }
 
 func typesUID(s string) types.UID { return types.UID(s) }
+
+// A followed attempt ends when a later attempt of the Run has a log, or
+// when over says so, though its end was never written (the manager that
+// ran it was killed); what it holds is copied whole either way.
+func TestFollowEndsWhenTheAttemptIsOver(t *testing.T) {
+	tests := map[string]struct {
+		// end is what happens, a while after the reader began, instead
+		// of the attempt's end being written.
+		end  func(s *Store, over *atomic.Bool)
+		over bool
+	}{
+		"a later attempt begins": {end: func(s *Store, _ *atomic.Bool) {
+			if w, err := s.Create("uid-3", 2); err == nil {
+				_ = w.Close()
+			}
+		}},
+		"the Run says it is over": {end: func(_ *Store, over *atomic.Bool) { over.Store(true) }, over: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			s := &Store{Dir: t.TempDir()}
+			w, err := s.Create("uid-3", 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = w.Close() })
+			_, _ = w.Write([]byte("before\n"))
+			var over atomic.Bool
+			go func() {
+				time.Sleep(300 * time.Millisecond)
+				_, _ = w.Write([]byte("last words\n"))
+				tc.end(s, &over)
+			}()
+			var overFunc func() bool
+			if tc.over {
+				overFunc = over.Load
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			var got bytes.Buffer
+			if err := s.Copy(ctx, &got, nil, "uid-3", 1, true, overFunc); err != nil {
+				t.Fatalf("Copy: %v (the attempt was followed past its end)", err)
+			}
+			if got.String() != "before\nlast words\n" {
+				t.Fatalf("followed %q", got.String())
+			}
+		})
+	}
+}

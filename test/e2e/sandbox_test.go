@@ -1,9 +1,13 @@
 package e2e
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,6 +18,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/gbytes"
 	"github.com/onsi/gomega/gexec"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
@@ -98,26 +103,7 @@ spec:
 
 	It("serves the kubectl plugin: run, logs, exec, shell, with no Docker CLI and no engine in reach", func() {
 		plugin := pluginBin()
-		// The plugin runs with a PATH holding no docker binary and a
-		// DOCKER_HOST pointing nowhere: it needs only its kubeconfig.
-		noDocker := []string{"PATH=" + GinkgoT().TempDir(), "DOCKER_HOST=unix:///nonexistent/docker.sock", "HOME=" + GinkgoT().TempDir()}
-		mustKubectl("wait", "--for=condition=Available", "apiservice/v1alpha1.access.sandbox.afe.dev", "--timeout=60s")
-		afe := func(stdin string, args ...string) (string, string, int) {
-			cmd := exec.Command(plugin, append([]string{"--kubeconfig", cp.Kubeconfig, "-n", ns}, args...)...)
-			cmd.Env = noDocker
-			cmd.Stdin = strings.NewReader(stdin)
-			var out, errb strings.Builder
-			cmd.Stdout, cmd.Stderr = &out, &errb
-			err := cmd.Run()
-			code := 0
-			var exit *exec.ExitError
-			if errors.As(err, &exit) {
-				code = exit.ExitCode()
-			} else {
-				Expect(err).NotTo(HaveOccurred())
-			}
-			return out.String(), errb.String(), code
-		}
+		afe := pluginWithoutDocker(ns)
 		out, _, code := afe("", "run", "sample", "--", "sh", "-c", "echo from-plugin; echo oops >&2; exit 7")
 		Expect(code).To(Equal(7))
 		Expect(out).To(ContainSubstring("from-plugin\n"))
@@ -197,6 +183,81 @@ spec:
 		Expect(events).To(ContainSubstring(`User "afe-admin" ran "sh" "-c" "cat; cat /tmp/afe-shell-marker; echo to-stderr >&2; exit 5" (tty false): exit code 5`))
 	})
 
+	It("copies a file and a tree up into /workspace and back down with kubectl afe cp, with no Docker CLI and no engine in reach", func() {
+		afe := pluginWithoutDocker(ns)
+		local := GinkgoT().TempDir()
+		rng := rand.New(rand.NewPCG(16, 2))
+		random := func(n int) []byte {
+			b := make([]byte, n)
+			for i := range b {
+				b[i] = byte(rng.UintN(256))
+			}
+			return b
+		}
+		file := filepath.Join(local, "blob.bin")
+		Expect(os.WriteFile(file, random(3<<20+17), 0o644)).To(Succeed())
+		tree := filepath.Join(local, "tree")
+		for _, d := range []string{"sub/deeper", "empty"} {
+			Expect(os.MkdirAll(filepath.Join(tree, d), 0o755)).To(Succeed())
+		}
+		for name, f := range map[string]struct {
+			data []byte
+			mode os.FileMode
+		}{
+			"a.txt": {[]byte("hello\r\n\x00\xff"), 0o644}, "sub/b.bin": {random(200 << 10), 0o755},
+			"sub/deeper/c.txt": {[]byte("deep\n"), 0o600}, "sub/deeper/.hidden": {nil, 0o644},
+		} {
+			p := filepath.Join(tree, name)
+			Expect(os.WriteFile(p, f.data, f.mode)).To(Succeed())
+			Expect(os.Chmod(p, f.mode)).To(Succeed())
+		}
+		Expect(os.Symlink("../a.txt", filepath.Join(tree, "sub", "link"))).To(Succeed())
+
+		By("uploading the file at a path of its own and the tree into /workspace/")
+		_, errs, code := afe("", "cp", file, "sample:/workspace/up.bin")
+		Expect(code).To(BeZero(), errs)
+		_, errs, code = afe("", "cp", tree, "sample:/workspace/")
+		Expect(code).To(BeZero(), errs)
+
+		By("finding them in the sandbox, byte for byte, owned by the sandbox's user")
+		container := "afe-" + ns + ".sample"
+		sums, err := dockertest.Exec(container, "sha256sum", "/workspace/up.bin", "/workspace/tree/sub/b.bin")
+		Expect(err).NotTo(HaveOccurred(), sums)
+		for _, p := range []string{file, filepath.Join(tree, "sub", "b.bin")} {
+			data, err := os.ReadFile(p)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(sums).To(ContainSubstring(fmt.Sprintf("%x", sha256.Sum256(data))))
+		}
+		owners, err := dockertest.Exec(container, "sh", "-c", `find /workspace/up.bin /workspace/tree -exec stat -c '%u:%g %n' {} \;`)
+		Expect(err).NotTo(HaveOccurred(), owners)
+		lines := strings.Split(strings.TrimSpace(owners), "\n")
+		Expect(lines).To(HaveLen(2+len(treeOf(tree))), owners)
+		for _, l := range lines {
+			Expect(l).To(HavePrefix("1000:1000 "))
+		}
+
+		By("downloading them back: at a path of their own, and into an existing folder")
+		back := GinkgoT().TempDir()
+		_, errs, code = afe("", "cp", "sample:/workspace/up.bin", filepath.Join(back, "down.bin"))
+		Expect(code).To(BeZero(), errs)
+		want, err := os.ReadFile(file)
+		Expect(err).NotTo(HaveOccurred())
+		got, err := os.ReadFile(filepath.Join(back, "down.bin"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(bytes.Equal(got, want)).To(BeTrue(), "the file came back different")
+		_, errs, code = afe("", "cp", "sample:/workspace/tree", filepath.Join(back, "tree-copy"))
+		Expect(code).To(BeZero(), errs)
+		Expect(treeOf(filepath.Join(back, "tree-copy"))).To(Equal(treeOf(tree)))
+		_, errs, code = afe("", "cp", "sample:/workspace/tree", back)
+		Expect(code).To(BeZero(), errs)
+		Expect(treeOf(filepath.Join(back, "tree"))).To(Equal(treeOf(tree)))
+
+		By("leaving no helper container behind")
+		Eventually(func() ([]string, error) {
+			return dockertest.Objects(afev1.LabelController + "=" + instance + "," + afev1.LabelSandbox + "=sample")
+		}).Should(ConsistOf("container/"+container, "volume/"+container+"_ws"))
+	})
+
 	It("serves its metrics", func() {
 		text := scrapeMetrics()
 		for _, series := range []string{
@@ -212,6 +273,42 @@ spec:
 		} {
 			Expect(text).To(ContainSubstring(series))
 		}
+	})
+
+	It("ends logs -f of a Run that ends without ever executing, with its status and exit code", func() {
+		// Suspended, the sandbox holds the Run Pending until its deadline
+		// fails it: it is never executed and has no log.
+		mustKubectlStdin(fmt.Sprintf(`apiVersion: sandbox.afe.dev/v1alpha1
+kind: Sandbox
+metadata:
+  name: never-runs
+spec:
+  image: %s
+  suspend: true
+  lifecycle: {activeDeadlineSeconds: 20}
+---
+apiVersion: sandbox.afe.dev/v1alpha1
+kind: Run
+metadata:
+  name: never-runs
+spec:
+  sandboxRef: {name: never-runs}
+  command: [echo, never]
+`, dockertest.TestImage), "apply", "-n", ns, "-f", "-")
+		DeferCleanup(func() {
+			mustKubectl("delete", "-n", ns, "run/never-runs", "sandbox/never-runs", "--ignore-not-found", "--timeout=60s")
+			Expect(dockertest.Objects(afev1.LabelNamespace + "=" + ns + "," + afev1.LabelSandbox + "=never-runs")).To(BeEmpty())
+		})
+		mustKubectl("wait", "-n", ns, "--for=jsonpath={.status.phase}=Pending", "run/never-runs", "--timeout=60s")
+		pluginWithoutDocker(ns) // the access API is there
+		logs, err := gexec.Start(pluginCommandWithoutDocker(ns, "logs", "-f", "never-runs"), GinkgoWriter, GinkgoWriter)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() { logs.Kill() })
+		Consistently(logs, "3s").ShouldNot(gexec.Exit(), "logs -f ended while the Run was Pending")
+		Eventually(logs, "90s").Should(gexec.Exit(125))
+		Expect(string(logs.Err.Contents())).To(ContainSubstring("run/never-runs failed: Sandbox never-runs ran past its lifecycle.activeDeadlineSeconds"))
+		Expect(logs.Out.Contents()).To(BeEmpty())
+		Expect(mustKubectl("get", "-n", ns, "run/never-runs", "-o", "jsonpath={.status.phase}/{.status.attempts}")).To(Equal("Failed/"))
 	})
 
 	It("shows columns, short names and descriptions", func() {
@@ -268,6 +365,7 @@ spec:
   sandboxRef: {name: sample}
   script: |
     echo attempt >> /workspace/attempts
+    echo "attempt $(wc -l < /workspace/attempts) began"
     # The first attempt would sleep far beyond the test: only a kill ends it.
     if [ "$(wc -l < /workspace/attempts)" = 1 ]; then sleep 1000; fi
     echo "{\"attempts_seen\": $(wc -l < /workspace/attempts)}"
@@ -279,10 +377,19 @@ spec:
 			out, _ := dockertest.Exec("afe-"+ns+".sample", "cat", "/workspace/attempts")
 			return out
 		}).Should(Equal("attempt"))
+		// logs -f follows the first attempt, across the kill, and the
+		// attempt made after the restart, to the Run's exit code.
+		logs, err := gexec.Start(pluginCommandWithoutDocker(ns, "logs", "-f", "crash"), GinkgoWriter, GinkgoWriter)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() { logs.Kill() })
+		Eventually(logs.Out).Should(gbytes.Say("attempt 1 began\n"))
 		manager.Kill()
 		Eventually(manager).Should(gexec.Exit())
 		startManager()
 		mustKubectl("wait", "-n", ns, "--for=jsonpath={.status.phase}=Completed", "run/crash", "--timeout=90s")
+		Eventually(logs, "60s").Should(gexec.Exit(0))
+		Expect(string(logs.Out.Contents())).To(Equal("attempt 1 began\nattempt 2 began\n{\"attempts_seen\": 2}\n"))
+		Expect(string(logs.Err.Contents())).To(ContainSubstring("--- run/crash: attempt 2 ---\n"))
 		Expect(mustKubectl("get", "-n", ns, "run/crash", "-o", "jsonpath={.status.attempts} {.status.ok} {.status.result.attempts_seen}")).
 			To(Equal("2 true 2"))
 		out, err := dockertest.Exec("afe-"+ns+".sample", "ps", "-o", "args")
@@ -365,6 +472,68 @@ spec:
 		manager = nil
 	})
 })
+
+// pluginWithoutDocker runs the plugin in ns as a user with no Docker: a
+// PATH holding no docker binary and a DOCKER_HOST pointing nowhere. It
+// needs only its kubeconfig. It answers the plugin's stdout, stderr and
+// exit code.
+func pluginWithoutDocker(ns string) func(stdin string, args ...string) (string, string, int) {
+	mustKubectl("wait", "--for=condition=Available", "apiservice/v1alpha1.access.sandbox.afe.dev", "--timeout=60s")
+	return func(stdin string, args ...string) (string, string, int) {
+		cmd := pluginCommandWithoutDocker(ns, args...)
+		cmd.Stdin = strings.NewReader(stdin)
+		var out, errb strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		code := 0
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			code = exit.ExitCode()
+		} else {
+			ExpectWithOffset(1, err).NotTo(HaveOccurred())
+		}
+		return out.String(), errb.String(), code
+	}
+}
+
+// pluginCommandWithoutDocker is the plugin's command in ns with no Docker
+// CLI and no engine in reach.
+func pluginCommandWithoutDocker(ns string, args ...string) *exec.Cmd {
+	cmd := exec.Command(pluginBin(), append([]string{"--kubeconfig", cp.Kubeconfig, "-n", ns}, args...)...)
+	cmd.Env = []string{"PATH=" + GinkgoT().TempDir(), "DOCKER_HOST=unix:///nonexistent/docker.sock", "HOME=" + GinkgoT().TempDir()}
+	return cmd
+}
+
+// treeOf describes every entry under dir: its type, permissions, and its
+// content or symlink target.
+func treeOf(dir string) map[string]string {
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		info, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		switch {
+		case info.Mode()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			out[rel] = "symlink to " + target
+			return err
+		case info.IsDir():
+			out[rel] = "dir " + info.Mode().Perm().String()
+		default:
+			data, err := os.ReadFile(p)
+			out[rel] = fmt.Sprintf("%s %x", info.Mode(), sha256.Sum256(data))
+			return err
+		}
+		return nil
+	})
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	return out
+}
 
 // scrapeMetrics reads the running manager's metrics endpoint.
 func scrapeMetrics() string {
