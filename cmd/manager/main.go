@@ -94,7 +94,7 @@ func run() int {
 	zapOpts := zap.Options{}
 	var accessOpts access.Options
 	runLogs := &runlog.Store{}
-	flag.Int64Var(&runLogs.Max, "run-log-max", runlog.DefaultMax, "The bytes of each Run attempt's output the manager keeps (kubectl afe logs -f), then cut with a marker; status.output keeps its last 32 KiB either way. 0 keeps none.")
+	flag.Int64Var(&runLogs.Max, "run-log-max", runlog.DefaultMax, "The bytes of a Run's output the manager keeps, its attempts together (kubectl afe logs -f), then cut with a marker; status.output keeps its last 32 KiB either way. 0 keeps none.")
 	flag.StringVar(&runLogs.Dir, "run-log-dir", "", "Where the manager keeps the Run logs (never in a workspace); default a folder of the instance under the temporary folder. In a Deployment, a volume.")
 	var accessService string
 	flag.StringVar(&accessOpts.BindAddress, "access-bind-address", "0", "The address the access API (exec, files, Run logs for kubectl afe, reached through the Kubernetes API server as the aggregated API "+access.APIServiceName+") binds to; port 0 takes a free port; \"0\" disables it.")

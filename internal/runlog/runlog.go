@@ -26,13 +26,14 @@ import (
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 )
 
-// DefaultMax is the default bound of one attempt's log.
+// DefaultMax is the default bound of a Run's logs, its attempts together.
 const DefaultMax = 10 << 20
 
 // Store is the folder of the logs.
 type Store struct {
 	Dir string
-	// Max bounds each attempt's log; 0 is DefaultMax.
+	// Max bounds the logs of a Run, its attempts together; 0 is
+	// DefaultMax.
 	Max int64
 }
 
@@ -62,10 +63,12 @@ type Writer struct {
 	f         *os.File
 	path      string
 	n, max    int64
+	bound     int64 // the Run's, which the marker names
 	truncated bool
 }
 
-// Create starts the log of the Run's attempt afresh.
+// Create starts the log of the Run's attempt afresh, with the room its
+// other attempts' logs left under the bound.
 func (s *Store) Create(uid types.UID, attempt int32) (*Writer, error) {
 	dir, err := s.runDir(uid)
 	if err != nil {
@@ -80,7 +83,35 @@ func (s *Store) Create(uid types.UID, attempt int32) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Writer{f: f, path: p, max: s.max()}, nil
+	used, err := othersSize(dir, filepath.Base(p)+".log")
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return &Writer{f: f, path: p, max: max(s.max()-used, 0), bound: s.max()}, nil
+}
+
+// othersSize is the bytes the logs in dir other than name take.
+func othersSize(dir, name string) (int64, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, e := range entries {
+		if e.Name() == name || !strings.HasSuffix(e.Name(), ".log") {
+			continue
+		}
+		info, err := e.Info()
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		n += info.Size()
+	}
+	return n, nil
 }
 
 // Write appends to the log up to the bound, then the marker once; it never
@@ -93,7 +124,7 @@ func (w *Writer) Write(p []byte) (int, error) {
 	}
 	if room := w.max - w.n; int64(len(p)) > room {
 		_, _ = w.f.Write(p[:room])
-		_, _ = w.f.WriteString(Marker(w.max))
+		_, _ = w.f.WriteString(Marker(w.bound))
 		w.n, w.truncated = w.max, true
 		return len(p), nil
 	}

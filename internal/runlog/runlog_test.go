@@ -52,6 +52,36 @@ func TestWriterBound(t *testing.T) {
 	}
 }
 
+// The bound is the Run's: a later attempt gets what the earlier ones left.
+func TestWriterBoundIsPerRun(t *testing.T) {
+	s := &Store{Dir: t.TempDir(), Max: 10}
+	write := func(attempt int32, out string) string {
+		t.Helper()
+		w, err := s.Create("uid-run", attempt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = w.Write([]byte(out))
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		var got bytes.Buffer
+		if err := s.Copy(context.Background(), &got, nil, "uid-run", attempt, false, nil); err != nil {
+			t.Fatal(err)
+		}
+		return got.String()
+	}
+	if got := write(1, "abcdef"); got != "abcdef" {
+		t.Fatalf("attempt 1: %q", got)
+	}
+	if got, want := write(2, "ghijkl"), "ghij"+Marker(10); got != want {
+		t.Fatalf("attempt 2: %q, want %q", got, want)
+	}
+	if got, want := write(3, "m"), Marker(10); got != want {
+		t.Fatalf("attempt 3 after the Run's bound: %q, want %q", got, want)
+	}
+}
+
 func TestLatestAndFollow(t *testing.T) {
 	s := &Store{Dir: t.TempDir()}
 	if _, err := s.Latest("uid-2"); !errors.Is(err, ErrNoLog) {
