@@ -171,6 +171,9 @@ var _ = Describe("Sandbox lifecycle", func() {
 		inflight.Spec.Script = "if [ -f /workspace/first ]; then echo again; else touch /workspace/first; sleep 120; fi"
 		Expect(k8sClient.Create(ctx, inflight)).To(Succeed())
 		waitRunPhase(ctx, inflight, afev1.RunRunning)
+		// Running is written before the exec starts: suspend once the
+		// first attempt has made its mark.
+		Eventually(func() error { _, err := dockertest.Exec(name, "test", "-f", "/workspace/first"); return err }, "20s").Should(Succeed())
 		suspend(true)
 		waitSuspended(ctx, sbx)
 		Eventually(func(g Gomega) {
