@@ -148,6 +148,10 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, req *request)
 		spec.Stderr = io.MultiWriter(spec.Stderr, measure)
 	}
 	started := time.Now()
+	// A line at the start too: a session the manager does not see end
+	// (it was killed) is still on record.
+	s.log.Info("Exec started", "user", req.user.GetName(), "groups", req.user.GetGroups(), "namespace", req.namespace,
+		"sandbox", req.name, "command", o.command, "tty", o.tty, "stdin", o.stdin)
 	code, err := s.engine.ExecStream(ctx, t.containerID, spec)
 	// A command that started is recorded however its stream ended, and
 	// committed before the caller learns its exit status.
