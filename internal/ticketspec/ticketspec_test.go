@@ -97,3 +97,59 @@ func TestLongTicketNamesAreNotLabels(t *testing.T) {
 		}
 	}
 }
+
+func TestSandboxesLifecycle(t *testing.T) {
+	lc := func(idle, deadline int64) *afev1.SandboxLifecycle {
+		return &afev1.SandboxLifecycle{IdleTimeoutSeconds: idle, ActiveDeadlineSeconds: deadline}
+	}
+	tests := map[string]struct {
+		ticket, template *afev1.SandboxLifecycle
+		want             *afev1.SandboxLifecycle
+	}{
+		"neither":                             {},
+		"template only":                       {template: lc(30, 600), want: lc(30, 600)},
+		"ticket idle fills an unset template": {ticket: lc(30, 0), want: lc(30, 0)},
+		"ticket idle fills a template without idle, keeping its deadline": {
+			ticket: lc(30, 0), template: lc(0, 600), want: lc(30, 600)},
+		"template idle wins over the ticket's":     {ticket: lc(30, 0), template: lc(90, 0), want: lc(90, 0)},
+		"ticket deadline is the ticket's own":      {ticket: lc(0, 60)},
+		"ticket deadline leaves the template's":    {ticket: lc(0, 60), template: lc(0, 600), want: lc(0, 600)},
+		"ticket idle and deadline: only idle goes": {ticket: lc(30, 60), want: lc(30, 0)},
+		"ticket zero idle leaves the template's":   {ticket: lc(0, 0), template: lc(90, 600), want: lc(90, 600)},
+		"empty ticket lifecycle, empty template":   {ticket: lc(0, 0), template: lc(0, 0), want: lc(0, 0)},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			tk := &afev1.Ticket{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "tk", UID: "tk-uid"},
+				Spec: afev1.TicketSpec{
+					Scopes:    []string{"a", "b"},
+					Lifecycle: tc.ticket.DeepCopy(),
+					Sandbox: afev1.SandboxTemplateSpec{
+						Image:     "img",
+						Workspace: afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: "/srv/x"},
+						Lifecycle: tc.template.DeepCopy(),
+					},
+				},
+			}
+			got := Sandboxes(tk)
+			if len(got) != 2 {
+				t.Fatalf("%d sandboxes, want 2", len(got))
+			}
+			for _, s := range got {
+				if d := cmp.Diff(tc.want, s.Spec.Lifecycle); d != "" {
+					t.Errorf("sandbox %s lifecycle (-want +got):\n%s", s.Name, d)
+				}
+			}
+			if d := cmp.Diff(tc.template, tk.Spec.Sandbox.Lifecycle); d != "" {
+				t.Errorf("the ticket's template was changed (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(tc.ticket, tk.Spec.Lifecycle); d != "" {
+				t.Errorf("the ticket's lifecycle was changed (-want +got):\n%s", d)
+			}
+			if a, b := got[0].Spec.Lifecycle, got[1].Spec.Lifecycle; a != nil && a == b {
+				t.Error("two sandboxes share one lifecycle")
+			}
+		})
+	}
+}

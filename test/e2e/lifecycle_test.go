@@ -9,6 +9,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/gbytes"
 	"github.com/onsi/gomega/gexec"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
@@ -104,6 +105,17 @@ spec:
 		Expect(suspended.Sub(runEnded)).To(BeNumerically(">=", 7*time.Second), "not before the idle timeout (less kubectl's own time)")
 		Expect(suspended.Sub(restarted)).To(BeNumerically("<", 7*time.Second), "the timer did not start again at the restart")
 		Expect(running(container)).To(Equal("false"))
+
+		By("a restart after the idle suspension (spec.suspend false) keeps it suspended")
+		mgr.Kill()
+		Eventually(mgr).Should(gexec.Exit())
+		start()
+		// Looked at only once the new manager's Sandbox workers run.
+		Eventually(mgr.Err, 60*time.Second).Should(gbytes.Say(`Starting workers.*"controller": ?"sandbox"`))
+		Consistently(func() string { return running(container) }, 4*time.Second, 250*time.Millisecond).Should(Equal("false"))
+		Expect(k("", "get", "sandbox/napper", "-o",
+			`jsonpath={.spec.suspend} {.status.phase} {.status.conditions[?(@.type=="Ready")].reason} {.status.recreations}`)).
+			To(Equal("false Suspended Suspended"), "idle-suspended (spec.suspend false since the resume), not lost (no recreations)")
 
 		By("kubectl afe run on the idle-suspended sandbox: it is resumed for the Run, workspace kept")
 		Expect(afe("run", "napper", "--", "cat", "/workspace/mark")).To(Equal("woke"))
