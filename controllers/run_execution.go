@@ -217,7 +217,10 @@ func (r *RunReconciler) step(ctx context.Context, a *attempt, uid int, timedOut 
 		o.lost = true
 		return code, false
 	}
-	if !timedOut.Load() && code >= 128 && r.containerGone(ctx, a) {
+	// Killed by a signal (maybe the container's end), or 126: the engine
+	// could not start the exec in a container going away ("ttrpc:
+	// closed").
+	if !timedOut.Load() && (code >= 128 || code == 126) && r.containerGone(ctx, a) {
 		o.lost = true
 		return code, false
 	}
