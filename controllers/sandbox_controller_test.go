@@ -227,10 +227,15 @@ var _ = Describe("Sandbox", func() {
 		Consistently(func(g Gomega) {
 			g.Expect(getSandbox(ctx, sbx)(g).Status.Recreations).To(BeNumerically("<=", 3))
 		}, "15s", "1s").Should(Succeed())
-		c := meta.FindStatusCondition(getSandbox(ctx, sbx)(Default).Status.Conditions, afev1.ContainerReadyCondition)
-		Expect(c).NotTo(BeNil())
-		Expect(c.Reason).To(Equal(afev1.SandboxLostReason))
-		Expect(c.Message).To(ContainSubstring("crash-loop back-off"))
+		// Between a recreation's start and its exit the container is
+		// briefly Ready: the back-off is what the condition says once it
+		// exited again.
+		Eventually(func(g Gomega) {
+			c := meta.FindStatusCondition(getSandbox(ctx, sbx)(g).Status.Conditions, afev1.ContainerReadyCondition)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(afev1.SandboxLostReason))
+			g.Expect(c.Message).To(ContainSubstring("crash-loop back-off"))
+		}, "15s").Should(Succeed())
 		deleteAndWaitGone(ctx, sbx)
 		Expect(dockertest.Objects(label)).To(BeEmpty())
 	})
