@@ -52,6 +52,41 @@ func TestQuantiles(t *testing.T) {
 	}
 }
 
+func TestParseStat(t *testing.T) {
+	// A command name with a space and a parenthesis, as a workload may
+	// name its process.
+	line := "4242 (squid (x) y) S 1 4242 4242 0 -1 4194560 900 0 0 0 150 75 0 0 20 0 1 0 98765 12345678 2048 18446744073709551615"
+	got := parseStat(line)
+	want := procStat{comm: "squid (x) y", ticks: 225, started: 98765}
+	if got != want {
+		t.Fatalf("parseStat = %+v, want %+v", got, want)
+	}
+	if got := parseStat("4242 (short) S 1 2 3"); got != (procStat{}) {
+		t.Fatalf("a short line gave %+v, want nothing", got)
+	}
+}
+
+func TestCPUBetween(t *testing.T) {
+	k := func(pid, started int64) procKey { return procKey{pid, started} }
+	tests := []struct {
+		name          string
+		before, after cpuSample
+		want          time.Duration
+	}{
+		{"growth of each process", cpuSample{k(1, 10): 100, k(2, 10): 50}, cpuSample{k(1, 10): 130, k(2, 10): 60}, 400 * time.Millisecond},
+		{"a process that ended is left out, not subtracted", cpuSample{k(1, 10): 100, k(2, 10): 5000}, cpuSample{k(1, 10): 110}, 100 * time.Millisecond},
+		{"a process that started is counted whole", cpuSample{k(1, 10): 100}, cpuSample{k(1, 10): 100, k(3, 20): 7}, 70 * time.Millisecond},
+		{"a reused PID is another process", cpuSample{k(1, 10): 500}, cpuSample{k(1, 99): 20}, 200 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := cpuBetween(tt.before, tt.after); got != tt.want {
+				t.Fatalf("cpuBetween = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestTable(t *testing.T) {
 	r := timing("x", sample{200 * time.Millisecond, 400 * time.Millisecond}, sample{100 * time.Millisecond}, "sequential")
 	want := row{Scenario: "x", Controller: "200 ms (p95 400 ms)", Baseline: "sequential 100 ms", Ratio: "2.00x"}

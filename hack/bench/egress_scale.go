@@ -80,6 +80,7 @@ func (b *bench) egressScale(ctx context.Context) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
+	engineUsed := cpuBetween(engine0, engine1)
 	_, rss, err := b.procStats()
 	if err != nil {
 		return nil, err
@@ -107,7 +108,7 @@ func (b *bench) egressScale(ctx context.Context) ([]row, error) {
 		{
 			Scenario: fmt.Sprintf("%d Sandboxes with egress Ready, idle for %s", n, idle),
 			Controller: fmt.Sprintf("host memory %.1f MiB per sandbox with its proxy (squid %.1f MiB resident); manager RSS %d MiB; engine and proxies CPU %.0f%% of a core",
-				perSandbox, proxyRSS, rss>>20, 100*(engine1-engine0).Seconds()/idle.Seconds()),
+				perSandbox, proxyRSS, rss>>20, 100*engineUsed.Seconds()/idle.Seconds()),
 			Baseline: "-", Ratio: "-",
 		},
 		{
@@ -147,25 +148,46 @@ func (b *bench) proxyRSS(ctx context.Context) (float64, error) {
 // (comm names, cut at 15 characters).
 var engineProcesses = []string{"dockerd", "containerd", "containerd-shim", "fuse-overlayfs", "squid", "docker-init"}
 
-// engineCPU is the CPU time the engine's processes have used so far (those
-// of other users of the engine included).
-func engineCPU() (time.Duration, error) {
+// cpuSample is the CPU time of each of the engine's processes at one
+// instant, by process (its PID and start time, so a reused PID is another
+// process).
+type cpuSample map[procKey]int64
+
+type procKey struct{ pid, started int64 }
+
+// engineCPU samples the CPU time the engine's processes have used so far
+// (those of other users of the engine included).
+func engineCPU() (cpuSample, error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	var ticks int64
+	sample := cpuSample{}
 	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
+		pid, err := strconv.ParseInt(e.Name(), 10, 64)
+		if err != nil {
 			continue
 		}
 		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
 		if err != nil {
 			continue // gone meanwhile
 		}
-		if comm, t := statCPU(string(stat)); slices.Contains(engineProcesses, comm) {
-			ticks += t
+		if p := parseStat(string(stat)); slices.Contains(engineProcesses, p.comm) {
+			sample[procKey{pid, p.started}] = p.ticks
 		}
 	}
-	return ticksToDuration(ticks), nil
+	return sample, nil
+}
+
+// cpuBetween is the CPU time the engine's processes used between two
+// samples: each process's growth, all of it for one that started between
+// them. A process that ended between them (a container of another user of
+// the engine) is left out rather than subtracted: a sum of totals would go
+// below zero when one ends.
+func cpuBetween(before, after cpuSample) time.Duration {
+	var ticks int64
+	for k, t := range after {
+		ticks += max(0, t-before[k])
+	}
+	return ticksToDuration(ticks)
 }

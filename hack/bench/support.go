@@ -309,27 +309,34 @@ func (b *bench) procStats() (cpu time.Duration, rssBytes int64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	_, ticks := statCPU(string(stat))
-	cpu = ticksToDuration(ticks)
+	cpu = ticksToDuration(parseStat(string(stat)).ticks)
 	rssBytes, err = procKB(fmt.Sprintf("/proc/%d/status", pid), "VmRSS:")
 	return cpu, rssBytes, err
 }
 
-// statCPU reads a /proc/PID/stat line: the command name (cut at 15
-// characters) and the CPU time used, user and system, in clock ticks.
-func statCPU(stat string) (comm string, ticks int64) {
+// procStat is what the bench reads of a /proc/PID/stat line: the command
+// name (cut at 15 characters), the CPU time used, user and system, and the
+// start time after boot, both in clock ticks.
+type procStat struct {
+	comm           string
+	ticks, started int64
+}
+
+func parseStat(stat string) procStat {
 	open, end := strings.IndexByte(stat, '('), strings.LastIndexByte(stat, ')')
 	if open < 0 || end < open || end+2 > len(stat) {
-		return "", 0
+		return procStat{}
 	}
-	// The fields after the command name, which is in parentheses.
+	// The fields after the command name, which is in parentheses: the
+	// state is field 3 of proc(5), so field N is fields[N-3].
 	fields := strings.Fields(stat[end+2:])
-	if len(fields) < 13 {
-		return "", 0
+	if len(fields) < 20 {
+		return procStat{}
 	}
-	utime, _ := strconv.ParseInt(fields[11], 10, 64)
-	stime, _ := strconv.ParseInt(fields[12], 10, 64)
-	return stat[open+1 : end], utime + stime
+	utime, _ := strconv.ParseInt(fields[14-3], 10, 64)
+	stime, _ := strconv.ParseInt(fields[15-3], 10, 64)
+	started, _ := strconv.ParseInt(fields[22-3], 10, 64)
+	return procStat{comm: stat[open+1 : end], ticks: utime + stime, started: started}
 }
 
 func ticksToDuration(ticks int64) time.Duration {
