@@ -81,6 +81,11 @@ func (r *RunReconciler) reconcile(ctx context.Context, before, run *afev1.Run) e
 		r.execs.forget(run.UID)
 		return r.removeFinalizer(ctx, run)
 	}
+	if r.Options.PerNode && r.execs.get(run.UID) == nil {
+		if here, err := r.placedHere(ctx, run); err != nil || !here {
+			return err
+		}
+	}
 	if !run.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, run)
 	}
@@ -475,4 +480,21 @@ func (r *RunReconciler) expire(ctx context.Context, run *afev1.Run) (ctrl.Result
 	}
 	logf.FromContext(ctx).Info("Deleting the ended Run: its ttlSecondsAfterFinished passed", "ttl", ttl)
 	return ctrl.Result{}, deleteExpired(ctx, r.Client, run)
+}
+
+// placedHere is true when, in per-node mode, this manager executes the Run:
+// its Sandbox is placed on this node. A Run whose Sandbox does not exist,
+// or has no Ticket (never placed), is alike for every manager: it waits or
+// ends the same way whoever writes it.
+func (r *RunReconciler) placedHere(ctx context.Context, run *afev1.Run) (bool, error) {
+	sbx := &afev1.Sandbox{}
+	err := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.SandboxRef.Name}, sbx)
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	placed, ticketed, err := placedHere(ctx, r.Client, r.Options.Instance, sbx)
+	return placed || !ticketed, err
 }

@@ -103,6 +103,13 @@ type Options struct {
 	// SetupAll sets it from the engine. Folder workspaces are then refused
 	// unless WorkspaceRootShared.
 	EngineRemote bool
+	// PerNode is --per-node: this manager is one of one per node, its node
+	// the Instance; it acts only on the tickets kube-scheduler placed on
+	// its node (through their placeholder Pods).
+	PerNode bool
+	// PlaceholderImage is --placeholder-image: the image of the placeholder
+	// Pods (the controller's own, which pauses).
+	PlaceholderImage string
 }
 
 // MaxRunsPerSandboxOrDefault is MaxRunsPerSandbox, or its default.
@@ -238,6 +245,21 @@ func (r *SandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, nil
 	}
 	s := &sandboxScope{sbx: sbx, before: sbx.DeepCopy(), id: sandboxspec.IdentityOf(sbx, r.Options.Instance)}
+	if r.Options.PerNode {
+		placed, ticketed, err := placedHere(ctx, r.Client, r.Options.Instance, sbx)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if !placed {
+			if ticketed || !sbx.DeletionTimestamp.IsZero() {
+				return ctrl.Result{}, nil // another node's
+			}
+			setCondition(sbx, afev1.SandboxReadyCondition, false, afev1.NotPlacedReason,
+				"In per-node mode a Sandbox runs only as part of a Ticket, which kube-scheduler places on a node; create a Ticket with this sandbox as its template")
+			_, err := patchStatus(ctx, r.Client, s.before, sbx, afev1.SandboxFinalizer, func(o *afev1.Sandbox) any { return o.Status })
+			return reconcileResult(ctrl.Result{}, nil, client.IgnoreNotFound(err))
+		}
+	}
 	res, err := r.reconcile(ctx, s)
 	return reconcileResult(res, err, client.IgnoreNotFound(r.writeStatus(ctx, s)))
 }

@@ -42,10 +42,11 @@ func SetupAll(ctx context.Context, mgr ctrl.Manager, engine docker.Engine, opts 
 		return fmt.Errorf("set up sandbox controller: %w", err)
 	}
 	tickets := &TicketReconciler{
-		Client:   mgr.GetClient(),
-		Engine:   engine,
-		Recorder: mgr.GetEventRecorder("afe-ticket-controller"),
-		Options:  opts,
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Engine:    engine,
+		Recorder:  mgr.GetEventRecorder("afe-ticket-controller"),
+		Options:   opts,
 	}
 	if err := tickets.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("set up ticket controller: %w", err)

@@ -30,9 +30,12 @@ import (
 // TicketReconciler drives a ticket's sandboxes through its life.
 type TicketReconciler struct {
 	client.Client
-	Engine   docker.Engine
-	Recorder events.EventRecorder
-	Options  Options
+	// APIReader reads past the cache (the placeholder Pods, in per-node
+	// mode).
+	APIReader client.Reader
+	Engine    docker.Engine
+	Recorder  events.EventRecorder
+	Options   Options
 }
 
 // +kubebuilder:rbac:groups=sandbox.afe.dev,resources=tickets,verbs=get;list;watch;update;patch;delete
@@ -52,6 +55,12 @@ type ticketScope struct {
 	// Event follows the write, so that a write retried after a conflict
 	// does not repeat it.
 	requeued string
+	// nodeLost is the message of a NodeLost requeue not yet written; its
+	// Event follows the write.
+	nodeLost string
+	// node is, in per-node mode, the node the ticket is placed on when it
+	// is this manager's: its status.node.
+	node string
 	// cleanedUp: this reconcile found the ticket ended and nothing of it
 	// left.
 	cleanedUp bool
@@ -61,10 +70,16 @@ type ticketScope struct {
 func (r *TicketReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	tk := &afev1.Ticket{}
 	if err := r.Get(ctx, req.NamespacedName, tk); err != nil {
+		if apierrors.IsNotFound(err) && r.Options.PerNode {
+			return ctrl.Result{}, r.removeOrphanPlaceholder(ctx, req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	s := &ticketScope{tk: tk, before: tk.DeepCopy()}
 	res, err := r.reconcile(ctx, s)
+	if s.node != "" {
+		tk.Status.Node = s.node
+	}
 	res, err = reconcileResult(res, err, client.IgnoreNotFound(r.writeStatus(ctx, s)))
 	if err != nil || !s.cleanedUp {
 		return res, err
@@ -89,6 +104,11 @@ func (r *TicketReconciler) expire(ctx context.Context, tk *afev1.Ticket) (ctrl.R
 }
 
 func (r *TicketReconciler) reconcile(ctx context.Context, s *ticketScope) (ctrl.Result, error) {
+	if r.Options.PerNode {
+		if mine, res, err := r.place(ctx, s); !mine || err != nil {
+			return res, err
+		}
+	}
 	now := time.Now()
 	expired := s.tk.DeadlineExceeded(now)
 	step := plan.Ticket(!s.tk.DeletionTimestamp.IsZero(), s.tk.Spec.State, expired)
@@ -126,6 +146,11 @@ func (r *TicketReconciler) reconcileNormal(ctx context.Context, s *ticketScope, 
 		if err != nil {
 			return err
 		}
+		if done {
+			if err := r.removePlaceholder(ctx, tk); err != nil {
+				return err
+			}
+		}
 		s.cleanedUp = done
 	case plan.TicketKeep:
 		// Kept as they are: a paused ticket finds its containers again.
@@ -149,6 +174,9 @@ func (r *TicketReconciler) reconcileDelete(ctx context.Context, s *ticketScope) 
 	tk, owned := s.tk, s.owned
 	done, err := r.cleanup(ctx, tk, owned)
 	if err != nil || !done {
+		return ctrl.Result{}, err
+	}
+	if err := r.removePlaceholder(ctx, tk); err != nil {
 		return ctrl.Result{}, err
 	}
 	// No status write follows: the removal is what is counted, and only one
@@ -387,6 +415,10 @@ func (r *TicketReconciler) writeStatus(ctx context.Context, s *ticketScope) erro
 			"Sandbox %s was lost and recreated with a fresh workspace; requeue the interrupted step", s.requeued)
 		s.requeued = ""
 	}
+	if s.nodeLost != "" {
+		r.Recorder.Eventf(s.tk, nil, corev1.EventTypeWarning, afev1.NodeLostReason, "Requeue", "%s", s.nodeLost)
+		s.nodeLost = ""
+	}
 	if !meta.IsStatusConditionTrue(s.before.Status.Conditions, afev1.TicketFailedCondition) &&
 		meta.IsStatusConditionTrue(s.tk.Status.Conditions, afev1.TicketFailedCondition) {
 		r.Recorder.Eventf(s.tk, nil, corev1.EventTypeWarning, afev1.DeadlineExceededReason, "Fail",
@@ -426,11 +458,25 @@ func (r *TicketReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 	}); err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&afev1.Ticket{}, builder.WithPredicates(specOrDeletionChanged(nil))).
 		Owns(&afev1.Sandbox{}).
 		Watches(&afev1.Run{}, handler.EnqueueRequestsFromMapFunc(r.finishingTicketOfRun)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Options.MaxConcurrentReconciles)}).
-		Named("ticket").
-		Complete(r)
+		Named("ticket")
+	if r.Options.PerNode {
+		// The placeholders (the manager's cache holds only them) and the
+		// readiness of the nodes they are bound to.
+		if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, podNodeIndex, func(o client.Object) []string {
+			if n := o.(*corev1.Pod).Spec.NodeName; n != "" {
+				return []string{n}
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		b = b.Owns(&corev1.Pod{}).
+			Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.ticketsOnNode), builder.WithPredicates(nodeReadinessChanged()))
+	}
+	return b.Complete(r)
 }

@@ -83,6 +83,9 @@ const (
 	ReadyReason = "Ready"
 	// ProvisioningReason: the object is being created.
 	ProvisioningReason = "Provisioning"
+	// NotPlacedReason: in per-node mode, a Sandbox runs only as part of a
+	// Ticket, which kube-scheduler places; this one has none.
+	NotPlacedReason = "NotPlaced"
 	// InvalidSpecReason: the spec cannot be honoured; the message says what to
 	// fix. Nothing was created in Docker.
 	InvalidSpecReason = "InvalidSpec"

@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -39,11 +40,14 @@ func (s TicketState) Terminal() bool {
 }
 
 // TicketPhase is where a ticket is in its life.
-// +kubebuilder:validation:Enum=Provisioning;Ready;Paused;CleaningUp;Finished
+// +kubebuilder:validation:Enum=Pending;Provisioning;Ready;Paused;CleaningUp;Finished
 type TicketPhase string
 
 // The phases of a Ticket.
 const (
+	// TicketPending: in per-node mode, the ticket waits for kube-scheduler
+	// to place it on a node.
+	TicketPending      TicketPhase = "Pending"
 	TicketProvisioning TicketPhase = "Provisioning"
 	TicketReady        TicketPhase = "Ready"
 	TicketPausedPhase  TicketPhase = "Paused"
@@ -85,7 +89,40 @@ const (
 	TicketFailedCondition = "Failed"
 	// NoLossReason: no sandbox of the ticket was lost.
 	NoLossReason = "NoLoss"
+	// SchedulingReason: in per-node mode, the ticket's placeholder Pod
+	// waits for kube-scheduler to look at it.
+	SchedulingReason = "Scheduling"
+	// UnschedulableReason: in per-node mode, kube-scheduler has not placed
+	// the ticket's placeholder Pod; the message is the scheduler's.
+	UnschedulableReason = "Unschedulable"
+	// PlacementConflictReason: a Pod with the name of the ticket's
+	// placeholder exists and is not the ticket's.
+	PlacementConflictReason = "PlacementConflict"
+	// NodeLostReason: the node the ticket was placed on went NotReady or
+	// away, or its placeholder Pod was deleted: the ticket's sandboxes are
+	// created afresh where it is placed next.
+	NodeLostReason = "NodeLost"
 )
+
+// TicketPlacement constrains, in per-node mode, the nodes a ticket's
+// sandboxes may run on; kube-scheduler places the ticket's placeholder Pod
+// with these fields as they would be on any Pod.
+type TicketPlacement struct {
+	// nodeSelector: the node's labels must match these.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// affinity: node affinity and (anti-)affinity to other Pods, placeholder
+	// Pods of other tickets included.
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+	// tolerations of the nodes' taints.
+	// +listType=atomic
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	// priorityClassName: the placeholder Pod's priority (and preemption) class.
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+}
 
 // TicketSpec declares a unit of work and its sandboxes.
 // +kubebuilder:validation:XValidation:rule="!(oldSelf.state in ['Done', 'Failed', 'Cancelled']) || self.state == oldSelf.state",message="a Done, Failed or Cancelled ticket cannot change state"
@@ -133,6 +170,11 @@ type TicketSpec struct {
 	// +kubebuilder:validation:Maximum=31622400
 	// +optional
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+
+	// placement: in per-node mode (config/per-node), where kube-scheduler
+	// may place the ticket. Ignored otherwise.
+	// +optional
+	Placement *TicketPlacement `json:"placement,omitempty"`
 }
 
 // TicketStatus is the observed state of a Ticket.
@@ -149,13 +191,14 @@ type TicketStatus struct {
 	// ready is readySandboxes/sandboxes, for display.
 	// +optional
 	Ready string `json:"ready,omitempty"`
-	// requeues counts sandbox losses: each interrupted the step in flight.
+	// requeues counts sandbox and node losses: each interrupted the step in
+	// flight.
 	// +optional
 	Requeues int32 `json:"requeues,omitempty"`
 	// lastRequeueTime is when a sandbox was last lost.
 	// +optional
 	LastRequeueTime *metav1.Time `json:"lastRequeueTime,omitempty"`
-	// lastRequeueReason is why (SandboxLost).
+	// lastRequeueReason is why (SandboxLost, NodeLost).
 	// +optional
 	LastRequeueReason string `json:"lastRequeueReason,omitempty"`
 	// observedRecreations is the sum of the sandboxes' recreations already
@@ -173,6 +216,10 @@ type TicketStatus struct {
 	// observedGeneration is the generation the status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// node is, in per-node mode, the node the ticket's sandboxes run on, as
+	// its manager last reported it.
+	// +optional
+	Node string `json:"node,omitempty"`
 	// usage is the sum of the usage of the ticket's sandboxes (each as in
 	// its own status.usage; time is the latest of theirs), refreshed with
 	// them while the ticket is not finished, and kept as last measured once
@@ -194,6 +241,7 @@ type TicketStatus struct {
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.ready`
 // +kubebuilder:printcolumn:name="Requeues",type=integer,JSONPath=`.status.requeues`
+// +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.node`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Ticket struct {
 	metav1.TypeMeta   `json:",inline"`

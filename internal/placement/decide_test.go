@@ -1,0 +1,71 @@
+package placement
+
+import "testing"
+
+func TestDecide(t *testing.T) {
+	ready := func(nodes ...string) func(string) bool {
+		return func(n string) bool {
+			for _, r := range nodes {
+				if r == n {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	tests := []struct {
+		name string
+		in   Input
+		want Decision
+	}{
+		{"new ticket: make the placeholder",
+			Input{Me: "a", Pod: PodAbsent, NodeReady: ready("a", "b")}, Decision{Action: CreatePod}},
+		{"placeholder not bound yet",
+			Input{Me: "a", Pod: PodUnbound, NodeReady: ready("a", "b")}, Decision{Action: Pending}},
+		{"a foreign Pod holds the name",
+			Input{Me: "a", Pod: PodForeign, NodeReady: ready("a")}, Decision{Action: Conflict}},
+		{"a foreign Pod does not place the ticket on its node",
+			Input{Me: "b", Pod: PodForeign, PodNode: "b", NodeReady: ready("a", "b")}, Decision{Action: Conflict}},
+		{"bound here",
+			Input{Me: "a", Pod: PodBound, PodNode: "a", NodeReady: ready("a", "b")}, Decision{Action: Mine, Node: "a"}},
+		{"bound elsewhere",
+			Input{Me: "a", Pod: PodBound, PodNode: "b", NodeReady: ready("a", "b")}, Decision{Action: Wait, Node: "b"}},
+		{"status.node alone does not place a ticket whose Pod is bound",
+			Input{Me: "a", Pod: PodBound, PodNode: "b", ReportedNode: "a", NodeReady: ready("a", "b")}, Decision{Action: Wait, Node: "b"}},
+		{"bound to a node gone NotReady: released by the others",
+			Input{Me: "a", Pod: PodBound, PodNode: "b", NodeReady: ready("a")}, Decision{Action: Release, Node: "b", Requeue: true, Strip: true}},
+		{"the lost node's own manager keeps its hands off",
+			Input{Me: "b", Pod: PodBound, PodNode: "b", NodeReady: ready("a")}, Decision{Action: Wait, Node: "b"}},
+		{"a Folder workspace on a lost node waits for it",
+			Input{Me: "a", Pod: PodBound, PodNode: "b", Folder: true, NodeReady: ready("a")}, Decision{Action: Stuck, Node: "b"}},
+		{"placeholder deleted on a live node: released, finalizers left to its manager",
+			Input{Me: "a", Pod: PodAbsent, ReportedNode: "b", NodeReady: ready("a", "b")}, Decision{Action: Release, Node: "b", Requeue: true}},
+		{"a foreign Pod in place of a deleted placeholder: released, not kept",
+			Input{Me: "b", Pod: PodForeign, PodNode: "b", ReportedNode: "b", NodeReady: ready("a", "b")}, Decision{Action: Release, Node: "b", Requeue: true}},
+		{"own placeholder deleted",
+			Input{Me: "b", Pod: PodAbsent, ReportedNode: "b", NodeReady: ready("a", "b")}, Decision{Action: Release, Node: "b", Requeue: true}},
+		{"ended, placeholder removed after the cleanup: its node's",
+			Input{Me: "b", Ended: true, Pod: PodAbsent, ReportedNode: "b", NodeReady: ready("a", "b")}, Decision{Action: Mine, Node: "b"}},
+		{"ended elsewhere",
+			Input{Me: "a", Ended: true, Pod: PodBound, PodNode: "b", NodeReady: ready("a", "b")}, Decision{Action: Wait, Node: "b"}},
+		{"ended on a lost node: released without a requeue",
+			Input{Me: "a", Ended: true, Pod: PodBound, PodNode: "b", NodeReady: ready("a")}, Decision{Action: Release, Node: "b", Strip: true}},
+		{"ended with a Folder workspace on a lost node: released",
+			Input{Me: "a", Ended: true, Folder: true, Pod: PodBound, PodNode: "b", NodeReady: ready("a")}, Decision{Action: Release, Node: "b", Strip: true}},
+		{"cleaned up on a node lost since: kept as it is",
+			Input{Me: "a", Ended: true, CleanedUp: true, Pod: PodAbsent, ReportedNode: "b", NodeReady: ready("a")}, Decision{Action: Wait, Node: "b"}},
+		{"cleaned up on a lost node, then deleted: released",
+			Input{Me: "a", Ended: true, CleanedUp: true, Deleting: true, Pod: PodAbsent, ReportedNode: "b", NodeReady: ready("a")}, Decision{Action: Release, Node: "b", Strip: true}},
+		{"ended before it was placed: anyone finishes it",
+			Input{Me: "a", Ended: true, Pod: PodUnbound, NodeReady: ready("a")}, Decision{Action: Mine}},
+		{"ended before it was placed, behind a foreign Pod",
+			Input{Me: "a", Ended: true, Pod: PodForeign, NodeReady: ready("a")}, Decision{Action: Mine}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Decide(tt.in); got != tt.want {
+				t.Fatalf("Decide = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
