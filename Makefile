@@ -17,6 +17,9 @@ ENVTEST_DIR = $(LOCALBIN)/envtest/$(KUBE_VERSION:v%=%)
 IMG ?= afe/controller:dev
 PROXY_IMG ?= afe/egress-proxy:dev
 RUN_ARGS ?=
+# make run NODES=3: one manager per node (the per-node mode) on the local
+# control plane, with kube-scheduler and the Nodes node-1..node-3.
+NODES ?=
 
 .PHONY: all
 all: build
@@ -60,7 +63,7 @@ lint: golangci-lint ## golangci-lint.
 ##@ Test
 
 .PHONY: envtest
-envtest: ## Build (once, offline) the kube-apiserver and etcd of the test control plane.
+envtest: ## Build (once, offline) the kube-apiserver, etcd and kube-scheduler of the test control plane.
 	@KUBE_VERSION=$(KUBE_VERSION) ETCD_VERSION=$(ETCD_VERSION) hack/build-envtest.sh >/dev/null
 
 .PHONY: images
@@ -131,14 +134,27 @@ build: ## Build the manager binary.
 	go build -o $(LOCALBIN)/manager ./cmd/manager
 
 .PHONY: run
-run: manifests generate build kubectl-afe envtest images ## Run the controller; without KUBECONFIG on a local control plane kept under bin/local.
+run: manifests generate build kubectl-afe envtest images ## Run the controller; without KUBECONFIG on a local control plane kept under bin/local (NODES=3: a manager per node).
 ifeq ($(KUBECONFIG),)
 	go build -o $(LOCALBIN)/localcp ./hack/localcp
+ifeq ($(filter-out 0,$(NODES)),)
 	@# The access API (kubectl afe exec, shell, cp, logs -f) through the local
 	@# API server: an ExternalName Service to localhost at a free port.
 	exec $(LOCALBIN)/localcp --assets $(ENVTEST_DIR) --dir $(LOCALBIN)/local --crds config/crd/bases -- $(LOCALBIN)/manager \
 		--access-bind-address=127.0.0.1:0 --access-register --access-external-name=localhost --access-service=afe-local/access \
 		--run-log-dir=$(LOCALBIN)/local/run-logs --telemetry-db $(LOCALBIN)/local/telemetry.db $(RUN_ARGS)
+else
+	@# localcp runs the manager once per node, appending --per-node
+	@# --instance=node-i, with {node} replaced by the node's name and an
+	@# argument {node-1}ARG given (as ARG) to node-1's manager only. Each has
+	@# its own Run logs and telemetry. node-1's alone serves metrics and
+	@# probes at the ports of a single manager (its flags come later and
+	@# win); the others serve neither, so none collide. The access API is
+	@# not served in per-node mode (docs/per-node.md).
+	exec $(LOCALBIN)/localcp --assets $(ENVTEST_DIR) --dir $(LOCALBIN)/local --crds config/crd/bases --nodes $(NODES) -- $(LOCALBIN)/manager \
+		--metrics-bind-address=0 --health-probe-bind-address=0 '{node-1}--metrics-bind-address=:8080' '{node-1}--health-probe-bind-address=:8081' \
+		--run-log-dir=$(LOCALBIN)/local/run-logs-{node} --telemetry-db $(LOCALBIN)/local/telemetry-{node}.db $(RUN_ARGS)
+endif
 else
 	exec $(LOCALBIN)/manager $(RUN_ARGS)
 endif

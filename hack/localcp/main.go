@@ -3,10 +3,15 @@
 // and then runs the command after "--" with KUBECONFIG pointing at it, until
 // the command ends or SIGINT/SIGTERM arrives; without a command it runs until
 // a signal. `make run` uses it.
+//
+// With --nodes N it also runs kube-scheduler, registers the Nodes node-1 to
+// node-N (no kubelet backs them), and runs the command once per node, as the
+// per-node mode runs one manager per node: see nodeArgs for how each gets
+// its arguments.
 package main
 
 import (
-	"errors"
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -20,12 +25,13 @@ import (
 func main() {
 	dir := flag.String("dir", "bin/local", "Where the control plane keeps its state and kubeconfig.")
 	crds := flag.String("crds", "config/crd/bases", "The CRD folder to install.")
-	assets := flag.String("assets", os.Getenv("KUBEBUILDER_ASSETS"), "The folder of the kube-apiserver and etcd binaries.")
+	assets := flag.String("assets", os.Getenv("KUBEBUILDER_ASSETS"), "The folder of the kube-apiserver, etcd and kube-scheduler binaries.")
+	nodes := flag.Int("nodes", 0, "Run kube-scheduler, register the Nodes node-1..node-N, and run the command once per node with --per-node --instance=node-i appended, {node} in its arguments replaced by the node's name, and an argument {node-i}ARG given as ARG to node-i only. 0 runs the command once, as it is.")
 	flag.Parse()
-	os.Exit(run(*dir, *crds, *assets, flag.Args()))
+	os.Exit(run(*dir, *crds, *assets, *nodes, flag.Args()))
 }
 
-func run(dir, crds, assets string, command []string) int {
+func run(dir, crds, assets string, nodes int, command []string) int {
 	signals := make(chan os.Signal, 2)
 	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
 
@@ -40,33 +46,25 @@ func run(dir, crds, assets string, command []string) int {
 		}
 	}()
 	fmt.Fprintf(os.Stderr, "localcp: control plane at %s; kubeconfig %s\n", cp.Config.Host, cp.Kubeconfig)
+	names := nodeNames(nodes)
+	if nodes > 0 {
+		if err := startNodes(context.Background(), cp, assets, names); err != nil {
+			fmt.Fprintln(os.Stderr, "localcp:", err)
+			return 1
+		}
+		fmt.Fprintf(os.Stderr, "localcp: kube-scheduler started (log %s/kube-scheduler.log); nodes %v\n", dir, names)
+	}
 
 	if len(command) == 0 {
 		<-signals
 		return 0
 	}
-	cmd := exec.Command(command[0], command[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+cp.Kubeconfig)
-	if err := cmd.Start(); err != nil {
-		fmt.Fprintln(os.Stderr, "localcp:", err)
-		return 1
+	env := append(os.Environ(), "KUBECONFIG="+cp.Kubeconfig)
+	if nodes == 0 {
+		cmd := exec.Command(command[0], command[1:]...)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+		cmd.Env = env
+		return supervise([]*exec.Cmd{cmd}, signals)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	for {
-		select {
-		case sig := <-signals:
-			_ = cmd.Process.Signal(sig)
-		case err := <-done:
-			var exit *exec.ExitError
-			if errors.As(err, &exit) {
-				return exit.ExitCode()
-			}
-			if err != nil {
-				return 1
-			}
-			return 0
-		}
-	}
+	return supervise(nodeCommands(command, names, env), signals)
 }

@@ -2,7 +2,8 @@
 // kube-apiserver, as envtest starts them) whose state survives restarts: etcd
 // keeps its data under the given folder, so a restarted controller finds its
 // objects again as on a real cluster. `make run` and the end-to-end tests use
-// it.
+// it. For the per-node mode it also runs kube-scheduler and registers Nodes
+// that no kubelet backs (StartScheduler, RegisterNode, SetNodeReady).
 package localcp
 
 import (
@@ -25,6 +26,7 @@ type ControlPlane struct {
 	// Kubeconfig is the path of the written kubeconfig.
 	Kubeconfig string
 	env        *envtest.Environment
+	scheduler  *process // nil until StartScheduler
 }
 
 // Start starts a control plane keeping its state in dir, installs (or
@@ -92,8 +94,13 @@ func EnableAggregation(api *envtest.APIServer, dir string) error {
 	return nil
 }
 
-// Stop stops the API server and etcd; their state stays in Dir.
+// Stop stops kube-scheduler (if started), the API server and etcd; their
+// state stays in Dir.
 func (cp *ControlPlane) Stop() error {
+	if cp.scheduler != nil {
+		cp.scheduler.stop()
+		cp.scheduler = nil
+	}
 	_ = os.Remove(cp.Kubeconfig)
 	return cp.env.Stop()
 }

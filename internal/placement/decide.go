@@ -4,13 +4,13 @@ package placement
 type PodState int
 
 const (
-	// PodAbsent: no Pod of that name.
+	// PodAbsent means: no Pod of that name.
 	PodAbsent PodState = iota
-	// PodForeign: a Pod of that name the Ticket does not control.
+	// PodForeign means: a Pod of that name the Ticket does not control.
 	PodForeign
-	// PodUnbound: the ticket's Pod, not placed yet.
+	// PodUnbound means: the ticket's Pod, not placed yet.
 	PodUnbound
-	// PodBound: the ticket's Pod, bound to a node.
+	// PodBound means: the ticket's Pod, bound to a node.
 	PodBound
 )
 
@@ -39,21 +39,21 @@ type Input struct {
 type Action int
 
 const (
-	// Wait: nothing here; another manager's ticket, or placement pending
+	// Wait means: nothing here; another manager's ticket, or placement pending
 	// on someone else.
 	Wait Action = iota
-	// Mine: placed on this manager's node; reconcile it as one engine's.
+	// Mine means: placed on this manager's node; reconcile it as one engine's.
 	Mine
-	// CreatePod: make the placeholder.
+	// CreatePod means: make the placeholder.
 	CreatePod
-	// Pending: the placeholder waits for kube-scheduler.
+	// Pending means: the placeholder waits for kube-scheduler.
 	Pending
-	// Conflict: a foreign Pod holds the placeholder's name.
+	// Conflict means: a foreign Pod holds the placeholder's name.
 	Conflict
-	// Release: the placement was lost: delete the ticket's Sandboxes, then
+	// Release means: the placement was lost: delete the ticket's Sandboxes, then
 	// its Pod, so that it is placed anew.
 	Release
-	// Stuck: placed on a lost node with a workspace that cannot move.
+	// Stuck means: placed on a lost node with a workspace that cannot move.
 	Stuck
 )
 

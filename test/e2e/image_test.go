@@ -19,6 +19,32 @@ import (
 // The controller image runs as a container against a control plane of its
 // own (so that it is the only controller there) and the local engine.
 var _ = Describe("The controller image", func() {
+	It("holds a per-node placeholder's place with /manager pause, as a kubelet would run it, until stopped", func() {
+		image := os.Getenv("AFE_CONTROLLER_IMAGE")
+		if image == "" {
+			image = "afe/controller:dev"
+		}
+		if err := exec.Command("docker", "image", "inspect", image).Run(); err != nil {
+			Fail(image + " is missing: run make docker-build")
+		}
+		inst := fmt.Sprintf("e2e-pause-%d", os.Getpid())
+		// The placeholder Pod's security context: non-root, read-only, no
+		// capability, no network.
+		out, err := exec.Command("docker", "run", "-d", "--name", inst, "--label", afev1.LabelController+"="+inst,
+			"--user", "65532:65532", "--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--network", "none",
+			"--entrypoint", "/manager", image, "pause").CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(out))
+		defer dockertest.RemoveAll(afev1.LabelController + "=" + inst)
+		Consistently(func() string {
+			s, _ := exec.Command("docker", "inspect", "-f", "{{.State.Status}}", inst).Output()
+			return strings.TrimSpace(string(s))
+		}, "2s").Should(Equal("running"))
+		Expect(exec.Command("docker", "stop", "-t", "10", inst).Run()).To(Succeed())
+		code, err := exec.Command("docker", "inspect", "-f", "{{.State.ExitCode}}", inst).Output()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(strings.TrimSpace(string(code))).To(Equal("0"), "pause ends at once, and cleanly, on SIGTERM")
+	})
+
 	It("reconciles the sample sandbox from a container", func() {
 		image := os.Getenv("AFE_CONTROLLER_IMAGE")
 		if image == "" {

@@ -326,6 +326,11 @@ spec:
 		Expect(out).To(ContainSubstring("deployment.apps/afe-controller-manager created (server dry run)"))
 		Expect(out).To(ContainSubstring("clusterrole.rbac.authorization.k8s.io/afe-manager-role created (server dry run)"))
 
+		By("accepting the per-node overlay: a DaemonSet in place of the Deployment")
+		out = mustKubectl("apply", "-k", filepath.Join(root, "config", "per-node"), "--dry-run=server")
+		Expect(out).To(ContainSubstring("daemonset.apps/afe-controller-node created (server dry run)"))
+		Expect(out).NotTo(ContainSubstring("deployment.apps/"))
+
 		By("accepting the overlay for a remote engine: TLS from a Secret, no socket")
 		out = mustKubectl("apply", "-k", filepath.Join(root, "config", "remote-engine"), "--dry-run=server")
 		Expect(out).To(ContainSubstring("deployment.apps/afe-controller-manager created (server dry run)"))

@@ -1,0 +1,296 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/gexec"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/internal/localcp"
+	"afe.dev/sandbox/test/dockertest"
+)
+
+// Per-node mode on one machine: a control plane of its own with
+// kube-scheduler, three Node objects of 2 CPUs (no kubelet: the scheduler
+// only binds), and one manager binary per node, each with --per-node and
+// the node's name as its --instance, all on this machine's engine.
+var _ = Describe("Per-node mode", Ordered, Label("per-node"), func() {
+	var (
+		pcp      *localcp.ControlPlane
+		nodes    []string
+		managers []*gexec.Session
+		ns       = "pernode"
+	)
+	pkubectl := func(args ...string) string {
+		cmd := exec.Command("kubectl", append([]string{"--kubeconfig", pcp.Kubeconfig}, args...)...)
+		out, err := cmd.CombinedOutput()
+		ExpectWithOffset(1, err).NotTo(HaveOccurred(), "kubectl %s: %s", strings.Join(args, " "), out)
+		return strings.TrimSpace(string(out))
+	}
+	pkubectlStdin := func(stdin string, args ...string) {
+		cmd := exec.Command("kubectl", append([]string{"--kubeconfig", pcp.Kubeconfig}, args...)...)
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		ExpectWithOffset(1, err).NotTo(HaveOccurred(), "kubectl %s: %s", strings.Join(args, " "), out)
+	}
+	ticket := func(name, extra string) string {
+		return fmt.Sprintf(`apiVersion: sandbox.afe.dev/v1alpha1
+kind: Ticket
+metadata:
+  name: %s
+spec:
+  sandbox:
+    image: %s
+    resources: {cpu: 500m, memory: 64Mi, pids: 64}
+%s---
+`, name, dockertest.TestImage, extra)
+	}
+	// placed is each Ticket's phase, Ready condition reason and node.
+	type placedTicket struct{ phase, reason, message, node string }
+	tickets := func() map[string]placedTicket {
+		out := pkubectl("get", "tickets", "-n", ns, "-o",
+			`jsonpath={range .items[*]}{.metadata.name}|{.status.phase}|{.status.node}|{.status.conditions[?(@.type=="Ready")].reason}|{.status.conditions[?(@.type=="Ready")].message}{"\n"}{end}`)
+		m := map[string]placedTicket{}
+		for _, line := range strings.Split(out, "\n") {
+			f := strings.SplitN(line, "|", 5)
+			if len(f) == 5 {
+				m[f[0]] = placedTicket{phase: f[1], node: f[2], reason: f[3], message: f[4]}
+			}
+		}
+		return m
+	}
+	count := func(m map[string]placedTicket, ok func(placedTicket) bool) int {
+		n := 0
+		for _, t := range m {
+			if ok(t) {
+				n++
+			}
+		}
+		return n
+	}
+	// onEngine is, by instance (node), the sandbox containers of the
+	// namespace the engine runs.
+	onEngine := func() map[string][]string {
+		m := map[string][]string{}
+		for _, node := range nodes {
+			out, err := exec.Command("docker", "ps", "-a", "--filter", "label="+afev1.LabelController+"="+node,
+				"--filter", "label="+afev1.LabelRole+"="+afev1.RoleSandbox, "--format", `{{.Label "`+afev1.LabelSandbox+`"}}`).Output()
+			ExpectWithOffset(1, err).NotTo(HaveOccurred())
+			for _, s := range strings.Fields(string(out)) {
+				m[node] = append(m[node], s)
+			}
+			sort.Strings(m[node])
+		}
+		return m
+	}
+	setState := func(state string, names ...string) {
+		for _, n := range names {
+			pkubectl("patch", "ticket", n, "-n", ns, "--type=merge", "-p", `{"spec":{"state":"`+state+`"}}`)
+		}
+	}
+
+	BeforeAll(func() {
+		assets := os.Getenv("KUBEBUILDER_ASSETS")
+		if assets == "" {
+			assets = filepath.Join(root, "bin", "envtest", "1.37.2")
+		}
+		var err error
+		pcp, err = localcp.Start(GinkgoT().TempDir(), assets, filepath.Join(root, "config", "crd", "bases"))
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() { Expect(pcp.Stop()).To(Succeed()) })
+		Expect(pcp.StartScheduler(assets)).To(Succeed())
+
+		ctx := context.Background()
+		for i := 1; i <= 3; i++ {
+			node := fmt.Sprintf("%s-n%d", instance, i)
+			nodes = append(nodes, node)
+			Expect(localcp.RegisterNode(ctx, pcp.Config, node, corev1.ResourceList{
+				corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("110"),
+			}, map[string]string{"afe.dev/e2e-pool": fmt.Sprintf("pool-%d", i)})).To(Succeed())
+		}
+		DeferCleanup(func() {
+			for _, node := range nodes {
+				dockertest.RemoveAll(afev1.LabelController + "=" + node)
+			}
+		})
+		for _, node := range nodes {
+			cmd := exec.Command(managerBin, "--per-node", "--instance", node,
+				"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
+				"--resync-period", "10s", "--run-log-dir", GinkgoT().TempDir())
+			cmd.Env = append(os.Environ(), "KUBECONFIG="+pcp.Kubeconfig)
+			s, err := gexec.Start(cmd, GinkgoWriter, GinkgoWriter)
+			Expect(err).NotTo(HaveOccurred())
+			managers = append(managers, s)
+		}
+		DeferCleanup(func() {
+			for _, m := range managers {
+				m.Signal(syscall.SIGTERM)
+			}
+			for _, m := range managers {
+				Eventually(m, 30*time.Second).Should(gexec.Exit())
+			}
+		})
+		pkubectl("create", "namespace", ns)
+	})
+
+	It("runs 12 of 30 tickets of 0.5 CPU on 3 nodes of 2 CPUs, the others Pending with the scheduler's reason", func() {
+		var all strings.Builder
+		for i := range 30 {
+			all.WriteString(ticket(fmt.Sprintf("t%02d", i), ""))
+		}
+		pkubectlStdin(all.String(), "apply", "-n", ns, "-f", "-")
+
+		Eventually(func(g Gomega) {
+			m := tickets()
+			g.Expect(m).To(HaveLen(30))
+			g.Expect(count(m, func(t placedTicket) bool { return t.phase == "Ready" && t.node != "" })).To(Equal(12), "%v", m)
+			g.Expect(count(m, func(t placedTicket) bool {
+				return t.phase == "Pending" && t.reason == afev1.UnschedulableReason && strings.Contains(t.message, "Insufficient cpu")
+			})).To(Equal(18), "%v", m)
+		}, 3*time.Minute, time.Second).Should(Succeed())
+
+		By("placing 4 on each node, each ticket's sandbox on its own node's engine only")
+		m := tickets()
+		byNode := map[string][]string{}
+		for name, t := range m {
+			if t.node != "" {
+				byNode[t.node] = append(byNode[t.node], name)
+			}
+		}
+		engine := onEngine()
+		for _, node := range nodes {
+			sort.Strings(byNode[node])
+			Expect(byNode[node]).To(HaveLen(4), "node %s: %v", node, byNode)
+			Expect(engine[node]).To(Equal(byNode[node]), "the containers of %s's manager", node)
+		}
+		wide := pkubectl("get", "tickets", "-n", ns, "-o", "wide")
+		Expect(strings.Fields(strings.SplitN(wide, "\n", 2)[0])).To(ContainElement("NODE"))
+		Expect(wide).To(ContainSubstring(nodes[0]))
+	})
+
+	It("places the waiting tickets when others finish", func() {
+		var ready []string
+		for name, t := range tickets() {
+			if t.phase == "Ready" {
+				ready = append(ready, name)
+			}
+		}
+		setState("Done", ready...)
+		Eventually(func(g Gomega) {
+			m := tickets()
+			g.Expect(count(m, func(t placedTicket) bool { return t.phase == "Finished" })).To(Equal(12))
+			g.Expect(count(m, func(t placedTicket) bool { return t.phase == "Ready" })).To(Equal(12), "%v", m)
+			g.Expect(count(m, func(t placedTicket) bool { return t.phase == "Pending" })).To(Equal(6))
+		}, 3*time.Minute, time.Second).Should(Succeed())
+		// A finished ticket's placeholder is gone: its CPU is back.
+		pods := pkubectl("get", "pods", "-n", ns, "-o", "name")
+		Expect(strings.Fields(pods)).To(HaveLen(18))
+	})
+
+	It("requeues the tickets of a node gone NotReady with NodeLost and recreates them on the others", func() {
+		// Everything but the tickets of the last node ends, so that the
+		// others have room for them.
+		m := tickets()
+		lost := nodes[2]
+		var keep, end []string
+		for name, t := range m {
+			switch {
+			case t.phase == "Finished":
+			case t.node == lost && t.phase == "Ready":
+				keep = append(keep, name)
+			default:
+				end = append(end, name)
+			}
+		}
+		Expect(keep).To(HaveLen(4))
+		setState("Done", end...)
+		Eventually(func(g Gomega) {
+			g.Expect(count(tickets(), func(t placedTicket) bool { return t.phase == "Finished" })).To(Equal(26))
+		}, 3*time.Minute, time.Second).Should(Succeed())
+
+		Expect(localcp.SetNodeReady(context.Background(), pcp.Config, lost, false)).To(Succeed())
+		Eventually(func(g Gomega) {
+			m := tickets()
+			for _, name := range keep {
+				t := m[name]
+				g.Expect(t.phase).To(Equal("Ready"), "%s: %+v", name, t)
+				g.Expect(t.node).To(BeElementOf(nodes[0], nodes[1]), name)
+				g.Expect(pkubectl("get", "ticket", name, "-n", ns, "-o", "jsonpath={.status.requeues}/{.status.lastRequeueReason}")).To(Equal("1/NodeLost"))
+			}
+			engine := onEngine()
+			g.Expect(engine[lost]).To(BeEmpty(), "the lost node's manager removed what it ran")
+			g.Expect(append(engine[nodes[0]], engine[nodes[1]]...)).To(ConsistOf(keep))
+		}, 4*time.Minute, time.Second).Should(Succeed())
+		events := pkubectl("get", "events", "-n", ns, "--field-selector", "reason="+afev1.NodeLostReason, "-o", "name")
+		Expect(strings.Fields(events)).NotTo(BeEmpty())
+		setState("Done", keep...)
+		Expect(localcp.SetNodeReady(context.Background(), pcp.Config, lost, true)).To(Succeed())
+	})
+
+	It("lands a ticket with a nodeSelector only on the matching node", func() {
+		pkubectlStdin(ticket("selected", "  placement:\n    nodeSelector: {afe.dev/e2e-pool: pool-3}\n"), "apply", "-n", ns, "-f", "-")
+		Eventually(func(g Gomega) {
+			t := tickets()["selected"]
+			g.Expect(t.phase).To(Equal("Ready"))
+			g.Expect(t.node).To(Equal(nodes[2]))
+		}, 2*time.Minute, time.Second).Should(Succeed())
+		Expect(onEngine()[nodes[2]]).To(Equal([]string{"selected"}))
+
+		By("a selector no node matches keeps it Pending with the scheduler's words")
+		pkubectlStdin(ticket("nowhere", "  placement:\n    nodeSelector: {afe.dev/e2e-pool: none}\n"), "apply", "-n", ns, "-f", "-")
+		Eventually(func(g Gomega) {
+			t := tickets()["nowhere"]
+			g.Expect(t.phase).To(Equal("Pending"))
+			g.Expect(t.message).To(ContainSubstring("didn't match Pod's node affinity/selector"))
+		}, time.Minute, time.Second).Should(Succeed())
+		setState("Done", "selected", "nowhere")
+	})
+
+	It("places nothing through a Pod of the placeholder's name that is not the ticket's", func() {
+		// Bound by hand to a node, as anyone who may create Pods can.
+		pkubectlStdin(fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: afe-placement-squatter
+spec:
+  nodeName: %s
+  containers: [{name: c, image: x}]
+`, nodes[0]), "apply", "-n", ns, "-f", "-")
+		pkubectlStdin(ticket("squatter", ""), "apply", "-n", ns, "-f", "-")
+		Eventually(func(g Gomega) {
+			t := tickets()["squatter"]
+			g.Expect(t.phase).To(Equal("Pending"))
+			g.Expect(t.reason).To(Equal(afev1.PlacementConflictReason))
+			g.Expect(t.node).To(BeEmpty())
+		}, time.Minute, time.Second).Should(Succeed())
+		Consistently(func() []string { return onEngine()[nodes[0]] }, "3s").Should(BeEmpty())
+
+		pkubectl("delete", "pod", "afe-placement-squatter", "-n", ns, "--grace-period=0", "--force")
+		Eventually(func(g Gomega) {
+			g.Expect(tickets()["squatter"].phase).To(Equal("Ready"))
+		}, 2*time.Minute, time.Second).Should(Succeed())
+		setState("Done", "squatter")
+	})
+
+	It("leaves nothing on the engine, and no placeholder, once every ticket is done", func() {
+		Eventually(func(g Gomega) {
+			g.Expect(count(tickets(), func(t placedTicket) bool { return t.phase != "Finished" })).To(BeZero())
+			g.Expect(pkubectl("get", "pods", "-n", ns, "-o", "name")).To(BeEmpty())
+			for _, node := range nodes {
+				g.Expect(dockertest.Objects(afev1.LabelController + "=" + node)).To(BeEmpty())
+			}
+		}, 3*time.Minute, time.Second).Should(Succeed())
+	})
+})
