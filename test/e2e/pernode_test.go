@@ -88,9 +88,7 @@ spec:
 			out, err := exec.Command("docker", "ps", "-a", "--filter", "label="+afev1.LabelController+"="+node,
 				"--filter", "label="+afev1.LabelRole+"="+afev1.RoleSandbox, "--format", `{{.Label "`+afev1.LabelSandbox+`"}}`).Output()
 			ExpectWithOffset(1, err).NotTo(HaveOccurred())
-			for _, s := range strings.Fields(string(out)) {
-				m[node] = append(m[node], s)
-			}
+			m[node] = append(m[node], strings.Fields(string(out))...)
 			sort.Strings(m[node])
 		}
 		return m
