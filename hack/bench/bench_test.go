@@ -319,7 +319,7 @@ func TestBenchSmoke(t *testing.T) {
 		Assets: assets, Manager: manager, Plugin: plugin, CRDs: filepath.Join(root, "config", "crd", "bases"),
 		Image: dockertest.TestImage, ProxyImage: "afe/egress-proxy:dev", Out: t.TempDir(),
 		Reps: 2, EgressReps: 1, Tickets: 3, LossReps: 2, RunReps: 2, ResumeReps: 1, Idle: 3, IdleFor: 3 * time.Second,
-		EgressScale: 3, UserTickets: []int{2}, Kubectl: true,
+		EgressScale: 3, UserTickets: []int{2}, Kubectl: true, PlacementTickets: 3,
 		// A resync of 1s would show in the idle seconds if a Ready sandbox
 		// were looked at on its own (the sweep runs every 10 s at most).
 		Resync:   time.Second,
@@ -337,7 +337,7 @@ func TestBenchSmoke(t *testing.T) {
 	t.Logf("\n%s", table.String())
 	// Every scenario has its rows; each timing row its figures.
 	var idle *row
-	var egressScale, memory, requests []row
+	var egressScale, memory, requests, placement []row
 	for i, r := range rows {
 		switch {
 		case strings.Contains(r.Scenario, "Ready sandboxes idle for"):
@@ -352,15 +352,17 @@ func TestBenchSmoke(t *testing.T) {
 			// Memory per sandbox: no CLI baseline.
 		case strings.HasPrefix(r.Scenario, "Requests per Ticket"):
 			requests = append(requests, r)
+		case strings.Contains(r.Scenario, "in per-node mode"):
+			placement = append(placement, r)
 		default:
 			if r.Controller == "" || r.Baseline == "" || !strings.HasSuffix(r.Ratio, "x") {
 				t.Errorf("row without figures: %+v", r)
 			}
 		}
 	}
-	if len(rows) != 18 || idle == nil || len(egressScale) != 3 || len(memory) != 2 || len(requests) != 1 {
-		t.Fatalf("want 18 rows (the exec row, an idle row, 3 of egress at scale, 2 of memory a suspension frees, "+
-			"3 of the user's tickets), got %d:\n%+v", len(rows), rows)
+	if len(rows) != 20 || idle == nil || len(egressScale) != 3 || len(memory) != 2 || len(requests) != 1 || len(placement) != 2 {
+		t.Fatalf("want 20 rows (the exec row, an idle row, 3 of egress at scale, 2 of memory a suspension frees, "+
+			"3 of the user's tickets, 2 of placement), got %d:\n%+v", len(rows), rows)
 	}
 	if r := requests[0]; !strings.Contains(r.Controller, "container_create") || !strings.Contains(r.Controller, "sandboxes/status") {
 		t.Errorf("the requests per ticket name neither the container's creation nor the sandbox's status: %+v", r)
@@ -394,9 +396,33 @@ func TestBenchSmoke(t *testing.T) {
 			t.Errorf("egress-scale row %d: %q does not match %s", i, got, re)
 		}
 	}
+	// Placement: 3 nodes against 1, and every ticket on one of the 3.
+	for i, re := range []string{
+		`^` + dur + ` on 3 nodes \((\d+)/(\d+)/(\d+) tickets\)$`,
+		`^` + dur + ` on 3 nodes$`,
+	} {
+		r := placement[i]
+		m := regexp.MustCompile(re).FindStringSubmatch(r.Controller)
+		if m == nil || !regexp.MustCompile(`^1 node `+dur+`$`).MatchString(r.Baseline) || !strings.HasSuffix(r.Ratio, "x") {
+			t.Errorf("placement row %d: %+v does not match %s, 1 node <time>, <ratio>x", i, r, re)
+			continue
+		}
+		if i == 0 {
+			sum := 0
+			for _, c := range m[len(m)-3:] {
+				n, _ := strconv.Atoi(c)
+				sum += n
+			}
+			if sum != cfg.PlacementTickets {
+				t.Errorf("placement spread %s holds %d tickets, want %d", r.Controller, sum, cfg.PlacementTickets)
+			}
+		}
+	}
 	pid := os.Getpid()
-	for _, inst := range []string{"bench-", "bench-cli-"} {
-		left, err := dockertest.Objects(afev1.LabelController + "=" + inst + strconv.Itoa(pid))
+	instance := "bench-" + strconv.Itoa(pid)
+	for _, inst := range []string{instance, "bench-cli-" + strconv.Itoa(pid),
+		placementNode(instance, 1), placementNode(instance, 2), placementNode(instance, 3)} {
+		left, err := dockertest.Objects(afev1.LabelController + "=" + inst)
 		if err != nil {
 			t.Errorf("list what is left: %v", err)
 		}

@@ -19,9 +19,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/docker"
@@ -36,7 +38,10 @@ type config struct {
 	Reps, EgressReps, Tickets, LossReps, RunReps, ResumeReps, Idle int
 	// EgressScale is how many Sandboxes with egress are created at once.
 	EgressScale int
-	IdleFor     time.Duration
+	// PlacementTickets is how many Tickets the placement scenario creates
+	// at once in per-node mode, on 1 node and then on 3.
+	PlacementTickets int
+	IdleFor          time.Duration
 	// Resync is the manager's --resync-period.
 	Resync                time.Duration
 	Parallel, Concurrency int
@@ -66,6 +71,7 @@ func main() {
 	flag.IntVar(&cfg.ResumeReps, "resume-reps", 5, "Runs that resume an idle-suspended sandbox.")
 	flag.IntVar(&cfg.Idle, "idle", 100, "Ready sandboxes left idle.")
 	flag.IntVar(&cfg.EgressScale, "egress-scale", 500, "Sandboxes with egress created at once (each a network and a proxy), then deleted.")
+	flag.IntVar(&cfg.PlacementTickets, "placement-tickets", 20, "Tickets created at once in per-node mode (kube-scheduler places them), on 3 nodes against 1, then set Done.")
 	flag.DurationVar(&cfg.IdleFor, "idle-for", time.Minute, "How long they are left idle.")
 	flag.DurationVar(&cfg.Resync, "resync-period", 30*time.Second,
 		"The manager's --resync-period: shorter than its default 2m, so that the idle minute holds two sweeps (and would show any per-sandbox resync).")
@@ -74,7 +80,7 @@ func main() {
 	flag.BoolVar(&cfg.Profile, "profile", false, "Save CPU and heap profiles of the manager in -out.")
 	userTickets := flag.String("user-tickets", "20,50", "Tickets created at once in the user scenario, against the plain docker run script; a comma-separated list of sizes.")
 	flag.BoolVar(&cfg.Kubectl, "kubectl", true, "The user scenario applies its Tickets with kubectl and waits with kubectl wait, as a user does (false: the bench's client and a watch).")
-	scenarios := flag.String("scenarios", "", "Comma-separated scenarios to run (sandbox, egress, loss, run, resume, exec, tickets, user, idle, egress-scale); empty runs all.")
+	scenarios := flag.String("scenarios", "", "Comma-separated scenarios to run (sandbox, egress, loss, run, resume, exec, tickets, user, idle, egress-scale, placement); empty runs all.")
 	flag.Parse()
 	for _, f := range strings.Split(*userTickets, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -83,6 +89,10 @@ func main() {
 			os.Exit(2)
 		}
 		cfg.UserTickets = append(cfg.UserTickets, n)
+	}
+	if cfg.PlacementTickets <= 0 {
+		fmt.Fprintln(os.Stderr, "bench: -placement-tickets takes a positive count")
+		os.Exit(2)
 	}
 	if *scenarios != "" {
 		cfg.Scenarios = strings.Split(*scenarios, ",")
@@ -160,6 +170,11 @@ func run(ctx context.Context, cfg config, log io.Writer) (rows []row, err error)
 		return nil, err
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
+	// envtest logs through controller-runtime's logger. The bench shows
+	// none of it, and without a logger controller-runtime prints a warning
+	// with a stack once 30 s have passed, as when the placement scenario
+	// starts its own control plane late in a run.
+	ctrllog.SetLogger(logr.Discard())
 	b.logf("starting a local control plane")
 	cp, err := localcp.Start(dir, cfg.Assets, cfg.CRDs)
 	if err != nil {
@@ -201,6 +216,7 @@ func run(ctx context.Context, cfg config, log io.Writer) (rows []row, err error)
 		{"user", b.userTickets},
 		{"idle", b.idle},
 		{"egress-scale", b.egressScale},
+		{"placement", b.placement},
 	}
 	for _, s := range scenarios {
 		if len(cfg.Scenarios) > 0 && !slices.Contains(cfg.Scenarios, s.name) {
@@ -267,17 +283,22 @@ func (b *bench) startManager(kubeconfig string) error {
 	return waitHTTP("http://"+b.metricsAddr+"/metrics", 30*time.Second)
 }
 
-func (b *bench) stopManager() {
-	if b.manager == nil || b.manager.Process == nil {
+func (b *bench) stopManager() { stopProcess(b.manager) }
+
+// stopProcess ends a manager the bench started as a rollout would, with
+// SIGTERM (it finishes its reconciles and releases what it holds), or
+// SIGKILL after 30 s, and waits for it.
+func stopProcess(cmd *exec.Cmd) {
+	if cmd == nil || cmd.Process == nil {
 		return
 	}
-	_ = b.manager.Process.Signal(syscall.SIGTERM)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan struct{})
-	go func() { _ = b.manager.Wait(); close(done) }()
+	go func() { _ = cmd.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second):
-		_ = b.manager.Process.Kill()
+		_ = cmd.Process.Kill()
 		<-done
 	}
 }
