@@ -32,6 +32,8 @@ var _ = Describe("Per-node mode", Ordered, Label("per-node"), func() {
 		nodes    []string
 		managers []*gexec.Session
 		ns       = "pernode"
+		// folders is the managers' --workspace-root, one for the machine.
+		folders string
 	)
 	pkubectl := func(args ...string) string {
 		cmd := exec.Command("kubectl", append([]string{"--kubeconfig", pcp.Kubeconfig}, args...)...)
@@ -123,10 +125,11 @@ spec:
 				dockertest.RemoveAll(afev1.LabelController + "=" + node)
 			}
 		})
+		folders = GinkgoT().TempDir()
 		for _, node := range nodes {
 			cmd := exec.Command(managerBin, "--per-node", "--instance", node,
 				"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
-				"--resync-period", "10s", "--run-log-dir", GinkgoT().TempDir())
+				"--resync-period", "10s", "--run-log-dir", GinkgoT().TempDir(), "--workspace-root", folders)
 			cmd.Env = append(os.Environ(), "KUBECONFIG="+pcp.Kubeconfig)
 			s, err := gexec.Start(cmd, GinkgoWriter, GinkgoWriter)
 			Expect(err).NotTo(HaveOccurred())
@@ -235,6 +238,75 @@ spec:
 		Expect(strings.Fields(events)).NotTo(BeEmpty())
 		setState("Done", keep...)
 		Expect(localcp.SetNodeReady(context.Background(), pcp.Config, lost, true)).To(Succeed())
+	})
+
+	It("keeps a ticket with a Folder workspace waiting for its lost node, and goes on when it is back", func() {
+		ws := filepath.Join(folders, ns, "ws")
+		Expect(os.MkdirAll(ws, 0o755)).To(Succeed())
+		pkubectlStdin(ticket("folder", fmt.Sprintf("    workspace: {type: Folder, hostPath: %s}\n  placement:\n    nodeSelector: {afe.dev/e2e-pool: pool-2}\n", ws)),
+			"apply", "-n", ns, "-f", "-")
+		Eventually(func(g Gomega) {
+			t := tickets()["folder"]
+			g.Expect(t.phase).To(Equal("Ready"), "%+v", t)
+			g.Expect(t.node).To(Equal(nodes[1]))
+		}, 2*time.Minute, time.Second).Should(Succeed())
+
+		Expect(localcp.SetNodeReady(context.Background(), pcp.Config, nodes[1], false)).To(Succeed())
+		Eventually(func(g Gomega) {
+			t := tickets()["folder"]
+			g.Expect(t.reason).To(Equal(afev1.NodeLostReason))
+			g.Expect(t.message).To(ContainSubstring("cannot move"))
+			g.Expect(t.node).To(Equal(nodes[1]))
+		}, time.Minute, time.Second).Should(Succeed())
+		Consistently(func() string {
+			return pkubectl("get", "ticket", "folder", "-n", ns, "-o", "jsonpath={.status.requeues}")
+		}, "3s").Should(BeEmpty(), "not requeued: its folder cannot move")
+		Expect(onEngine()[nodes[1]]).To(ContainElement("folder-main"), "its sandbox stays where its folder is")
+
+		Expect(localcp.SetNodeReady(context.Background(), pcp.Config, nodes[1], true)).To(Succeed())
+		Eventually(func(g Gomega) {
+			t := tickets()["folder"]
+			g.Expect(t.phase).To(Equal("Ready"), "%+v", t)
+			g.Expect(t.node).To(Equal(nodes[1]))
+		}, time.Minute, time.Second).Should(Succeed())
+		setState("Done", "folder")
+	})
+
+	It("requeues a ticket whose placeholder Pod was deleted and places it again", func() {
+		pkubectlStdin(ticket("evicted", ""), "apply", "-n", ns, "-f", "-")
+		Eventually(func(g Gomega) {
+			g.Expect(tickets()["evicted"].phase).To(Equal("Ready"))
+		}, 2*time.Minute, time.Second).Should(Succeed())
+		uid := pkubectl("get", "pod", "afe-placement-evicted", "-n", ns, "-o", "jsonpath={.metadata.uid}")
+		pkubectl("delete", "pod", "afe-placement-evicted", "-n", ns, "--grace-period=0", "--force")
+		Eventually(func(g Gomega) {
+			t := tickets()["evicted"]
+			g.Expect(t.phase).To(Equal("Ready"), "%+v", t)
+			g.Expect(pkubectl("get", "ticket", "evicted", "-n", ns, "-o", "jsonpath={.status.requeues}/{.status.lastRequeueReason}")).To(Equal("1/NodeLost"))
+			g.Expect(pkubectl("get", "pod", "afe-placement-evicted", "-n", ns, "-o", "jsonpath={.metadata.uid}")).NotTo(Equal(uid))
+		}, 2*time.Minute, time.Second).Should(Succeed())
+		setState("Done", "evicted")
+	})
+
+	It("keeps a ticket Pending with the API server's words when a ResourceQuota refuses its placeholder", func() {
+		pkubectlStdin(`apiVersion: v1
+kind: ResourceQuota
+metadata: {name: cpu}
+spec:
+  hard: {requests.cpu: "0"}
+`, "apply", "-n", ns, "-f", "-")
+		// No quota controller runs here: the status it would write.
+		pkubectl("patch", "resourcequota", "cpu", "-n", ns, "--subresource=status", "--type=merge",
+			"-p", `{"status":{"hard":{"requests.cpu":"0"},"used":{"requests.cpu":"0"}}}`)
+		pkubectlStdin(ticket("over-quota", ""), "apply", "-n", ns, "-f", "-")
+		Eventually(func(g Gomega) {
+			t := tickets()["over-quota"]
+			g.Expect(t.phase).To(Equal("Pending"))
+			g.Expect(t.reason).To(Equal(afev1.UnschedulableReason))
+			g.Expect(t.message).To(ContainSubstring("exceeded quota"))
+		}, time.Minute, time.Second).Should(Succeed())
+		setState("Done", "over-quota")
+		pkubectl("delete", "resourcequota", "cpu", "-n", ns)
 	})
 
 	It("lands a ticket with a nodeSelector only on the matching node", func() {
