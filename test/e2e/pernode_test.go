@@ -132,7 +132,7 @@ spec:
 				"--resync-period", "10s", "--run-log-dir", GinkgoT().TempDir(), "--workspace-root", folders,
 				// No usage measuring: three more engine-wide disk usage
 				// requests would only slow the other suites' down.
-				"--usage-period", "-1")
+				"--usage-period", "-1s")
 			cmd.Env = append(os.Environ(), "KUBECONFIG="+pcp.Kubeconfig)
 			s, err := gexec.Start(cmd, GinkgoWriter, GinkgoWriter)
 			Expect(err).NotTo(HaveOccurred())
