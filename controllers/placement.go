@@ -293,11 +293,15 @@ func placedHere(ctx context.Context, c client.Reader, instance string, sbx *afev
 		return false, false, nil
 	}
 	tk := &afev1.Ticket{}
-	if err := c.Get(ctx, types.NamespacedName{Namespace: sbx.Namespace, Name: ref.Name}, tk); err != nil {
-		return false, true, client.IgnoreNotFound(err)
+	err = c.Get(ctx, types.NamespacedName{Namespace: sbx.Namespace, Name: ref.Name}, tk)
+	if client.IgnoreNotFound(err) != nil {
+		return false, true, err
 	}
-	if tk.UID != ref.UID {
-		return false, true, nil
+	if err != nil || tk.UID != ref.UID {
+		// Its Ticket is gone: any manager finishes its deletion (each
+		// removes its own objects; another node's sweep removes what it
+		// ran once the Sandbox is gone).
+		return !sbx.DeletionTimestamp.IsZero(), true, nil
 	}
 	pod, state, err := placeholderOf(ctx, c, tk)
 	switch {
