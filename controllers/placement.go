@@ -30,8 +30,8 @@ import (
 // them alone. Any manager may make a placeholder and release a placement
 // its node lost; both steps are idempotent.
 
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
-// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// Its permissions (Pods and Nodes) are config/per-node's own ClusterRole,
+// not markers: the Deployment's role cannot create Pods.
 
 // releaseRetry is how soon a ticket whose placement was released is looked
 // at again, to be placed anew (its status write changes nothing it watches).

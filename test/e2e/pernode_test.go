@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +15,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/gbytes"
 	"github.com/onsi/gomega/gexec"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -34,6 +37,8 @@ var _ = Describe("Per-node mode", Ordered, Label("per-node"), func() {
 		ns       = "pernode"
 		// folders is the managers' --workspace-root, one for the machine.
 		folders string
+		// logs are the managers' output.
+		logs []*gbytes.Buffer
 	)
 	pkubectl := func(args ...string) string {
 		cmd := exec.Command("kubectl", append([]string{"--kubeconfig", pcp.Kubeconfig}, args...)...)
@@ -125,6 +130,22 @@ spec:
 				dockertest.RemoveAll(afev1.LabelController + "=" + node)
 			}
 		})
+		// The managers run as config/per-node ships them: its
+		// ServiceAccount with config/rbac's role and the placement role,
+		// nothing else (no kubelet or DaemonSet controller runs its
+		// DaemonSet here).
+		pkubectl("apply", "-k", filepath.Join(root, "config", "per-node"))
+		saConfig := filepath.Join(GinkgoT().TempDir(), "kubeconfig")
+		raw, err := os.ReadFile(pcp.Kubeconfig)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(os.WriteFile(saConfig, raw, 0o600)).To(Succeed())
+		token := pkubectl("create", "token", "afe-controller-manager", "-n", "afe-system", "--duration", "1h")
+		for _, args := range [][]string{
+			{"config", "set-credentials", "afe-node", "--token", token},
+			{"config", "set-context", "--current", "--user", "afe-node"},
+		} {
+			Expect(exec.Command("kubectl", append([]string{"--kubeconfig", saConfig}, args...)...).Run()).To(Succeed())
+		}
 		folders = GinkgoT().TempDir()
 		for _, node := range nodes {
 			cmd := exec.Command(managerBin, "--per-node", "--instance", node,
@@ -133,8 +154,10 @@ spec:
 				// No usage measuring: three more engine-wide disk usage
 				// requests would only slow the other suites' down.
 				"--usage-period", "-1s")
-			cmd.Env = append(os.Environ(), "KUBECONFIG="+pcp.Kubeconfig)
-			s, err := gexec.Start(cmd, GinkgoWriter, GinkgoWriter)
+			cmd.Env = append(os.Environ(), "KUBECONFIG="+saConfig)
+			out := gbytes.NewBuffer()
+			logs = append(logs, out)
+			s, err := gexec.Start(cmd, io.MultiWriter(GinkgoWriter, out), io.MultiWriter(GinkgoWriter, out))
 			Expect(err).NotTo(HaveOccurred())
 			managers = append(managers, s)
 		}
@@ -357,6 +380,16 @@ spec:
 		setState("Done", "squatter")
 	})
 
+	It("tells a Sandbox without a Ticket that it is not placed, and makes nothing for it", func() {
+		pkubectlStdin(fmt.Sprintf("apiVersion: sandbox.afe.dev/v1alpha1\nkind: Sandbox\nmetadata: {name: alone}\nspec: {image: %s}\n", dockertest.TestImage),
+			"apply", "-n", ns, "-f", "-")
+		Eventually(func() string {
+			return pkubectl("get", "sandbox", "alone", "-n", ns, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].reason}`)
+		}, time.Minute, time.Second).Should(Equal(afev1.NotPlacedReason))
+		Expect(dockertest.Objects(afev1.LabelNamespace + "=" + ns + "," + afev1.LabelSandbox + "=alone")).To(BeEmpty())
+		pkubectl("delete", "sandbox", "alone", "-n", ns, "--timeout=30s")
+	})
+
 	It("leaves nothing on the engine, and no placeholder, once every ticket is done", func() {
 		Eventually(func(g Gomega) {
 			g.Expect(count(tickets(), func(t placedTicket) bool { return t.phase != "Finished" })).To(BeZero())
@@ -365,5 +398,10 @@ spec:
 				g.Expect(dockertest.Objects(afev1.LabelController + "=" + node)).To(BeEmpty())
 			}
 		}, 3*time.Minute, time.Second).Should(Succeed())
+		By("with no request of the managers refused by the roles config/per-node ships")
+		for i, out := range logs {
+			Expect(bytes.Contains(out.Contents(), []byte("forbidden"))).To(BeFalse(), "%s: the API server refused a request:\n%s",
+				nodes[i], grepLines(string(out.Contents()), "forbidden"))
+		}
 	})
 })
