@@ -4,13 +4,16 @@
 package egressproxy
 
 import (
+	"archive/tar"
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"path"
 	"strings"
 	"testing"
 	"time"
@@ -361,5 +364,66 @@ func TestProxyImageStopsOnAHostileAllowlist(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "AFE_EGRESS_HOSTS may only hold") {
 		t.Fatalf("no clear message: %s", out)
+	}
+}
+
+// The image holds what the proxy runs and nothing a workload that took
+// squid over could use further: no setuid or setgid file, no package
+// manager, no network or file tool beyond the entrypoint's, and its default
+// user is not root. Read from the container's exported filesystem, so a
+// tool that comes back with a new base image fails here.
+func TestProxyImageHoldsOnlyWhatItRuns(t *testing.T) {
+	h := newHarness(t)
+	name := h.network + "-fs"
+	h.docker("create", "--name", name, "--label", h.label, "--network", "none", proxyImage)
+	if user := h.docker("image", "inspect", "-f", "{{.Config.User}}", proxyImage); user == "" || user == "root" || user == "0" {
+		t.Fatalf("the image's user is %q", user)
+	}
+	export := exec.Command("docker", "export", name)
+	stdout, err := export.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := export.Start(); err != nil {
+		t.Fatal(err)
+	}
+	programs := map[string]bool{}
+	// The engine's own files of every container, which it writes 0755.
+	engine := map[string]bool{"/.dockerenv": true, "/dev/console": true, "/etc/hostname": true, "/etc/hosts": true, "/etc/resolv.conf": true}
+	tr := tar.NewReader(stdout)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hdr.Mode&0o6000 != 0 {
+			t.Errorf("%s is setuid or setgid (%o)", hdr.Name, hdr.Mode)
+		}
+		base := path.Base(hdr.Name)
+		file := "/" + strings.TrimPrefix(hdr.Name, "/")
+		if hdr.Typeflag == tar.TypeReg && hdr.Mode&0o111 != 0 && !strings.Contains(base, ".so") && !engine[file] {
+			programs[file] = true
+		}
+	}
+	if err := export.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"/usr/sbin/squid", "/usr/lib/squid/unlinkd", "/bin/dash", "/bin/bash", "/bin/grep",
+		"/usr/bin/id", "/bin/cat", "/usr/local/bin/afe-egress-proxy", "/usr/local/bin/afe-proxy-probe"}
+	for _, p := range want {
+		if !programs[p] {
+			t.Errorf("%s is missing", p)
+		}
+		delete(programs, p)
+	}
+	for p := range programs {
+		// The dynamic loader is the only other executable file (links such
+		// as /bin/sh point at these).
+		if !strings.HasPrefix(path.Base(p), "ld-linux") {
+			t.Errorf("the image holds a program it does not run: %s", p)
+		}
 	}
 }
