@@ -137,7 +137,7 @@ type bench struct {
 }
 
 func (b *bench) logf(format string, args ...any) {
-	_, _ = fmt.Fprintf(b.log, time.Now().Format("15:04:05 ")+format+"\n", args...)
+	_, _ = fmt.Fprintf(b.log, time.Now().Format("15:04:05.000 ")+format+"\n", args...)
 }
 
 // run sets everything up, runs the scenarios in order and tears down.

@@ -119,18 +119,21 @@ func (b *bench) userTicketsOf(ctx context.Context, n int) ([]row, error) {
 	}
 	defer b.removePlain(plain)
 	label := afev1.LabelController + "=" + b.cliInstance
+	b.logf("the plain script: %d docker run -d", n)
 	plainCreate, err := timed(func() error {
 		return b.xargs(ctx, plain, func(name string) []string { return plainRunArgs(name, b.cfg.Image, label) })
 	})
 	if err != nil {
 		return nil, err
 	}
+	b.logf("the plain script: %d docker rm -f and docker volume rm", n)
 	plainRemove, err := timed(func() error {
 		return b.xargsShell(ctx, plain, `docker rm -f "$1" >/dev/null && docker volume rm "$1-ws" >/dev/null`)
 	})
 	if err != nil {
 		return nil, err
 	}
+	b.logf("the plain script is done")
 	parallel := fmt.Sprintf("%d-parallel", b.cfg.Parallel)
 	how := "`kubectl apply` then `kubectl wait`"
 	if !b.cfg.Kubectl {
