@@ -360,9 +360,9 @@ func TestBenchSmoke(t *testing.T) {
 			}
 		}
 	}
-	if len(rows) != 20 || idle == nil || len(egressScale) != 3 || len(memory) != 2 || len(requests) != 1 || len(placement) != 2 {
-		t.Fatalf("want 20 rows (the exec row, an idle row, 3 of egress at scale, 2 of memory a suspension frees, "+
-			"3 of the user's tickets, 2 of placement), got %d:\n%+v", len(rows), rows)
+	if len(rows) != 21 || idle == nil || len(egressScale) != 3 || len(memory) != 2 || len(requests) != 1 || len(placement) != 2 {
+		t.Fatalf("want 21 rows (the exec row, an idle row, 3 of egress at scale, 2 of memory a suspension frees, "+
+			"4 of the user's tickets, 2 of placement), got %d:\n%+v", len(rows), rows)
 	}
 	if r := requests[0]; !strings.Contains(r.Controller, "container_create") || !strings.Contains(r.Controller, "sandboxes/status") {
 		t.Errorf("the requests per ticket name neither the container's creation nor the sandbox's status: %+v", r)

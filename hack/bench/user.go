@@ -1,6 +1,7 @@
 package main
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"fmt"
@@ -126,12 +127,39 @@ func (b *bench) userTicketsOf(ctx context.Context, n int) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
+	if exec.Command("docker", "exec", plain[0], "touch", "/workspace/.w").Run() == nil {
+		return nil, fmt.Errorf("the plain script's /workspace is writable by its user: the writable row compares nothing")
+	}
 	b.logf("the plain script: %d docker rm -f and docker volume rm", n)
 	plainRemove, err := timed(func() error {
 		return b.xargsShell(ctx, plain, `docker rm -f "$1" >/dev/null && docker volume rm "$1-ws" >/dev/null`)
 	})
 	if err != nil {
 		return nil, err
+	}
+	// The plain script leaves /workspace owned by root, so its user cannot
+	// write there; the script that makes it writable, as the controller
+	// does, copies the directory in with its owner before the start.
+	writable := make([]string, n)
+	for i := range writable {
+		writable[i] = fmt.Sprintf("afebench-%s-%s-w-%d", b.cliInstance, group, i)
+	}
+	defer b.removePlain(writable)
+	dir, err := workspaceTar(b.cfg.Out)
+	if err != nil {
+		return nil, err
+	}
+	b.logf("the plain script with a writable /workspace: %d docker create, docker cp and docker start", n)
+	writableCreate, err := timed(func() error {
+		create := strings.Join(plainRunArgs(`"$1"`, b.cfg.Image, label)[2:], " ")
+		return b.xargsShell(ctx, writable, `docker create `+create+` >/dev/null && docker cp - "$1":/ <'`+dir+
+			`' && docker start "$1" >/dev/null`)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if out, err := exec.Command("docker", "exec", writable[0], "touch", "/workspace/.w").CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("the writable script's /workspace is not writable: %w: %s", err, out)
 	}
 	b.logf("the plain script is done")
 	parallel := fmt.Sprintf("%d-parallel", b.cfg.Parallel)
@@ -145,6 +173,13 @@ func (b *bench) userTicketsOf(ctx context.Context, n int) ([]row, error) {
 			Controller: seconds(created),
 			Baseline:   fmt.Sprintf("plain `docker run -d ... -v` %s %s", parallel, seconds(plainCreate)),
 			Ratio:      ratio(created, plainCreate),
+		},
+		{
+			Scenario: fmt.Sprintf("The same %d, against the plain script that leaves /workspace writable by its user (`docker create`, "+
+				"`docker cp` of the directory owned 1000:1000, `docker start`)", n),
+			Controller: seconds(created),
+			Baseline:   fmt.Sprintf("%s %s", parallel, seconds(writableCreate)),
+			Ratio:      ratio(created, writableCreate),
 		},
 		{
 			Scenario:   fmt.Sprintf("The %d Tickets set Done, until no labelled object is left", n),
@@ -261,6 +296,22 @@ func (b *bench) xargsShell(ctx context.Context, names []string, script string) e
 		return fmt.Errorf("xargs sh: %w: %s", err, lastLines(out))
 	}
 	return nil
+}
+
+// workspaceTar writes, once, a tar of the directory workspace owned by
+// 1000:1000 into dir, and returns its path.
+func workspaceTar(dir string) (string, error) {
+	file := filepath.Join(dir, "workspace.tar")
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "workspace/", Mode: 0o755,
+		Uid: 1000, Gid: 1000, ModTime: time.Now()}); err != nil {
+		return "", err
+	}
+	if err := tw.Close(); err != nil {
+		return "", err
+	}
+	return file, os.WriteFile(file, buf.Bytes(), 0o644)
 }
 
 // removePlain removes what the plain script made, whatever happened.
