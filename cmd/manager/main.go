@@ -55,11 +55,17 @@ func main() {
 	os.Exit(run())
 }
 
+// pauseReady is what pause prints once a SIGTERM ends it.
+const pauseReady = "afe placeholder: holding this ticket's place until stopped"
+
 // pause is the placeholder Pods' command in per-node mode: it holds the
 // ticket's place on its node, doing nothing until it is stopped.
 func pause() int {
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	// From here on a SIGTERM ends it (before, as PID 1, it would be ignored
+	// and the kubelet would kill it after the grace period).
+	fmt.Println(pauseReady)
 	<-stop
 	return 0
 }

@@ -35,6 +35,13 @@ var _ = Describe("The controller image", func() {
 			"--entrypoint", "/manager", image, "pause").CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), string(out))
 		defer dockertest.RemoveAll(afev1.LabelController + "=" + inst)
+		// Until it says so, its signal handler may not be in place yet: the
+		// engine reports a container running before its program got that
+		// far, and a loaded machine may take seconds to read a binary in.
+		Eventually(func() string {
+			logs, _ := exec.Command("docker", "logs", inst).CombinedOutput()
+			return string(logs)
+		}, "2m", "100ms").Should(ContainSubstring("holding this ticket's place until stopped"))
 		Consistently(func() string {
 			s, _ := exec.Command("docker", "inspect", "-f", "{{.State.Status}}", inst).Output()
 			return strings.TrimSpace(string(s))
