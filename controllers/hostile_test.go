@@ -64,6 +64,14 @@ var _ = Describe("Hostile workloads", Serial, func() {
 		GinkgoWriter.Printf("bystander Run during the attack: %s\n", time.Since(t0))
 	}
 
+	// memoryHog doubles a string until the memory limit kills it: each
+	// step passes the limit by as much as the sandbox holds, so the kill
+	// comes at once. (A hog that creeps up to the limit, a shell growing a
+	// variable from a pipe, sits in the kernel's reclaim there: its
+	// programs' pages are dropped and read again, thousands of major faults
+	// a second, and the kill took over a minute on a loaded machine.)
+	memoryHog := []string{"awk", `BEGIN { s = "0123456789abcdef"; while (1) s = s s }`}
+
 	It("stops a fork bomb at the pids limit", func() {
 		bomb := newRun(ns, "forkbomb", victim.Name)
 		bomb.Spec.Script = `f() { f | f & }; f; sleep 5; echo survived`
@@ -94,8 +102,7 @@ var _ = Describe("Hostile workloads", Serial, func() {
 
 	It("kills a memory hog at the memory limit and reports exit 137", func() {
 		hog := newRun(ns, "hog", victim.Name)
-		// The shell keeps 256 MiB of command output in a variable.
-		hog.Spec.Script = `x=$(yes | head -c 268435456); echo survived`
+		hog.Spec.Command = memoryHog
 		hog.Spec.TimeoutSeconds = ptr.To[int32](60)
 		Expect(k8sClient.Create(ctx, hog)).To(Succeed())
 		got := waitRunPhase(ctx, hog, afev1.RunCompleted)
@@ -106,10 +113,10 @@ var _ = Describe("Hostile workloads", Serial, func() {
 	})
 
 	It("keeps another sandbox responsive while one sits at its memory limit", func() {
-		// Each inner shell grows past the limit and is killed; the loop
-		// starts the next: the sandbox stays at its limit until the deadline.
+		// Each hog grows past the limit and is killed; the loop starts the
+		// next: the sandbox stays at its limit until the deadline.
 		hog := newRun(ns, "pressure", victim.Name)
-		hog.Spec.Script = `while :; do sh -c 'x=$(yes | head -c 268435456)'; echo oom-$?; done`
+		hog.Spec.Command = append([]string{"sh", "-c", `while :; do "$@"; echo oom-$?; done`, "pressure"}, memoryHog...)
 		hog.Spec.TimeoutSeconds = ptr.To[int32](20)
 		Expect(k8sClient.Create(ctx, hog)).To(Succeed())
 		waitRunPhase(ctx, hog, afev1.RunRunning)
