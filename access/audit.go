@@ -39,17 +39,25 @@ func (s *Server) auditExec(ctx context.Context, req *request, t *target, o execO
 	}
 }
 
-// auditFiles records a file transfer: its path, its size and how it ended.
-func (s *Server) auditFiles(ctx context.Context, req *request, t *target, reason, p string, n int64, err error) {
+// auditFiles records a file transfer: its path, its size (the bytes of
+// its tar and of the files in it, or that nothing was written) and how it
+// ended.
+func (s *Server) auditFiles(ctx context.Context, req *request, t *target, reason, p string, tr transfer, err error) {
 	outcome := "done"
 	if err != nil {
 		outcome = "failed: " + err.Error()
 	}
 	verb := map[string]string{UploadReason: "uploaded into", DownloadReason: "downloaded"}[reason]
+	written := int64(0)
+	size := fmt.Sprintf("%d bytes of tar, nothing written", tr.tar)
+	if tr.written {
+		written = tr.files
+		size = fmt.Sprintf("%d bytes of tar, %d bytes of files written", tr.tar, tr.files)
+	}
 	s.log.Info(reason, "user", req.user.GetName(), "groups", req.user.GetGroups(), "namespace", req.namespace,
-		"sandbox", req.name, "path", p, "bytes", n, "error", errString(err))
+		"sandbox", req.name, "path", p, "bytes", tr.tar, "written", written, "error", errString(err))
 	if t != nil {
-		s.event(ctx, t.sbx, err, reason, fmt.Sprintf("User %q %s %q (%d bytes of tar): %s", req.user.GetName(), verb, p, n, outcome))
+		s.event(ctx, t.sbx, err, reason, fmt.Sprintf("User %q %s %q (%s): %s", req.user.GetName(), verb, p, size, outcome))
 	}
 }
 

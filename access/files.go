@@ -18,6 +18,7 @@ import (
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/naming"
 	"afe.dev/sandbox/internal/sandboxspec"
+	"afe.dev/sandbox/internal/tarbound"
 )
 
 // Files: GET sandboxes/NAME/files?path=/workspace/P answers with a tar of P
@@ -27,7 +28,9 @@ import (
 // workspace (docker.FilesHelper), so no symlink the workload plants can
 // lead outside it; a path crossing a symlink is refused outright. Both are
 // spooled to the manager's temporary folder first, bounded by
-// MaxFileBytes, so a transfer too large fails before anything is written.
+// MaxFileBytes (the tar's bytes, the bytes written to the spool, and the
+// entries' real sizes: a sparse entry is refused, see internal/tarbound),
+// so a transfer too large fails before anything is written.
 // Uploaded entries become the sandbox's uid:gid, without setuid, setgid or
 // sticky bits; devices, fifos and hard links are refused.
 
@@ -121,60 +124,88 @@ func noSymlinks(ctx context.Context, h *docker.FilesHelper, p string, mustBeDir 
 	return nil
 }
 
+// transfer is what a file transfer moved: the bytes of its tar, and the
+// bytes of files in it (what extracting it writes).
+type transfer struct {
+	tar, files int64
+	written    bool
+}
+
 // serveDownload answers with the tar of path.
 func (s *Server) serveDownload(w http.ResponseWriter, r *http.Request, req *request) {
 	ctx := r.Context()
 	p, err := workspacePath(r.URL.Query().Get("path"))
 	var t *target
-	var n int64
+	var tr transfer
 	if err == nil {
 		t, err = s.target(ctx, req.namespace, req.name)
 	}
 	if err == nil {
-		n, err = s.download(ctx, w, t, p)
+		tr, err = s.download(ctx, w, t, p)
 	}
-	s.auditFiles(ctx, req, t, DownloadReason, p, n, err)
+	s.auditFiles(ctx, req, t, DownloadReason, p, tr, err)
 	if err != nil {
 		writeError(w, err)
 	}
 }
 
-// download writes the tar of p to w once it is whole and within the bound;
-// nothing is written to w on failure.
-func (s *Server) download(ctx context.Context, w http.ResponseWriter, t *target, p string) (int64, error) {
+// download writes the tar of p to w once it is whole and within the bound
+// (its bytes and its entries, see tarbound); nothing is written to w on
+// failure.
+func (s *Server) download(ctx context.Context, w http.ResponseWriter, t *target, p string) (transfer, error) {
 	h, err := s.openHelper(ctx, t)
 	if err != nil {
-		return 0, err
+		return transfer{}, err
 	}
 	defer func() { _ = h.Close() }()
 	if err := noSymlinks(ctx, h, p, false); err != nil {
-		return 0, err
+		return transfer{}, err
 	}
 	rc, err := h.Read(ctx, p)
 	if err != nil {
-		return 0, err
+		return transfer{}, err
 	}
 	defer func() { _ = rc.Close() }()
-	spool, err := os.CreateTemp("", "afe-download-*.tar")
+	spool, err := os.CreateTemp(s.opts.SpoolDir, "afe-download-*.tar")
 	if err != nil {
-		return 0, err
+		return transfer{}, err
 	}
 	defer func() { _ = spool.Close(); _ = os.Remove(spool.Name()) }()
-	n, err := io.Copy(spool, io.LimitReader(rc, s.maxFileBytes()+1))
-	if err != nil {
-		return n, fmt.Errorf("read %s: %w", p, err)
-	}
-	if n > s.maxFileBytes() {
-		return n, tooLarge(s.maxFileBytes())
+	b := &tarbound.Bound{Max: s.maxFileBytes()}
+	n, err := tarbound.Pass(spool, io.LimitReader(rc, s.maxFileBytes()+1), b)
+	tr := transfer{tar: n, files: b.Data}
+	if err := s.tarError(n, err); err != nil {
+		return tr, fmt.Errorf("read %s: %w", p, err)
 	}
 	if _, err := spool.Seek(0, io.SeekStart); err != nil {
-		return n, err
+		return tr, err
 	}
 	w.Header().Set("Content-Type", "application/x-tar")
 	w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
 	w.WriteHeader(http.StatusOK)
+	tr.written = true
 	_, err = io.Copy(w, spool)
-	return n, err
+	return tr, err
+}
+
+// tarError is the answer to a tar of n bytes that tarbound refused with
+// err: 413 past the bound (also when the bytes alone pass it), 400 for a
+// sparse entry or what is not a tar.
+func (s *Server) tarError(n int64, err error) error {
+	var se *statusError
+	switch {
+	case n > s.maxFileBytes() || errors.Is(err, tarbound.ErrTooLarge):
+		return tooLarge(s.maxFileBytes())
+	case err == nil:
+		return nil
+	case errors.As(err, &se):
+		return err
+	case errors.Is(err, tarbound.ErrSparse):
+		return badRequest("%v (archive/tar would write its holes as zeros): send the file whole", err)
+	case errors.Is(err, tarbound.ErrNotTar), errors.Is(err, io.ErrUnexpectedEOF):
+		return badRequest("the tar does not read: %v", err)
+	}
+	return err
 }
 
 // serveUpload extracts the request's tar into the folder path.
@@ -182,102 +213,77 @@ func (s *Server) serveUpload(w http.ResponseWriter, r *http.Request, req *reques
 	ctx := r.Context()
 	p, err := workspacePath(r.URL.Query().Get("path"))
 	var t *target
-	var n int64
+	var tr transfer
 	if err == nil {
 		t, err = s.target(ctx, req.namespace, req.name)
 	}
 	if err == nil {
-		n, err = s.upload(ctx, r.Body, t, p)
+		tr, err = s.upload(ctx, r.Body, t, p)
 	}
-	s.auditFiles(ctx, req, t, UploadReason, p, n, err)
+	s.auditFiles(ctx, req, t, UploadReason, p, tr, err)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusSuccess,
-		Message: fmt.Sprintf("%d bytes extracted into %s", n, p)})
+		Message: fmt.Sprintf("%d bytes of files (%d bytes of tar) extracted into %s", tr.files, tr.tar, p)})
 }
 
-// upload spools body (within the bound), checks and rewrites its entries,
-// and only then extracts them into dir.
-func (s *Server) upload(ctx context.Context, body io.Reader, t *target, dir string) (int64, error) {
-	spool, err := os.CreateTemp("", "afe-upload-*.tar")
+// upload spools body, checks and rewrites its entries, and only then
+// extracts them into dir. The bound holds for the bytes read, for the
+// entries (a sparse one is refused, every other counts its real size)
+// and for the bytes written to the spool; past it nothing is extracted.
+func (s *Server) upload(ctx context.Context, body io.Reader, t *target, dir string) (transfer, error) {
+	spool, err := os.CreateTemp(s.opts.SpoolDir, "afe-upload-*.tar")
 	if err != nil {
-		return 0, err
+		return transfer{}, err
 	}
 	defer func() { _ = spool.Close(); _ = os.Remove(spool.Name()) }()
-	n, err := rewriteTar(spool, io.LimitReader(body, s.maxFileBytes()+1), t.uid, t.gid)
-	if n > s.maxFileBytes() {
-		return n, tooLarge(s.maxFileBytes())
-	}
-	if err != nil {
-		return n, err
+	limit := s.maxFileBytes()
+	b := &tarbound.Bound{Max: limit}
+	n, err := tarbound.Copy(tarbound.LimitWriter(spool, limit), io.LimitReader(body, limit+1), b, ownedBy(t.uid, t.gid))
+	tr := transfer{tar: n, files: b.Data}
+	if err := s.tarError(n, err); err != nil {
+		return tr, err
 	}
 	if _, err := spool.Seek(0, io.SeekStart); err != nil {
-		return n, err
+		return tr, err
 	}
 	h, err := s.openHelper(ctx, t)
 	if err != nil {
-		return n, err
+		return tr, err
 	}
 	defer func() { _ = h.Close() }()
 	if err := noSymlinks(ctx, h, dir, true); err != nil {
-		return n, err
+		return tr, err
 	}
-	return n, h.Write(ctx, dir, spool)
+	tr.written = true
+	return tr, h.Write(ctx, dir, spool)
 }
 
-// countingReader counts what is read through it.
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
-}
-
-// rewriteTar copies the tar from r to w with every entry owned by uid:gid,
-// without setuid, setgid and sticky bits, and refuses entries that are not
-// files, folders or symlinks, or whose names are absolute or climb out
-// with "..". It returns the bytes read from r.
-func rewriteTar(w io.Writer, r io.Reader, uid, gid int) (int64, error) {
-	in := &countingReader{r: r}
-	tr := tar.NewReader(in)
-	tw := tar.NewWriter(w)
-	for {
-		hdr, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return in.n, badRequest("the upload is not a tar: %v", err)
-		}
+// ownedBy rewrites each uploaded entry: owned by uid:gid, without
+// setuid, setgid and sticky bits; entries that are not files, folders or
+// symlinks, or whose names are absolute or climb out with "..", are
+// refused.
+func ownedBy(uid, gid int) func(*tar.Header) (*tar.Header, error) {
+	return func(hdr *tar.Header) (*tar.Header, error) {
 		name := path.Clean(hdr.Name)
 		if path.IsAbs(hdr.Name) || name == ".." || strings.HasPrefix(name, "../") {
-			return in.n, badRequest("tar entry %q leaves the destination", hdr.Name)
+			return nil, badRequest("tar entry %q leaves the destination", hdr.Name)
 		}
+		size := int64(0)
 		switch hdr.Typeflag {
-		case tar.TypeReg, tar.TypeDir, tar.TypeSymlink:
+		case tar.TypeReg:
+			size = hdr.Size
+		case tar.TypeDir, tar.TypeSymlink:
 		default:
-			return in.n, badRequest("tar entry %q is of a type uploads refuse (only files, folders and symlinks)", hdr.Name)
+			return nil, badRequest("tar entry %q is of a type uploads refuse (only files, folders and symlinks)", hdr.Name)
 		}
-		out := &tar.Header{
-			Typeflag: hdr.Typeflag, Name: hdr.Name, Linkname: hdr.Linkname, Size: hdr.Size,
+		return &tar.Header{
+			Typeflag: hdr.Typeflag, Name: hdr.Name, Linkname: hdr.Linkname, Size: size,
 			Mode: hdr.Mode &^ 0o7000, Uid: uid, Gid: gid, ModTime: hdr.ModTime, Format: tar.FormatPAX,
-		}
-		if err := tw.WriteHeader(out); err != nil {
-			return in.n, err
-		}
-		if hdr.Typeflag == tar.TypeReg {
-			if _, err := io.Copy(tw, tr); err != nil {
-				return in.n, badRequest("tar entry %q: %v", hdr.Name, err)
-			}
-		}
+		}, nil
 	}
-	return in.n, tw.Close()
 }
 
 // maxFileBytes is the bound of a transfer.

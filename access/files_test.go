@@ -5,10 +5,12 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"os"
 	"path"
 	"strings"
 	"time"
@@ -20,6 +22,7 @@ import (
 
 	"afe.dev/sandbox/access"
 	"afe.dev/sandbox/test/dockertest"
+	"afe.dev/sandbox/test/tartest"
 )
 
 // filesRequest is a request to the files subresource, through the API
@@ -133,6 +136,49 @@ var _ = Describe("Files through the access API", Ordered, func() {
 		Expect(res.stdout).NotTo(ContainSubstring("too-big.bin"))
 	})
 
+	It("refuses a sparse tar that would expand past --access-max-file-bytes, writing nothing in /workspace or the spool", func() {
+		// 10 KiB of tar whose one entry archive/tar reads as a 1.5 GiB
+		// file of zeros (GNU's PAX sparse format 1.0).
+		crafted := tartest.SparsePAX("big-sparse.bin", 1610612736, bytes.Repeat([]byte{'a'}, 8192))
+		Expect(len(crafted)).To(BeNumerically("<=", 10<<10))
+		// The spool is watched while the upload runs: its largest file.
+		watch, stop := context.WithCancel(ctx)
+		largest := make(chan int64, 1)
+		go func() {
+			var most int64
+			defer func() { largest <- most }()
+			for watch.Err() == nil {
+				entries, _ := os.ReadDir(spoolDir)
+				for _, e := range entries {
+					if info, err := e.Info(); err == nil && info.Size() > most {
+						most = info.Size()
+					}
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}()
+		code, body := status(filesRequest(ctx, alice, http.MethodPost, nsA, "files", "/workspace", bytes.NewReader(crafted)))
+		stop()
+		Expect(code).To(Equal(http.StatusBadRequest), body)
+		Expect(body).To(ContainSubstring("sparse"))
+		Expect(<-largest).To(BeNumerically("<=", len(crafted)), "the spool grew past the upload's own size")
+		Expect(os.ReadDir(spoolDir)).To(BeEmpty())
+		res := execIn(ctx, alice, nsA, "files", []string{"sh", "-c", "ls -a /workspace; du -s /workspace"}, remotecommand.StreamOptions{})
+		Expect(res.err).NotTo(HaveOccurred())
+		Expect(res.stdout).NotTo(ContainSubstring("big-sparse.bin"))
+		Expect(res.stdout).NotTo(ContainSubstring("GNUSparseFile"))
+		Eventually(func(g Gomega) {
+			g.Expect(eventNotes(ctx, g, nsA, "files")).To(ContainElement(HavePrefix(
+				fmt.Sprintf(`User "alice" uploaded into "/workspace" (%d bytes of tar, nothing written): failed: tar entry "big-sparse.bin" is sparse`, len(crafted)))))
+		}).Should(Succeed())
+
+		// The same in GNU's old format.
+		code, body = status(filesRequest(ctx, alice, http.MethodPost, nsA, "files", "/workspace",
+			bytes.NewReader(tartest.SparseGNU("big-sparse.bin", 1610612736, []byte("a")))))
+		Expect(code).To(Equal(http.StatusBadRequest), body)
+		Expect(os.ReadDir(spoolDir)).To(BeEmpty())
+	})
+
 	It("answers 403 to a user of another namespace, both ways, and records each transfer", func() {
 		code, _ := status(filesRequest(ctx, bob, http.MethodGet, nsA, "files", "/workspace/big.bin", nil))
 		Expect(code).To(Equal(http.StatusForbidden))
@@ -140,8 +186,8 @@ var _ = Describe("Files through the access API", Ordered, func() {
 		Expect(code).To(Equal(http.StatusForbidden))
 		Eventually(func(g Gomega) {
 			g.Expect(eventNotes(ctx, g, nsA, "files")).To(ContainElements(
-				`User "alice" uploaded into "/workspace" (52430336 bytes of tar): done`,
-				`User "alice" downloaded "/workspace/big.bin" (52430336 bytes of tar): done`,
+				`User "alice" uploaded into "/workspace" (52430336 bytes of tar, 52428800 bytes of files written): done`,
+				`User "alice" downloaded "/workspace/big.bin" (52430336 bytes of tar, 52428800 bytes of files written): done`,
 			))
 		}).Should(Succeed())
 	})

@@ -68,6 +68,9 @@ type Options struct {
 	// MaxFileBytes bounds the tar of one file transfer (0 is
 	// DefaultMaxFileBytes).
 	MaxFileBytes int64
+	// SpoolDir is where file transfers are spooled, MaxFileBytes at most
+	// each; empty is the temporary folder.
+	SpoolDir string
 }
 
 // The manager checks callers with the API server (as system:auth-delegator

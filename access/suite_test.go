@@ -53,6 +53,8 @@ var (
 	// users: alice may work in nsA, bob in nsB (afe-sandbox-user).
 	alice, bob *rest.Config
 	nsA, nsB   string
+	// spoolDir is the access API's SpoolDir.
+	spoolDir string
 )
 
 // maxFileBytes is the suite's --access-max-file-bytes: a 50 MiB file fits.
@@ -112,6 +114,7 @@ var _ = BeforeSuite(func() {
 		MaxConcurrentReconciles: 2,
 		ProxyImage:              "afe/egress-proxy:dev",
 	})).To(Succeed())
+	spoolDir = GinkgoT().TempDir()
 	accessServer, err = access.New(mgr, engine, access.Options{
 		BindAddress:  "127.0.0.1:0",
 		Service:      types.NamespacedName{Namespace: "afe-system", Name: "afe-access"},
@@ -119,6 +122,7 @@ var _ = BeforeSuite(func() {
 		ExternalName: "localhost",
 		Instance:     instance,
 		MaxFileBytes: maxFileBytes,
+		SpoolDir:     spoolDir,
 		RunLogs:      runLogs,
 		Telemetry:    store,
 	})

@@ -17,6 +17,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+
+	"afe.dev/sandbox/internal/tarbound"
 )
 
 // cpCommand copies a file or a tree into a sandbox's workspace or out of
@@ -192,7 +194,9 @@ func downloadTarget(local string) (dest, top string) {
 // extractTar writes the tar's entries under dest, its top entry renamed
 // top (kept when empty). Entries that would land outside dest, or go
 // through a symlink, are refused: the tar comes from a workspace the
-// workload controls.
+// workload controls. So are sparse entries (the engine never makes one),
+// which archive/tar would expand to their real size: what is written is
+// then never more than what was received.
 func extractTar(r io.Reader, dest, top string) error {
 	root, err := os.OpenRoot(dest)
 	if err != nil {
@@ -200,6 +204,7 @@ func extractTar(r io.Reader, dest, top string) error {
 	}
 	defer func() { _ = root.Close() }()
 	tr := tar.NewReader(r)
+	bound := &tarbound.Bound{}
 	for {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -207,6 +212,9 @@ func extractTar(r io.Reader, dest, top string) error {
 		}
 		if err != nil {
 			return err
+		}
+		if err := bound.Check(hdr); err != nil {
+			return fmt.Errorf("refused: %w", err)
 		}
 		name := path.Clean(hdr.Name)
 		if path.IsAbs(name) || name == ".." || strings.HasPrefix(name, "../") {

@@ -9,9 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"afe.dev/sandbox/test/tartest"
 )
 
 func TestRemoteArg(t *testing.T) {
@@ -323,5 +326,22 @@ func TestExtractTarDropsSetuidBits(t *testing.T) {
 	}
 	if info.Mode()&(fs.ModeSetuid|fs.ModeSetgid) != 0 || info.Mode().Perm()&0o100 == 0 {
 		t.Errorf("extracted with mode %v, want the permissions without setuid or setgid", info.Mode())
+	}
+}
+
+func TestExtractTarRefusesSparseEntries(t *testing.T) {
+	for name, data := range map[string][]byte{
+		"PAX 1.0": tartest.SparsePAX("big.bin", 256<<20, []byte("a")),
+		"PAX 0.1": tartest.SparsePAXMap("big.bin", 256<<20, []byte("a")),
+		"GNU S":   tartest.SparseGNU("big.bin", 256<<20, []byte("a")),
+	} {
+		out := t.TempDir()
+		err := extractTar(bytes.NewReader(data), out, "")
+		if err == nil || !strings.Contains(err.Error(), "sparse") {
+			t.Errorf("%s: %v, want a refusal of the sparse entry", name, err)
+		}
+		if d := cmp.Diff(map[string]string{".": "dir"}, treeOf(t, out)); d != "" {
+			t.Errorf("%s: written (-want +got):\n%s", name, d)
+		}
 	}
 }
