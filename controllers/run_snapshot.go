@@ -28,6 +28,8 @@ type snapshotJob struct {
 	source docker.Mount
 	// ticketUID is the UID of the sandbox's Ticket, if any.
 	ticketUID string
+	// maxBytes bounds the copy: the sandbox's resources.disk (0: none).
+	maxBytes int64
 }
 
 // snapshotJobOf reads the workspace of the sandbox. A host folder is
@@ -36,7 +38,7 @@ type snapshotJob struct {
 // and no container of another Sandbox with an overlapping folder, which
 // could swap a component of the path.
 func (r *RunReconciler) snapshotJobOf(ctx context.Context, sbx *afev1.Sandbox) (*snapshotJob, error) {
-	job := &snapshotJob{id: sandboxspec.IdentityOf(sbx, r.Options.Instance), image: sbx.Spec.Image}
+	job := &snapshotJob{id: sandboxspec.IdentityOf(sbx, r.Options.Instance), image: sbx.Spec.Image, maxBytes: diskBytes(sbx)}
 	if ref := metav1.GetControllerOf(sbx); ref != nil && ref.Kind == "Ticket" {
 		job.ticketUID = string(ref.UID)
 	}
@@ -93,6 +95,9 @@ func (r *RunReconciler) executeSnapshot(ctx context.Context, run *afev1.Run, a *
 			Labels: snapshotLabels(job, run, afev1.RoleSnapshotCopy),
 			From:   job.source,
 			To:     docker.Mount{Type: docker.MountVolume, Source: name},
+			// A workspace whose files take more than its disk limit at
+			// their full size (sparse ones) is not copied past it.
+			MaxBytes: job.maxBytes,
 		})
 	}
 	if err == nil {

@@ -14,6 +14,7 @@ import (
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/naming"
+	"afe.dev/sandbox/internal/tarbound"
 )
 
 // snapshotRetry is how often a missing fromSnapshot is looked for again.
@@ -77,17 +78,36 @@ func (r *SandboxReconciler) restoreWorkspace(ctx context.Context, s *sandboxScop
 		return err
 	}
 	started := time.Now()
+	limit := diskBytes(s.sbx)
 	n, err := r.Engine.CopyWorkspace(ctx, docker.CopySpec{
-		Name:   naming.Restore(s.id.Key),
-		Image:  s.sbx.Spec.Image,
-		Labels: s.id.Labels(afev1.RoleSnapshotCopy),
-		From:   docker.Mount{Type: docker.MountVolume, Source: from},
-		To:     docker.Mount{Type: docker.MountVolume, Source: volume},
+		Name:     naming.Restore(s.id.Key),
+		Image:    s.sbx.Spec.Image,
+		Labels:   s.id.Labels(afev1.RoleSnapshotCopy),
+		From:     docker.Mount{Type: docker.MountVolume, Source: from},
+		To:       docker.Mount{Type: docker.MountVolume, Source: volume},
+		MaxBytes: limit,
 	})
+	if errors.Is(err, tarbound.ErrTooLarge) || errors.Is(err, tarbound.ErrSparse) {
+		// Nothing of a snapshot past the bound is kept: the volume is
+		// removed, and made again for the next attempt.
+		setCondition(s.sbx, afev1.WorkspaceReadyCondition, false, afev1.SnapshotTooLargeReason,
+			fmt.Sprintf("Snapshot volume %s holds more than resources.disk (%d bytes, each file at its full size); raise resources.disk or restore another snapshot", from, limit))
+		return errors.Join(fmt.Errorf("restore snapshot %s into %s: %w", from, volume, err), r.removeOwnedVolume(ctx, s))
+	}
 	if err != nil {
 		return fmt.Errorf("restore snapshot %s into %s: %w", from, volume, err)
 	}
 	logf.FromContext(ctx).Info("Restored the workspace from a snapshot", "snapshot", from, "volume", volume, "bytes", n, "duration", time.Since(started))
 	r.Recorder.Eventf(s.sbx, nil, corev1.EventTypeNormal, "Restored", "Restore", "Workspace volume %s filled from snapshot %s", volume, from)
 	return nil
+}
+
+// diskBytes is the sandbox's resources.disk in bytes, 0 when unset: the
+// bound of the copies into and out of its workspace (snapshots), as a
+// plain tar counts them (a sparse file at its full size).
+func diskBytes(sbx *afev1.Sandbox) int64 {
+	if d := sbx.Spec.Resources.Disk; d != nil {
+		return d.Value()
+	}
+	return 0
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+
+	"afe.dev/sandbox/internal/tarbound"
 )
 
 // CopySpec is a copy of a workspace tree from one mount to another.
@@ -21,6 +23,13 @@ type CopySpec struct {
 	// ignored).
 	From Mount
 	To   Mount
+	// MaxBytes bounds the copy: its entries, each counted as a plain tar
+	// holds it (internal/tarbound), 0 bounding no size; a sparse entry is
+	// refused either way. The copy fails at the entry that passes it
+	// (errors.Is tarbound.ErrTooLarge, or tarbound.ErrSparse), before
+	// anything of that entry reaches To; what was copied before it stays
+	// there for the caller to remove.
+	MaxBytes int64
 }
 
 // copyPath is where the helpers mount the trees.
@@ -77,24 +86,33 @@ func (c *Client) CopyWorkspace(ctx context.Context, spec CopySpec) (int64, error
 		return 0, wrap(err, "read the tree of "+from)
 	}
 	defer func() { _ = rc.Close() }()
-	counted := &countingReader{r: rc}
+	// The stream goes through the bound on its way: each entry's header
+	// is passed on once checked.
+	pr, pw := io.Pipe()
+	bound := &tarbound.Bound{Max: spec.MaxBytes}
+	var n int64
+	passed := make(chan error, 1)
+	go func() {
+		var err error
+		n, err = tarbound.Pass(pw, rc, bound)
+		_ = pw.CloseWithError(err)
+		passed <- err
+	}()
 	c.count("copy_to_container")
-	if err := c.api.CopyToContainer(ctx, created[1], "/", counted, container.CopyToContainerOptions{}); err != nil {
-		return counted.n, wrap(err, "write the tree into "+to)
+	err = c.api.CopyToContainer(ctx, created[1], "/", pr, container.CopyToContainerOptions{})
+	_ = pr.CloseWithError(errCopyEnded)
+	_ = rc.Close()
+	if perr := <-passed; perr != nil && !errors.Is(perr, errCopyEnded) {
+		return n, fmt.Errorf("copy the tree of %s into %s: %w", from, to, perr)
 	}
-	return counted.n, nil
+	if err != nil {
+		return n, wrap(err, "write the tree into "+to)
+	}
+	return n, nil
 }
 
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
-}
+// errCopyEnded stops the stream of a copy whose writing side has ended.
+var errCopyEnded = errors.New("the copy ended")
 
 // removeStaleHelper removes a helper of the name that an earlier copy left
 // (a crash cut it short) when it carries the labels of this copy; a

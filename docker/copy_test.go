@@ -3,7 +3,12 @@ package docker
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
+
+	"afe.dev/sandbox/internal/tarbound"
 )
 
 func TestCopyWorkspaceKeepsOwnersAndModesAndLeavesNoHelper(t *testing.T) {
@@ -93,5 +98,43 @@ func TestCopyWorkspaceReplacesTheHelpersACrashLeft(t *testing.T) {
 	}
 	if _, err := engine.InspectContainer(ctx, other); err != nil {
 		t.Fatalf("the other container was touched: %v", err)
+	}
+}
+
+// A file the workload made sparse (no disk used, 1 GiB long) is copied
+// whole by the engine's archive; the copy stops at the bound before any of
+// it is written.
+func TestCopyWorkspaceStopsAtItsBound(t *testing.T) {
+	ctx := context.Background()
+	labels := testLabels(t)
+	src, dst := uniqueName()+"-src", uniqueName()+"-dst"
+	for _, v := range []string{src, dst} {
+		if _, err := engine.EnsureVolume(ctx, VolumeSpec{Name: v, Labels: labels}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sh(t, "run", "--rm", "--network", "none", "--label", "afe.test="+labels["afe.test"], "-v", src+":/workspace", testImage, "sh", "-c",
+		"echo small > /workspace/a-small && truncate -s 1G /workspace/b-sparse && du -sk /workspace")
+	const bound = 16 << 20
+	started := time.Now()
+	_, err := engine.CopyWorkspace(ctx, CopySpec{
+		Name: uniqueName() + "-copy", Image: testImage, Labels: labels,
+		From:     Mount{Type: MountVolume, Source: src},
+		To:       Mount{Type: MountVolume, Source: dst},
+		MaxBytes: bound,
+	})
+	if !errors.Is(err, tarbound.ErrTooLarge) {
+		t.Fatalf("copy of a 1 GiB sparse file bounded at 16 MiB: %v", err)
+	}
+	t.Logf("refused after %s: %v", time.Since(started), err)
+	got := sh(t, "run", "--rm", "--network", "none", "--label", "afe.test="+labels["afe.test"], "-v", dst+":/workspace", testImage, "sh", "-c",
+		"ls /workspace; du -sk /workspace | cut -f1")
+	lines := strings.Fields(got)
+	kib, convErr := strconv.Atoi(lines[len(lines)-1])
+	if convErr != nil || kib > bound>>10 || strings.Contains(got, "b-sparse") {
+		t.Fatalf("the destination after a refused copy:\n%s", got)
+	}
+	if cs, _ := engine.ListContainers(ctx, labels); len(cs) != 0 {
+		t.Fatalf("helpers left after a refused copy: %v", cs)
 	}
 }

@@ -176,6 +176,10 @@ const (
 	// SnapshotNotFoundReason: workspace.fromSnapshot names no snapshot volume
 	// of this namespace and controller instance. Nothing was created.
 	SnapshotNotFoundReason = "SnapshotNotFound"
+	// SnapshotTooLargeReason: workspace.fromSnapshot holds more than the
+	// sandbox's resources.disk (each file counted at its full size), or a
+	// sparse file; nothing of it is kept in the workspace.
+	SnapshotTooLargeReason = "SnapshotTooLarge"
 	// SuspendedReason: the sandbox is suspended (spec.suspend, or idle for
 	// lifecycle.idleTimeoutSeconds): its container and proxy are stopped,
 	// its workspace and network kept. A Run of the sandbox, or
