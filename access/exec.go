@@ -222,13 +222,19 @@ func readSizes(ctx context.Context, st httpstream.Stream, sizes chan<- docker.Te
 }
 
 // exitStatus is the Status of protocol v4's error stream: Success, a
-// NonZeroExitCode with the code, or the error.
+// NonZeroExitCode with the code, or the error. Clients read the code as
+// one byte (client-go fails with "invalid exit code value" otherwise): a
+// code the engine reports outside 0-255 (-1 as 4294967295, for a command
+// whose end it did not see) is an error that says so.
 func exitStatus(code int, err error) metav1.Status {
 	switch {
 	case err != nil:
 		return metav1.Status{Status: metav1.StatusFailure, Message: err.Error(), Reason: metav1.StatusReasonInternalError}
 	case code == 0:
 		return metav1.Status{Status: metav1.StatusSuccess}
+	case code < 0 || code > 255:
+		return metav1.Status{Status: metav1.StatusFailure, Reason: metav1.StatusReasonInternalError,
+			Message: fmt.Sprintf("the command ended without an exit code (the engine reported %d)", code)}
 	default:
 		return metav1.Status{
 			Status:  metav1.StatusFailure,

@@ -16,6 +16,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,6 +27,7 @@ import (
 
 	"afe.dev/sandbox/access"
 	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/test/dockertest"
 )
 
@@ -178,6 +180,43 @@ var _ = Describe("Exec through the access API", Ordered, func() {
 		var res execResult
 		Eventually(done).WithTimeout(30 * time.Second).Should(Receive(&res))
 		Expect(res.err).NotTo(HaveOccurred())
+	})
+
+	It("applies a flood of terminal resizes as a bounded number of engine requests, the last size included", func() {
+		const flood = 2000
+		sizes := &sizeQueue{sizes: make(chan remotecommand.TerminalSize, flood+1)}
+		for i := range flood {
+			sizes.sizes <- remotecommand.TerminalSize{Width: uint16(40 + i%100), Height: uint16(10 + i%30)}
+		}
+		sizes.sizes <- remotecommand.TerminalSize{Width: 123, Height: 45}
+		// Every engine request of the manager is counted by operation
+		// (afe_docker_requests_total), the resizes too.
+		resizes := func() float64 { return testutil.ToFloat64(docker.Requests.WithLabelValues("container_exec_resize")) }
+		before, started := resizes(), time.Now()
+		stdinR, stdinW := io.Pipe()
+		out := &syncBuffer{}
+		done := make(chan execResult, 1)
+		go func() {
+			defer GinkgoRecover()
+			done <- execIn(ctx, alice, nsA, "box", []string{"sh", "-c", "while read x; do stty size; done"},
+				remotecommand.StreamOptions{Stdin: stdinR, Stdout: out, Tty: true, TerminalSizeQueue: sizes})
+		}()
+		// The last size is the terminal's, once the flood has passed.
+		Eventually(func() string {
+			_, _ = stdinW.Write([]byte("\n"))
+			return out.String()
+		}).WithTimeout(2 * time.Minute).WithPolling(200 * time.Millisecond).Should(ContainSubstring("45 123"))
+		Expect(sizes.sizes).To(BeEmpty())
+		_, _ = stdinW.Write([]byte("\x04"))
+		_ = stdinW.Close()
+		close(sizes.sizes)
+		var res execResult
+		Eventually(done).WithTimeout(30 * time.Second).Should(Receive(&res))
+		Expect(res.err).NotTo(HaveOccurred())
+		elapsed := time.Since(started)
+		calls := resizes() - before
+		GinkgoWriter.Printf("%d sizes sent: %.0f engine resizes in %s\n", flood+1, calls, elapsed)
+		Expect(calls).To(BeNumerically("<=", float64(elapsed/docker.ResizeInterval)+2))
 	})
 
 	It("records each exec as an Event on the Sandbox naming the user, the command and the outcome", func() {

@@ -78,23 +78,13 @@ func (c *Client) ExecStream(ctx context.Context, containerID string, spec Stream
 		c.count("container_exec_resize")
 		_ = c.api.ContainerExecResize(ctx, created.ID, container.ResizeOptions{Width: uint(size.Width), Height: uint(size.Height)})
 	}
+	var applied *TerminalSize
 	if spec.TTY && spec.Size != nil {
 		resize(*spec.Size)
+		applied = spec.Size
 	}
 	if spec.TTY && spec.Resize != nil {
-		go func() {
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case size, ok := <-spec.Resize:
-					if !ok {
-						return
-					}
-					resize(size)
-				}
-			}
-		}()
+		go resizeEvery(ctx, spec.Resize, applied, ResizeInterval, resize)
 	}
 	stdout, stderr := orDiscard(spec.Stdout), orDiscard(spec.Stderr)
 	copied := make(chan error, 1)
@@ -121,6 +111,40 @@ func (c *Client) ExecStream(ctx context.Context, containerID string, spec Stream
 		}
 	}
 	return c.execExitCode(ctx, created.ID, containerID)
+}
+
+// ResizeInterval is the least time between two resizes of an exec's
+// terminal: a client sending sizes faster (each one an engine request
+// otherwise) has the latest applied at that pace.
+const ResizeInterval = 100 * time.Millisecond
+
+// resizeEvery applies the sizes received, at most one every interval (the
+// latest one), and none equal to the size applied before.
+func resizeEvery(ctx context.Context, sizes <-chan TerminalSize, applied *TerminalSize, interval time.Duration, resize func(TerminalSize)) {
+	var pending *TerminalSize
+	var wait <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case size, ok := <-sizes:
+			if !ok {
+				return
+			}
+			pending = &size
+		case <-wait:
+			wait = nil
+		}
+		if pending == nil || wait != nil {
+			continue
+		}
+		if applied == nil || *pending != *applied {
+			resize(*pending)
+			applied = pending
+			wait = time.After(interval)
+		}
+		pending = nil
+	}
 }
 
 // execExitCode waits for the engine to record the exit code of an exec
