@@ -219,6 +219,20 @@ var _ = Describe("Exec through the access API", Ordered, func() {
 		Expect(calls).To(BeNumerically("<=", float64(elapsed/docker.ResizeInterval)+2))
 	})
 
+	It("ends an exec whose client stopped reading with a status the client can parse", func() {
+		// The client takes the first piece of output, then reads nothing
+		// for 10 s (its writer hangs), then refuses every write; the
+		// command writes 20 MB and exits 3.
+		stalled := &stalledWriter{release: make(chan struct{})}
+		time.AfterFunc(10*time.Second, func() { close(stalled.release) })
+		res := execIn(ctx, alice, nsA, "box", []string{"sh", "-c", "yes | head -c 20000000; exit 3"}, remotecommand.StreamOptions{Stdout: stalled})
+		if res.err != nil {
+			Expect(res.err.Error()).NotTo(ContainSubstring("protocol error"))
+		} else {
+			Expect(res.code).To(Equal(3))
+		}
+	})
+
 	It("records each exec as an Event on the Sandbox naming the user, the command and the outcome", func() {
 		res := execIn(ctx, alice, nsA, "box", []string{"sh", "-c", "exit 3"}, remotecommand.StreamOptions{})
 		Expect(res.code).To(Equal(3))
@@ -252,6 +266,22 @@ func (q *sizeQueue) Next() *remotecommand.TerminalSize {
 		return nil
 	}
 	return &s
+}
+
+// stalledWriter takes one write, hangs on the next until release, then
+// fails: a client that stopped reading.
+type stalledWriter struct {
+	writes  int
+	release chan struct{}
+}
+
+func (w *stalledWriter) Write(p []byte) (int, error) {
+	w.writes++
+	if w.writes == 1 {
+		return len(p), nil
+	}
+	<-w.release
+	return 0, errors.New("the client stopped reading")
 }
 
 // syncBuffer is a buffer written by one goroutine and read by another.
