@@ -62,8 +62,11 @@ type outcome struct {
 	output    string
 	truncated bool
 	result    map[string]json.RawMessage
-	started   time.Time
-	finished  time.Time
+	// resultRefused says why the command's result was refused (too deep,
+	// too large); result is nil then.
+	resultRefused string
+	started       time.Time
+	finished      time.Time
 	// lost: the sandbox container went away during the attempt; the Run is
 	// executed again in its replacement.
 	lost bool
@@ -171,7 +174,8 @@ func (r *RunReconciler) executeCommand(ctx context.Context, run *afev1.Run, a *a
 	o.timedOut = timedOut.Load()
 	o.output = tail.String()
 	o.truncated = tail.Truncated()
-	o.result = results.Last()
+	last := results.Last()
+	o.result, o.resultRefused = last.Fields, last.Refused
 	if !o.timedOut && len(run.Spec.Command) > 0 {
 		o.execErr = execFailure(code, o.output)
 	}
