@@ -11,8 +11,8 @@ import (
 type AttemptEnd struct {
 	ExitCode int
 	// TimedOut: killed at its deadline; ContainerKilled: some of its
-	// processes survived every kill, and the sandbox container was removed
-	// with them.
+	// processes survived every kill (at its deadline or after its end), and
+	// the sandbox container was removed with them.
 	TimedOut, ContainerKilled bool
 	// ExecErr: the command could not be executed at all.
 	ExecErr string
@@ -79,6 +79,9 @@ func RunOutcome(a AttemptEnd) RunEnd {
 		// a second later; the memory limit's kill looks the same.
 		message += fmt.Sprintf(": killed by SIGKILL, as a process that ignores SIGXCPU is one second past the CPU-seconds limit "+
 			"(resources.cpuSeconds: %d per process), or by the memory limit", a.CPUSeconds)
+	}
+	if a.ContainerKilled {
+		message += "; some of its processes survived every kill, so the sandbox container was removed with them and the sandbox is recreated as lost"
 	}
 	reason := afev1.ExitedReason
 	if a.ResultRefused != "" {

@@ -53,6 +53,11 @@ func TestRunOutcome(t *testing.T) {
 			want: RunEnd{Phase: afev1.RunTimedOut, Reason: afev1.TimedOutReason, ExitCode: ptr.To[int32](137), Output: true,
 				Message: "Killed with every process it started after 1.5s; its JSON result was refused (why), so status.result is empty"},
 		},
+		"exited, container removed with survivors": {
+			end: AttemptEnd{ExitCode: 137, ContainerKilled: true, Duration: took},
+			want: RunEnd{Phase: afev1.RunCompleted, Reason: afev1.ExitedReason, ExitCode: ptr.To[int32](137), Output: true,
+				Message: "Exited with code 137 after 1500ms; some of its processes survived every kill, so the sandbox container was removed with them and the sandbox is recreated as lost"},
+		},
 		"timed out": {
 			end:  AttemptEnd{ExitCode: 137, TimedOut: true, Duration: took},
 			want: RunEnd{Phase: afev1.RunTimedOut, Reason: afev1.TimedOutReason, Message: "Killed with every process it started after 1.5s", ExitCode: ptr.To[int32](137), Output: true},
