@@ -2,13 +2,17 @@ package controllers
 
 import (
 	"context"
+	"fmt"
+	"os/exec"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/utils/ptr"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/builtin"
 	"afe.dev/sandbox/internal/runexec"
 	"afe.dev/sandbox/test/dockertest"
@@ -102,5 +106,33 @@ echo '* filter=k' > /workspace/lanes/a/.gitattributes`)
 		Expect(inContainer(c, `cat /workspace/killer.log`)).To(ContainSubstring("killed"), "the filter killed the step: the test attacks it")
 		Expect(got.Status.TimedOut).To(HaveValue(BeFalse()))
 		Expect(time.Duration(got.Status.DurationMilliseconds)*time.Millisecond).To(BeNumerically("<", time.Minute), "it ended long before its deadline")
+	})
+})
+
+var _ = Describe("Run sweep after an attempt", func() {
+	It("kills a process of the attempt found from the engine's side after a step that exited cleanly", func() {
+		engine, err := docker.New("")
+		Expect(err).NotTo(HaveOccurred())
+		ctx := context.Background()
+		c, err := engine.RunContainer(ctx, docker.ContainerSpec{Name: "afe-test-sweep-" + rand.String(6), Image: dockertest.TestImage,
+			Labels: map[string]string{"afe.test": "sweep"}, Network: "none", Command: []string{"sleep", "600"}, User: "1000:1000", Init: true})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() { _ = engine.RemoveContainer(ctx, c.ID) })
+		const gid = 2_000_000_079
+		a := &attempt{container: c.Name, containerID: c.ID, gid: gid, sandboxGID: 1000}
+		run := &afev1.Run{Spec: afev1.RunSpec{Command: []string{"true"}}}
+		r := &RunReconciler{Engine: engine}
+
+		By("costing one look when nothing is left")
+		t0 := time.Now()
+		Expect(r.sweepAttempt(ctx, run, a, 1000, false)).To(BeFalse())
+		GinkgoWriter.Printf("a clean sweep took %s\n", time.Since(t0))
+
+		By("killing what a step whose script was made to exit 0 (by ptrace, say) left")
+		out, err := exec.Command("docker", "exec", "-d", "--user", fmt.Sprintf("1000:%d", gid), c.ID, "sleep", "3604").CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(out))
+		Eventually(func() []string { return groupProcesses(c.ID, gid) }, "10s").ShouldNot(BeEmpty())
+		Expect(r.sweepAttempt(ctx, run, a, 1000, false)).To(BeFalse(), "the kill worked: the container stays")
+		Expect(groupProcesses(c.ID, gid)).To(BeEmpty())
 	})
 })
