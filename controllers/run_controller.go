@@ -273,7 +273,7 @@ func (r *RunReconciler) finish(ctx context.Context, before, run *afev1.Run, a *a
 	end := plan.RunOutcome(plan.AttemptEnd{
 		ExitCode: o.exitCode, TimedOut: o.timedOut, ContainerKilled: o.containerKilled,
 		ExecErr: o.execErr, FailReason: o.failReason, FailMessage: o.failMessage,
-		Duration: o.finished.Sub(o.started), CPUSeconds: a.cpuSeconds,
+		Duration: o.finished.Sub(o.started), CPUSeconds: a.cpuSeconds, ResultRefused: o.resultRefused,
 	})
 	if end.ExitCode != nil {
 		run.Status.ExitCode = end.ExitCode

@@ -15,6 +15,7 @@ import (
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/builtin"
 	"afe.dev/sandbox/internal/runexec"
 	"afe.dev/sandbox/internal/telemetry"
 )
@@ -62,8 +63,11 @@ type outcome struct {
 	output    string
 	truncated bool
 	result    map[string]json.RawMessage
-	started   time.Time
-	finished  time.Time
+	// resultRefused says why the command's result was refused (too deep,
+	// too large); result is nil then.
+	resultRefused string
+	started       time.Time
+	finished      time.Time
 	// lost: the sandbox container went away during the attempt; the Run is
 	// executed again in its replacement.
 	lost bool
@@ -84,6 +88,10 @@ type outcome struct {
 	// measure is the size and SHA-256 of a command's whole output (nil for
 	// a builtin: its stated output is measured).
 	measure *telemetry.Output
+	// unclean: a step's exec ended by a signal or without an exit code,
+	// so its script may not have killed what the step left (the workload,
+	// of the same uid, can kill it).
+	unclean bool
 }
 
 // execute runs one attempt to its end and reports the end to the Run's
@@ -125,6 +133,9 @@ func (r *RunReconciler) execute(ctx context.Context, run *afev1.Run, a *attempt,
 			if o.exitCode == 0 || o.exitCode == -1 {
 				o.exitCode = 137
 			}
+		}
+		if ctx.Err() == nil && r.sweepAttempt(context.WithoutCancel(ctx), run, a, uid, o.unclean || o.timedOut) {
+			o.containerKilled = true
 		}
 	}
 	o.finished = time.Now()
@@ -171,7 +182,8 @@ func (r *RunReconciler) executeCommand(ctx context.Context, run *afev1.Run, a *a
 	o.timedOut = timedOut.Load()
 	o.output = tail.String()
 	o.truncated = tail.Truncated()
-	o.result = results.Last()
+	last := results.Last()
+	o.result, o.resultRefused = last.Fields, last.Refused
 	if !o.timedOut && len(run.Spec.Command) > 0 {
 		o.execErr = execFailure(code, o.output)
 	}
@@ -194,6 +206,9 @@ func (r *RunReconciler) step(ctx context.Context, a *attempt, uid int, timedOut 
 	// included), and the exec's end is the step's.
 	spec.Cmd = runexec.StepCommand(a.gid, spec.Cmd)
 	code, err := r.Engine.Exec(ctx, a.containerID, spec)
+	if err != nil || code >= 128 {
+		o.unclean = true
+	}
 	switch {
 	case ctx.Err() != nil && timedOut.Load():
 		// Abandoned at the deadline; the output kept so far is the
@@ -295,6 +310,38 @@ func (r *RunReconciler) endAttempt(ctx context.Context, a *attempt, uid int) boo
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// sweepAttempt looks for the attempt's processes, of each of its groups,
+// once it ended, however it ended, and kills them before the Run is said
+// ended (and its slot is free). The step's own kill runs as the workload's
+// uid, so the workload can kill it first (a background process killing its
+// parent, a git filter killing the merge step) and leave processes behind.
+// They are looked for from the engine's side (docker top), which the
+// workload cannot touch; when some are found, or when a step ended by a
+// signal (unclean: its kill may not have run), they are killed as at a
+// deadline (endAttempt), which tells whether the sandbox container had to
+// be removed with survivors.
+func (r *RunReconciler) sweepAttempt(ctx context.Context, run *afev1.Run, a *attempt, uid int, unclean bool) bool {
+	groups := []*attempt{a}
+	if run.Spec.Builtin == afev1.BuiltinMergeAndCI {
+		// The check step's group, of its own.
+		groups = append(groups, &attempt{number: a.number, gid: builtin.CheckGID(string(run.UID), a.number, a.sandboxGID),
+			sandboxGID: a.sandboxGID, sandbox: a.sandbox, container: a.container, containerID: a.containerID})
+	}
+	for _, g := range groups {
+		if !unclean {
+			left, err := r.survivors(ctx, g)
+			if errors.Is(err, docker.ErrNotFound) || (err == nil && left == 0) {
+				continue
+			}
+		}
+		logf.FromContext(ctx).Info("Killing what is left of the Run's processes after its end", "gid", g.gid)
+		if r.endAttempt(ctx, g, uid) {
+			return true
+		}
+	}
+	return false
 }
 
 // containerStopped tells whether the attempt's container exists and does not

@@ -81,6 +81,12 @@ const (
 	// sandbox wrote to it, or changed the repository under the step; the
 	// message says what was wrong.
 	ReportInvalidReason = "ReportInvalid"
+	// ResultRefusedReason: the command exited (ok and exitCode tell how),
+	// but the JSON object it printed last as its result was refused: it
+	// nests deeper than 64 levels, holds a number no float64 can hold, or
+	// comes to more than 64 KiB re-encoded. status.result is empty (an
+	// earlier object does not stand in for it); the message says why.
+	ResultRefusedReason = "ResultRefused"
 )
 
 // RunBuiltin is an operation the controller performs for a Run instead of a
@@ -271,7 +277,9 @@ type RunStatus struct {
 	// +optional
 	OutputTruncated *bool `json:"outputTruncated,omitempty"`
 	// result holds the keys of the last stdout line that parses as a JSON
-	// object. For builtin MergeAndCI: merged (bool), conflicts (a list of
+	// object, decoded and re-encoded: at most 64 levels deep and 64 KiB in
+	// all, or refused (empty, and the Completed condition's reason is
+	// ResultRefused). For builtin MergeAndCI: merged (bool), conflicts (a list of
 	// {lane, files}), ci_passed (bool), ci_output (its last 4 KiB),
 	// ci_exit_code, base_commit, integration_branch, integration_commit, and
 	// lanes (a list of {lane, commit} merged). For builtin Snapshot:

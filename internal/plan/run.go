@@ -11,8 +11,8 @@ import (
 type AttemptEnd struct {
 	ExitCode int
 	// TimedOut: killed at its deadline; ContainerKilled: some of its
-	// processes survived every kill, and the sandbox container was removed
-	// with them.
+	// processes survived every kill (at its deadline or after its end), and
+	// the sandbox container was removed with them.
 	TimedOut, ContainerKilled bool
 	// ExecErr: the command could not be executed at all.
 	ExecErr string
@@ -22,6 +22,9 @@ type AttemptEnd struct {
 	Duration time.Duration
 	// CPUSeconds is the sandbox's per-process CPU-time limit (0: none).
 	CPUSeconds int64
+	// ResultRefused says why the command's JSON result was refused (empty:
+	// none was).
+	ResultRefused string
 }
 
 // The exit statuses of a process the kernel ended at its CPU-time limit:
@@ -62,10 +65,10 @@ func RunOutcome(a AttemptEnd) RunEnd {
 	case a.TimedOut && a.ContainerKilled:
 		return RunEnd{Phase: afev1.RunTimedOut, Reason: afev1.TimedOutReason, ExitCode: &code, Output: true,
 			Message: fmt.Sprintf("Timed out after %s; some of its processes survived every kill, so the sandbox container was removed "+
-				"with them and the sandbox is recreated as lost", took)}
+				"with them and the sandbox is recreated as lost", took) + refusal(a.ResultRefused)}
 	case a.TimedOut:
 		return RunEnd{Phase: afev1.RunTimedOut, Reason: afev1.TimedOutReason, ExitCode: &code, Output: true,
-			Message: fmt.Sprintf("Killed with every process it started after %s", took)}
+			Message: fmt.Sprintf("Killed with every process it started after %s", took) + refusal(a.ResultRefused)}
 	}
 	message := fmt.Sprintf("Exited with code %d after %dms", code, took.Milliseconds())
 	switch {
@@ -77,5 +80,21 @@ func RunOutcome(a AttemptEnd) RunEnd {
 		message += fmt.Sprintf(": killed by SIGKILL, as a process that ignores SIGXCPU is one second past the CPU-seconds limit "+
 			"(resources.cpuSeconds: %d per process), or by the memory limit", a.CPUSeconds)
 	}
-	return RunEnd{Phase: afev1.RunCompleted, Reason: afev1.ExitedReason, ExitCode: &code, Output: true, OK: code == 0, Message: message}
+	if a.ContainerKilled {
+		message += "; some of its processes survived every kill, so the sandbox container was removed with them and the sandbox is recreated as lost"
+	}
+	reason := afev1.ExitedReason
+	if a.ResultRefused != "" {
+		reason = afev1.ResultRefusedReason
+	}
+	return RunEnd{Phase: afev1.RunCompleted, Reason: reason, ExitCode: &code, Output: true, OK: code == 0,
+		Message: message + refusal(a.ResultRefused)}
+}
+
+// refusal is the end of a message for a result refused because of why.
+func refusal(why string) string {
+	if why == "" {
+		return ""
+	}
+	return "; its JSON result was refused (" + why + "), so status.result is empty"
 }

@@ -38,6 +38,26 @@ func TestRunOutcome(t *testing.T) {
 			end:  AttemptEnd{ExitCode: 152, Duration: took},
 			want: RunEnd{Phase: afev1.RunCompleted, Reason: afev1.ExitedReason, Message: "Exited with code 152 after 1500ms", ExitCode: ptr.To[int32](152), Output: true},
 		},
+		"result refused": {
+			end: AttemptEnd{ExitCode: 0, Duration: took, ResultRefused: "it nests 9999 levels deep, more than 64"},
+			want: RunEnd{Phase: afev1.RunCompleted, Reason: afev1.ResultRefusedReason, ExitCode: ptr.To[int32](0), Output: true, OK: true,
+				Message: "Exited with code 0 after 1500ms; its JSON result was refused (it nests 9999 levels deep, more than 64), so status.result is empty"},
+		},
+		"result refused, non-zero exit": {
+			end: AttemptEnd{ExitCode: 2, Duration: took, ResultRefused: "why"},
+			want: RunEnd{Phase: afev1.RunCompleted, Reason: afev1.ResultRefusedReason, ExitCode: ptr.To[int32](2), Output: true,
+				Message: "Exited with code 2 after 1500ms; its JSON result was refused (why), so status.result is empty"},
+		},
+		"timed out, result refused": {
+			end: AttemptEnd{ExitCode: 137, TimedOut: true, Duration: took, ResultRefused: "why"},
+			want: RunEnd{Phase: afev1.RunTimedOut, Reason: afev1.TimedOutReason, ExitCode: ptr.To[int32](137), Output: true,
+				Message: "Killed with every process it started after 1.5s; its JSON result was refused (why), so status.result is empty"},
+		},
+		"exited, container removed with survivors": {
+			end: AttemptEnd{ExitCode: 137, ContainerKilled: true, Duration: took},
+			want: RunEnd{Phase: afev1.RunCompleted, Reason: afev1.ExitedReason, ExitCode: ptr.To[int32](137), Output: true,
+				Message: "Exited with code 137 after 1500ms; some of its processes survived every kill, so the sandbox container was removed with them and the sandbox is recreated as lost"},
+		},
 		"timed out": {
 			end:  AttemptEnd{ExitCode: 137, TimedOut: true, Duration: took},
 			want: RunEnd{Phase: afev1.RunTimedOut, Reason: afev1.TimedOutReason, Message: "Killed with every process it started after 1.5s", ExitCode: ptr.To[int32](137), Output: true},

@@ -3,16 +3,18 @@ package runexec
 import (
 	"bytes"
 	"encoding/json"
-	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // reference: the last line (of at most MaxResultLine bytes) that is exactly
-// one JSON object.
-func reference(out []byte) map[string]json.RawMessage {
-	var last map[string]json.RawMessage
+// one JSON object (nothing after it but space), decoded whole and measured: refused when it nests deeper
+// than MaxResultDepth, holds a number past float64, or re-encodes to more
+// than MaxResultBytes.
+func reference(out []byte) (fields map[string]string, refused bool) {
 	for _, line := range bytes.Split(out, []byte("\n")) {
 		if len(line) > MaxResultLine {
 			continue
@@ -21,14 +23,78 @@ func reference(out []byte) map[string]json.RawMessage {
 		if len(trimmed) == 0 || trimmed[0] != '{' {
 			continue
 		}
-		var obj map[string]json.RawMessage
+		var obj map[string]any
 		dec := json.NewDecoder(bytes.NewReader(trimmed))
-		if dec.Decode(&obj) != nil || obj == nil || dec.More() {
+		dec.UseNumber()
+		err := dec.Decode(&obj)
+		if err != nil && strings.Contains(err.Error(), "exceeded max depth") {
+			// Past Go's own limit (10,000 levels): far past ours.
+			fields, refused = nil, true
 			continue
 		}
-		last = obj
+		if err != nil || obj == nil || dec.InputOffset() != int64(len(trimmed)) {
+			continue
+		}
+		var whole bytes.Buffer
+		enc := json.NewEncoder(&whole)
+		enc.SetEscapeHTML(false)
+		if enc.Encode(obj) != nil {
+			continue
+		}
+		if depthOf(obj) > MaxResultDepth || numberPastFloat(obj) || whole.Len()-1 > MaxResultBytes {
+			fields, refused = nil, true
+			continue
+		}
+		fields, refused = map[string]string{}, false
+		for k, v := range obj {
+			var b bytes.Buffer
+			enc := json.NewEncoder(&b)
+			enc.SetEscapeHTML(false)
+			_ = enc.Encode(v)
+			fields[k] = strings.TrimSuffix(b.String(), "\n")
+		}
 	}
-	return last
+	return fields, refused
+}
+
+// depthOf is the nesting of objects and arrays in v, by recursion.
+func depthOf(v any) int {
+	d := 0
+	switch v := v.(type) {
+	case map[string]any:
+		for _, e := range v {
+			d = max(d, depthOf(e))
+		}
+		return d + 1
+	case []any:
+		for _, e := range v {
+			d = max(d, depthOf(e))
+		}
+		return d + 1
+	}
+	return 0
+}
+
+// numberPastFloat tells whether v holds a number no float64 can hold.
+func numberPastFloat(v any) bool {
+	switch v := v.(type) {
+	case json.Number:
+		_, err := v.Float64()
+		return err != nil
+	case map[string]any:
+		for _, e := range v {
+			if numberPastFloat(e) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if numberPastFloat(e) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Results agrees with the reference however the output is split into
@@ -37,21 +103,22 @@ func FuzzResults(f *testing.F) {
 	f.Add([]byte(`{"a":1}`+"\nnoise\n"+`{"b":[1,2]}`), uint8(3))
 	f.Add([]byte("no json at all\n"), uint8(1))
 	f.Add([]byte(`{"a":1} {"b":2}`+"\n[1]\n"), uint8(7))
+	f.Add([]byte(`{"a":1}`+"\n"+nested(MaxResultDepth+1)+"\n"), uint8(5))
+	f.Add([]byte(nested(MaxResultDepth)+"\n"+`{"n":1e999}`), uint8(11))
+	f.Add([]byte(`{ "a" : "<\u2028>", "b": [ 1.0 ] }`), uint8(2))
 	f.Fuzz(func(t *testing.T, out []byte, chunk uint8) {
 		size := int(chunk%16) + 1
 		var r Results
 		for i := 0; i < len(out); i += size {
 			_, _ = r.Write(out[i:min(i+size, len(out))])
 		}
-		got, want := r.Last(), reference(out)
-		if len(got) == 0 && len(want) == 0 {
-			if (got == nil) != (want == nil) {
-				t.Fatalf("got %v, want %v", got, want)
-			}
-			return
+		got := r.Last()
+		want, refused := reference(out)
+		if (got.Refused != "") != refused {
+			t.Fatalf("refused %q, want refused %v", got.Refused, refused)
 		}
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("got %v, want %v", got, want)
+		if d := cmp.Diff(want, fieldStrings(got.Fields)); d != "" {
+			t.Fatal(d)
 		}
 	})
 }

@@ -14,7 +14,10 @@ package runexec
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"hash/fnv"
+	"io"
+	"sort"
 	"strconv"
 	"sync"
 )
@@ -226,47 +229,174 @@ func (l *Lines) end() {
 	l.buf, l.skip, l.pending = l.buf[:0], false, false
 }
 
+// Bounds of a Run's result as it enters the status. A result nested past
+// them would reach readers of the Run that cannot read it: the API server's
+// watch and list of Runs (its decoder stops at 10,000 levels, counted from
+// the list), and clients that decode by recursion.
+const (
+	// MaxResultDepth bounds the nesting of objects and arrays in a result,
+	// its own object counting as the first level.
+	MaxResultDepth = 64
+	// MaxResultBytes bounds a result re-encoded: its keys and values as
+	// they enter the status (a line is at most MaxResultLine bytes, but
+	// re-encoding can grow it: U+FFFD for invalid UTF-8).
+	MaxResultBytes = MaxResultLine
+)
+
+// Result is the JSON object of a stdout line, re-encoded, or why it was
+// refused.
+type Result struct {
+	// Fields are the object's keys, each value re-encoded compactly; nil
+	// when refused or when no line held an object.
+	Fields map[string]json.RawMessage
+	// Refused says why the object was not taken; empty when it was.
+	Refused string
+}
+
 // Results watches stdout for lines that parse as a JSON object and keeps the
 // last one. Lines longer than MaxResultLine are skipped.
 type Results struct {
 	lines *Lines
-	last  map[string]json.RawMessage
+	last  Result
 }
 
 // Write scans p for complete lines.
 func (r *Results) Write(p []byte) (int, error) {
 	if r.lines == nil {
 		r.lines = &Lines{Max: MaxResultLine, Line: func(line []byte) {
-			if obj, ok := ParseObject(line); ok {
-				r.last = obj
+			if res, ok := ParseObject(line); ok {
+				r.last = res
 			}
 		}}
 	}
 	return r.lines.Write(p)
 }
 
-// Last is the last JSON object seen, counting a final line without newline.
-func (r *Results) Last() map[string]json.RawMessage {
+// Last is the last JSON object seen, counting a final line without newline,
+// or why it was refused.
+func (r *Results) Last() Result {
 	if r.lines != nil {
 		r.lines.Flush()
 	}
 	return r.last
 }
 
-// ParseObject parses a line holding exactly one JSON object (surrounding
-// space allowed).
-func ParseObject(line []byte) (map[string]json.RawMessage, bool) {
+// ParseObject reads a line holding exactly one JSON object (surrounding
+// space allowed); ok is false for any other line. The object is decoded and
+// re-encoded, key by key; it is refused, with the reason in Refused, when it
+// nests deeper than MaxResultDepth (read token by token, so that no
+// decoder sees it nested deeper than that), holds a
+// number no float64 can hold, or comes to more than MaxResultBytes.
+func ParseObject(line []byte) (Result, bool) {
 	line = bytes.TrimSpace(line)
 	if len(line) < 2 || line[0] != '{' {
-		return nil, false
+		return Result{}, false
 	}
-	var obj map[string]json.RawMessage
+	depth, ok := objectDepth(line)
+	if !ok {
+		return Result{}, false
+	}
+	if depth > MaxResultDepth {
+		return Result{Refused: fmt.Sprintf("it nests %d levels deep, more than %d", depth, MaxResultDepth)}, true
+	}
+	var obj map[string]any
 	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.UseNumber()
 	if err := dec.Decode(&obj); err != nil || obj == nil {
-		return nil, false
+		return Result{}, false
 	}
-	if dec.More() {
-		return nil, false
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, k)
 	}
-	return obj, true
+	sort.Strings(keys) // the same reason for the same line, whatever the map's order
+	fields := make(map[string]json.RawMessage, len(obj))
+	size := len("{}") + max(len(keys)-1, 0) // braces and commas
+	for _, k := range keys {
+		if n, ok := outOfRange(obj[k]); ok {
+			return Result{Refused: fmt.Sprintf("its number %.40s is out of range", n)}, true
+		}
+		key, err := encode(k)
+		if err != nil {
+			return Result{}, false
+		}
+		val, err := encode(obj[k])
+		if err != nil {
+			return Result{}, false
+		}
+		fields[k] = val
+		size += len(key) + len(":") + len(val)
+	}
+	if size > MaxResultBytes {
+		return Result{Refused: fmt.Sprintf("it comes to %d bytes re-encoded, more than %d", size, MaxResultBytes)}, true
+	}
+	return Result{Fields: fields}, true
+}
+
+// objectDepth reads a line holding exactly one JSON object token by token
+// (no recursion, whatever its nesting) and tells how deep it nests objects
+// and arrays; ok is false for any other line.
+func objectDepth(line []byte) (deepest int, ok bool) {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.UseNumber() // a number past float64 is read, and refused later
+	depth := 0
+	for {
+		t, err := dec.Token()
+		if err != nil {
+			return 0, false
+		}
+		switch t {
+		case json.Delim('{'), json.Delim('['):
+			depth++
+			deepest = max(deepest, depth)
+		case json.Delim('}'), json.Delim(']'):
+			depth--
+		default:
+			if depth == 0 {
+				return 0, false // a scalar, not an object
+			}
+		}
+		if depth == 0 {
+			break
+		}
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return 0, false // more after the object
+	}
+	return deepest, true
+}
+
+// outOfRange finds a number in v that no float64 holds (1e400): the API
+// server would refuse the status that carries it.
+func outOfRange(v any) (string, bool) {
+	switch v := v.(type) {
+	case json.Number:
+		if _, err := strconv.ParseFloat(string(v), 64); err != nil {
+			return string(v), true
+		}
+	case []any:
+		for _, e := range v {
+			if n, ok := outOfRange(e); ok {
+				return n, true
+			}
+		}
+	case map[string]any:
+		for _, e := range v {
+			if n, ok := outOfRange(e); ok {
+				return n, true
+			}
+		}
+	}
+	return "", false
+}
+
+// encode is v as compact JSON, with <, > and & as they are.
+func encode(v any) (json.RawMessage, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
