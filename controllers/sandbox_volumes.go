@@ -1,0 +1,27 @@
+package controllers
+
+import (
+	"context"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+)
+
+// removeImageVolumes removes the volumes made for the VOLUME paths of the
+// sandbox's image, in one list. They live as long as one container, like
+// the anonymous volumes the engine would have made: they are removed
+// before a container is made (those of one removed by hand among them) and
+// when it is stopped for good.
+func (r *SandboxReconciler) removeImageVolumes(ctx context.Context, s *sandboxScope) error {
+	volumes, err := r.Engine.ListVolumes(ctx, s.labelled())
+	if err != nil {
+		return err
+	}
+	for _, v := range volumes {
+		if s.id.OwnsAs(v.Labels, afev1.RoleImageVolume) {
+			if err := r.Engine.RemoveVolume(ctx, v.Name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
