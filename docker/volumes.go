@@ -2,6 +2,8 @@ package docker
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"path"
 	"sort"
 
@@ -89,7 +91,16 @@ func (c *Client) mountImageVolumes(ctx context.Context, spec *ContainerSpec) err
 	sort.Strings(paths)
 	mounts := append([]Mount(nil), spec.Mounts...)
 	for _, p := range paths {
-		mounts = append(mounts, Mount{Type: MountVolume, Source: spec.ImageVolumes.Name(p), Target: p, Labels: spec.ImageVolumes.Labels})
+		name := spec.ImageVolumes.Name(p)
+		// The engine would mount a volume of the name whoever made it.
+		v, err := c.InspectVolume(ctx, name)
+		if err == nil && !labelsMatch(v.Labels, spec.ImageVolumes.Labels) {
+			return fmt.Errorf("volume %s: %w", name, ErrConflict)
+		}
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		mounts = append(mounts, Mount{Type: MountVolume, Source: name, Target: p, Labels: spec.ImageVolumes.Labels})
 	}
 	spec.Mounts = mounts
 	return nil

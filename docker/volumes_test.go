@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -67,5 +68,14 @@ func TestRunContainerNamesAndLabelsImageVolumes(t *testing.T) {
 	vs, err := engine.ListVolumes(ctx, labels)
 	if err != nil || len(vs) != 3 {
 		t.Fatalf("labelled volumes after docker rm -f: %v %+v", err, vs)
+	}
+	// A volume of the name with other labels is never mounted.
+	other := map[string]string{"afe.test": labels["afe.test"], "afe.sandbox-uid": "someone-else"}
+	_, err = engine.RunContainer(ctx, ContainerSpec{
+		Name: name, Image: image, Labels: other, Network: "none", Command: []string{"sleep", "600"},
+		ImageVolumes: &ImageVolumes{Name: func(p string) string { return named[p] }, Labels: other},
+	})
+	if !errors.Is(err, ErrConflict) {
+		t.Fatalf("a volume of another's labels: err = %v, want ErrConflict", err)
 	}
 }
