@@ -284,6 +284,7 @@ var _ = Describe("Tenant isolation", func() {
 		sbx := newSandbox(ns, "volumes")
 		sbx.Spec.Image = image
 		Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
+		DeferCleanup(func() { deleteAndWaitGone(ctx, sbx) })
 		want := naming.ImageVolume(naming.Key(ns, sbx.Name), "/data")
 		volumeAt := func(name string) string {
 			c, err := dockertest.Inspect(name)
