@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -270,7 +271,7 @@ var _ = Describe("Tenant isolation", func() {
 		}
 	})
 
-	It("removes an image's anonymous volumes with the container, recreation after recreation", func() {
+	It("gives an image's VOLUME a volume named and labelled as the sandbox's, fresh in each new container, a docker rm -f included, and gone with the sandbox", func() {
 		image := "afe/volume-test:" + strings.ToLower(rand.String(8))
 		dir := GinkgoT().TempDir()
 		Expect(os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM "+dockertest.TestImage+"\nVOLUME /data\n"), 0o644)).To(Succeed())
@@ -283,54 +284,66 @@ var _ = Describe("Tenant isolation", func() {
 		sbx := newSandbox(ns, "volumes")
 		sbx.Spec.Image = image
 		Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
-		// anonymous is the volume the engine made for /data in the
-		// sandbox's current container.
-		var made []string
-		anonymous := func() string {
-			got := waitReady(ctx, sbx)
-			c, err := dockertest.Inspect(got.Status.ContainerName)
+		DeferCleanup(func() { deleteAndWaitGone(ctx, sbx) })
+		want := naming.ImageVolume(naming.Key(ns, sbx.Name), "/data")
+		volumeAt := func(name string) string {
+			c, err := dockertest.Inspect(name)
 			Expect(err).NotTo(HaveOccurred())
 			for _, m := range c.Mounts {
 				if m.Destination == "/data" {
 					return m.Name
 				}
 			}
-			Fail("no volume at /data")
 			return ""
 		}
-		made = append(made, anonymous())
-		// Recreated by the controller five times: twice after the
-		// container exited (a loss), three times after a spec change (a
-		// drift).
-		for i := 0; i < 5; i++ {
-			if i < 2 {
+		labelsOf := func(volume string) map[string]string {
+			out, err := exec.Command("docker", "volume", "inspect", "-f", "{{json .Labels}}", volume).Output()
+			Expect(err).NotTo(HaveOccurred())
+			var l map[string]string
+			Expect(json.Unmarshal(out, &l)).To(Succeed())
+			return l
+		}
+		var id string
+		// Made, then recreated by the controller: after the container
+		// exited (a loss), twice after a spec change (a drift), and after
+		// a docker rm -f by hand.
+		for round := 0; round < 4; round++ {
+			switch round {
+			case 1:
 				Expect(exec.Command("docker", "kill", getSandbox(ctx, sbx)(Default).Status.ContainerName).Run()).To(Succeed())
-				Eventually(func(g Gomega) {
-					g.Expect(getSandbox(ctx, sbx)(g).Status.Recreations).To(BeEquivalentTo(i + 1))
-				}, "30s").Should(Succeed())
-			} else {
+			case 2, 3:
 				Eventually(func(g Gomega) {
 					got := getSandbox(ctx, sbx)(g)
 					got.Spec.Env = []afev1.EnvVar{{Name: "ROUND", Value: rand.String(4)}}
 					g.Expect(k8sClient.Update(ctx, got)).To(Succeed())
 				}).Should(Succeed())
+			}
+			if round == 3 {
 				Eventually(func(g Gomega) {
 					got := getSandbox(ctx, sbx)(g)
 					g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
-				}, "30s").Should(Succeed())
+					g.Expect(got.Status.ContainerID).NotTo(Equal(id))
+				}, "60s").Should(Succeed())
+				id = getSandbox(ctx, sbx)(Default).Status.ContainerID
+				Expect(exec.Command("docker", "rm", "-f", id).Run()).To(Succeed())
 			}
-			Eventually(func() string { return anonymous() }, "30s").ShouldNot(BeElementOf(made))
-			made = append(made, anonymous())
+			Eventually(func(g Gomega) {
+				got := getSandbox(ctx, sbx)(g)
+				g.Expect(got.Status.ContainerID).NotTo(BeEmpty())
+				g.Expect(got.Status.ContainerID).NotTo(Equal(id))
+				g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, afev1.SandboxReadyCondition)).To(BeTrue())
+			}, "90s").Should(Succeed())
+			name := getSandbox(ctx, sbx)(Default).Status.ContainerName
+			c, err := dockertest.Inspect(name)
+			Expect(err).NotTo(HaveOccurred())
+			id = c.ID
+			Expect(volumeAt(name)).To(Equal(want), "round %d: /data is the sandbox's named volume, not an anonymous one", round)
+			Expect(labelsOf(want)).To(HaveKeyWithValue(afev1.LabelSandboxUID, string(sbx.UID)))
+			Expect(labelsOf(want)).To(HaveKeyWithValue(afev1.LabelRole, afev1.RoleImageVolume))
+			Expect(asRoot(name, "ls /data")).To(BeEmpty(), "round %d: a fresh volume, as the engine's anonymous one was", round)
+			Expect(asRoot(name, "touch /data/round")).Error().NotTo(HaveOccurred())
 		}
 		deleteAndWaitGone(ctx, sbx)
-		var left []string
-		for _, v := range made {
-			if exec.Command("docker", "volume", "inspect", v).Run() == nil {
-				left = append(left, v)
-				_ = exec.Command("docker", "volume", "rm", "-f", v).Run()
-			}
-		}
-		Expect(made).To(HaveLen(6))
-		Expect(left).To(BeEmpty(), "anonymous volumes left behind by the controller's removals")
+		Expect(exec.Command("docker", "volume", "inspect", want).Run()).To(HaveOccurred(), "removed with the sandbox")
 	})
 })

@@ -172,6 +172,10 @@ func (r *SandboxReconciler) reconcileContainer(ctx context.Context, s *sandboxSc
 // the result and error to return.
 func (r *SandboxReconciler) createContainer(ctx context.Context, s *sandboxScope, want docker.ContainerSpec) (*docker.Container, ctrl.Result, error) {
 	logf.FromContext(ctx).Info("Creating container", "container", want.Name)
+	// Fresh volumes for the image's VOLUME paths, as for a new container.
+	if err := r.removeImageVolumes(ctx, s); err != nil {
+		return nil, ctrl.Result{}, err
+	}
 	var created *docker.Container
 	var err error
 	if s.sbx.Spec.Workspace.Type == afev1.WorkspaceFolder {

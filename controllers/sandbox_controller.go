@@ -437,8 +437,8 @@ func (r *SandboxReconciler) removeOwnedNetworks(ctx context.Context, s *sandboxS
 	return nil
 }
 
-// removeOwnedVolumes removes, in one list, the sandbox's workspace volume
-// and the snapshot volumes of a Sandbox without ticket. A ticket's
+// removeOwnedVolumes removes, in one list, the sandbox's workspace volume,
+// the volumes of its image's VOLUME paths, and the snapshot volumes of a Sandbox without ticket. A ticket's
 // snapshots belong to the ticket: they go when it finishes, unless it
 // retains them.
 func (r *SandboxReconciler) removeOwnedVolumes(ctx context.Context, s *sandboxScope) error {
@@ -448,7 +448,7 @@ func (r *SandboxReconciler) removeOwnedVolumes(ctx context.Context, s *sandboxSc
 	}
 	ownSnapshots := s.sbx.Spec.TicketRef == nil || s.sbx.Spec.TicketRef.Name == ""
 	for _, v := range volumes {
-		if s.id.OwnsAs(v.Labels, afev1.RoleWorkspace) || ownSnapshots && s.id.OwnsAs(v.Labels, afev1.RoleSnapshot) {
+		if s.id.OwnsAs(v.Labels, afev1.RoleWorkspace) || s.id.OwnsAs(v.Labels, afev1.RoleImageVolume) || ownSnapshots && s.id.OwnsAs(v.Labels, afev1.RoleSnapshot) {
 			if err := r.Engine.RemoveVolume(ctx, v.Name); err != nil {
 				return err
 			}

@@ -13,39 +13,68 @@ import (
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/sandboxspec"
 )
 
-// DiskMeter holds the last measured size of every workspace volume, by the
-// UID of its Sandbox: the usage collector fills it, the Sandbox reconciler
-// stops a sandbox whose workspace is over its resources.disk.
+// DiskMeter holds the last measured use of disk of every sandbox's volumes
+// (its workspace and the volumes of its image's VOLUME paths), by the UID
+// of its Sandbox: the usage collector fills it, the Sandbox reconciler
+// stops a sandbox that is over its resources.disk.
 type DiskMeter struct {
-	mu        sync.Mutex
-	workspace map[string]int64
+	mu   sync.Mutex
+	used map[string]diskUse
+}
+
+// diskUse is what the volumes of one sandbox hold.
+type diskUse struct {
+	bytes int64
+	// unmeasured names a volume whose size the engine could not tell: it
+	// reports -1 when its walk of the volume fails, as on a path longer
+	// than the host allows, which the workload can make.
+	unmeasured string
 }
 
 // set replaces the measurement.
-func (m *DiskMeter) set(workspace map[string]int64) {
+func (m *DiskMeter) set(used map[string]diskUse) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.workspace = workspace
+	m.used = used
 }
 
-// Workspace is the last measured size of the sandbox's workspace.
+// Workspace is the last measured size of the sandbox's volumes; false when
+// they were not measured, or could not be.
 func (m *DiskMeter) Workspace(uid string) (int64, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	b, ok := m.workspace[uid]
-	return b, ok
+	d, ok := m.used[uid]
+	return d.bytes, ok && d.unmeasured == ""
 }
 
-// overDisk is the measured workspace size when it is over the sandbox's
-// resources.disk.
-func (m *DiskMeter) overDisk(sbx *afev1.Sandbox) (int64, bool) {
+// overDisk says why the sandbox is over its resources.disk, when it is:
+// its volumes and the most the engine keeps of its logs (and its proxy's)
+// together pass the limit, or a volume of it cannot be measured, which
+// counts as over: a limit that a workload could switch off by making its
+// volume unmeasurable would be none.
+func (m *DiskMeter) overDisk(sbx *afev1.Sandbox) (string, bool) {
 	if m == nil || sbx.Spec.Resources.Disk == nil {
-		return 0, false
+		return "", false
 	}
-	used, ok := m.Workspace(string(sbx.UID))
-	return used, ok && used > sbx.Spec.Resources.Disk.Value()
+	m.mu.Lock()
+	d, ok := m.used[string(sbx.UID)]
+	m.mu.Unlock()
+	limit := sbx.Spec.Resources.Disk
+	switch {
+	case !ok:
+		return "", false
+	case d.unmeasured != "":
+		return fmt.Sprintf("The engine cannot measure volume %s (it reports no size, as for a path longer than the host allows), so its use of resources.disk %s is unknown",
+			d.unmeasured, limit.String()), true
+	}
+	logs := sandboxspec.LogReserve(sbx)
+	if d.bytes+logs <= limit.Value() {
+		return "", false
+	}
+	return fmt.Sprintf("The volumes use %s and the logs may keep %s, over resources.disk %s", bytesOf(d.bytes), bytesOf(logs), limit.String()), true
 }
 
 // diskProbe decides once per process how resources.disk is enforced on the
@@ -102,27 +131,33 @@ func (r *SandboxReconciler) resolveDisk(ctx context.Context, s *sandboxScope) er
 	return nil
 }
 
-// stopOverDisk stops a sandbox whose workspace passed its resources.disk:
-// its container is removed (the workspace is kept) and not made again while
-// the workspace is measured over the limit. True when it is stopped.
+// stopOverDisk stops a sandbox that is over its resources.disk: its
+// container is removed with the volumes of its image (the workspace is
+// kept) and not made again while it is measured over the limit. True when
+// it is stopped.
 func (r *SandboxReconciler) stopOverDisk(ctx context.Context, s *sandboxScope, have *docker.Container) (bool, error) {
-	used, over := r.Disk.overDisk(s.sbx)
+	why, over := r.Disk.overDisk(s.sbx)
 	if !over {
 		return false, nil
 	}
-	limit := s.sbx.Spec.Resources.Disk
 	if have != nil {
-		logf.FromContext(ctx).Info("Stopping the sandbox: its workspace is over resources.disk", "container", have.Name, "used", used, "limit", limit.Value())
+		logf.FromContext(ctx).Info("Stopping the sandbox: it is over resources.disk", "container", have.Name, "why", why)
 		if err := r.Engine.RemoveContainer(ctx, have.ID); err != nil {
 			return true, err
 		}
 		r.Recorder.Eventf(s.sbx, nil, corev1.EventTypeWarning, afev1.DiskQuotaExceededReason, "Stop",
-			"Workspace uses %s, over resources.disk %s; container %s stopped", bytesOf(used), limit.String(), have.Name)
+			"%s; container %s stopped", why, have.Name)
+	}
+	if err := r.removeImageVolumes(ctx, s); err != nil {
+		return true, err
 	}
 	s.sbx.Status.ContainerID = ""
+	what := "raise resources.disk to start it again"
+	if _, measured := r.Disk.Workspace(string(s.sbx.UID)); !measured {
+		what = "remove resources.disk to start it again and delete what cannot be measured, or delete the sandbox"
+	}
 	setCondition(s.sbx, afev1.ContainerReadyCondition, false, afev1.DiskQuotaExceededReason,
-		fmt.Sprintf("The workspace uses %s, over resources.disk %s: the container was stopped and the workspace kept; raise resources.disk to start it again",
-			bytesOf(used), limit.String()))
+		why+": the container was stopped and the workspace kept; "+what)
 	return true, nil
 }
 
@@ -140,4 +175,25 @@ func (r *SandboxReconciler) storageQuotaRefused(ctx context.Context, err error) 
 func bytesOf(n int64) string {
 	q := resource.NewQuantity(n&^(1<<20-1), resource.BinarySI)
 	return q.String()
+}
+
+// diskUses are the sizes of the volumes of each sandbox of the instance
+// that count against resources.disk, by the UID of its Sandbox.
+func diskUses(disk *docker.DiskUsage, instance string) map[string]diskUse {
+	used := map[string]diskUse{}
+	for name, v := range disk.Volumes {
+		role := v.Labels[afev1.LabelRole]
+		if v.Labels[afev1.LabelController] != instance || role != afev1.RoleWorkspace && role != afev1.RoleImageVolume {
+			continue
+		}
+		uid := v.Labels[afev1.LabelSandboxUID]
+		d := used[uid]
+		if v.Bytes < 0 {
+			d.unmeasured = name
+		} else {
+			d.bytes += v.Bytes
+		}
+		used[uid] = d
+	}
+	return used
 }

@@ -2,7 +2,9 @@ package controllers
 
 import (
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,6 +18,7 @@ import (
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/test/dockertest"
 )
 
@@ -33,6 +36,19 @@ func workspaceSize(ctx context.Context, engine *docker.Client, volume string) in
 	df, err := engine.DiskUsage(ctx)
 	Expect(err).NotTo(HaveOccurred())
 	return df.Volumes[volume].Bytes
+}
+
+// dirBytes is the size of the files under dir (the test reads the
+// engine's data as root).
+func dirBytes(dir string) int64 {
+	var n int64
+	Expect(filepath.Walk(dir, func(_ string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			n += fi.Size()
+		}
+		return err
+	})).To(Succeed())
+	return n
 }
 
 // asRoot runs a shell command in the container as root (who owns the root
@@ -125,5 +141,69 @@ var _ = Describe("Sandbox disk limit", Serial, func() {
 		}).Should(Succeed())
 		got = waitReady(ctx, sbx)
 		Expect(inSandbox(got.Status.ContainerName, "test -e /workspace/f0")).Error().NotTo(HaveOccurred())
+	})
+
+	It("keeps at most its own bound of a sandbox's log on the engine's disk, whatever the engine's defaults", func() {
+		ctx := context.Background()
+		sbx := newSandbox(newNamespace(ctx), "disklog")
+		sbx.Spec.Resources.Disk = ptr.To(resource.MustParse("16Mi"))
+		Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
+		DeferCleanup(func() { deleteAndWaitGone(ctx, sbx) })
+		got := waitReady(ctx, sbx)
+		name := got.Status.ContainerName
+
+		By("configuring the log explicitly, nothing left to the engine's daemon.json")
+		c, err := dockertest.Inspect(name)
+		Expect(err).NotTo(HaveOccurred())
+		bound := sandboxspec.SandboxLog(got.Spec.Resources)
+		Expect(c.HostConfig.LogConfig.Type).To(Equal("local"))
+		Expect(c.HostConfig.LogConfig.Config).To(Equal(map[string]string{
+			"max-size": strconv.FormatInt(bound.MaxFileBytes, 10), "max-file": strconv.Itoa(bound.Files), "compress": "false",
+		}))
+
+		By("keeping at most the bound of 40 MB a workload writes to the output of PID 1")
+		Expect(inSandbox(name, "yes 0123456789abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz | head -c 40000000 > /proc/1/fd/1")).Error().NotTo(HaveOccurred())
+		out, err := exec.Command("docker", "info", "-f", "{{.DockerRootDir}}").Output()
+		Expect(err).NotTo(HaveOccurred())
+		dir := filepath.Join(strings.TrimSpace(string(out)), "containers", c.ID)
+		var kept int64 = -1
+		Eventually(func() int64 {
+			last := kept
+			kept = dirBytes(dir)
+			return kept - last
+		}, "60s", "1s").Should(BeZero(), "the engine's log stops growing")
+		GinkgoWriter.Printf("the engine keeps %d bytes of the sandbox's container (log bound %d)\n", kept, bound.Bound())
+		// Besides the log: config, hostname, hosts, resolv.conf.
+		Expect(kept).To(BeNumerically("<=", bound.Bound()+64<<10))
+		Expect(getSandbox(ctx, sbx)(Default).Status.Phase).To(Equal(afev1.SandboxReady), "the bound is reserved in resources.disk")
+	})
+
+	It("stops a disk-limited sandbox whose workspace the engine cannot measure: a path longer than the host allows", func() {
+		ctx := context.Background()
+		engine, err := docker.New("")
+		Expect(err).NotTo(HaveOccurred())
+		sbx := newSandbox(newNamespace(ctx), "deep")
+		sbx.Spec.Resources.Disk = ptr.To(resource.MustParse("64Mi"))
+		Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
+		DeferCleanup(func() { deleteAndWaitGone(ctx, sbx) })
+		got := waitReady(ctx, sbx)
+		name, volume := got.Status.ContainerName, got.Status.VolumeName
+
+		By("making a directory chain of 21 names of 200 characters, from its end up (a file in it, then each level moved into a new one), so no path the workload uses is long")
+		out, err := exec.Command("docker", "volume", "inspect", "-f", "{{.Mountpoint}}", volume).Output()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(len(strings.TrimSpace(string(out)))+21*201).To(BeNumerically(">", 4095), "longer than PATH_MAX on the host")
+		Expect(inSandbox(name, `d=$(printf 'd%.0s' $(seq 200)); cd /workspace && mkdir $d && dd if=/dev/zero of=$d/f bs=1M count=1 2>/dev/null && for i in $(seq 20); do mkdir n && mv $d n/ && mv n $d || exit 1; done`)).Error().NotTo(HaveOccurred())
+		Eventually(func() int64 { return workspaceSize(ctx, engine, volume) }, "30s", "1s").Should(BeEquivalentTo(-1), "the engine's own measure fails")
+
+		By("stopping it, the reason naming the volume that cannot be measured")
+		cond := waitCondition(ctx, sbx, afev1.ContainerReadyCondition, metav1.ConditionFalse, afev1.DiskQuotaExceededReason)
+		Expect(cond.Message).To(ContainSubstring("cannot measure volume " + volume))
+		Expect(cond.Message).To(ContainSubstring("remove resources.disk"))
+		Eventually(func() error { _, err := dockertest.Inspect(name); return err }).Should(HaveOccurred(), "the container is gone")
+		Consistently(func(g Gomega) {
+			_, err := dockertest.Inspect(name)
+			g.Expect(err).To(HaveOccurred(), "not started again")
+		}, 3*time.Second, 500*time.Millisecond).Should(Succeed())
 	})
 })

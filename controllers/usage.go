@@ -111,13 +111,7 @@ func (u *UsageCollector) recordDisk(sandboxes []afev1.Sandbox, disk *docker.Disk
 	if u.Disk == nil {
 		return
 	}
-	workspace := map[string]int64{}
-	for _, v := range disk.Volumes {
-		if v.Labels[afev1.LabelController] == u.Instance && v.Labels[afev1.LabelRole] == afev1.RoleWorkspace && v.Bytes >= 0 {
-			workspace[v.Labels[afev1.LabelSandboxUID]] += v.Bytes
-		}
-	}
-	u.Disk.set(workspace)
+	u.Disk.set(diskUses(disk, u.Instance))
 	over := map[string]bool{}
 	for i := range sandboxes {
 		sbx := &sandboxes[i]

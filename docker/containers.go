@@ -19,6 +19,9 @@ import (
 
 // RunContainer creates and starts the container.
 func (c *Client) RunContainer(ctx context.Context, spec ContainerSpec) (*Container, error) {
+	if err := c.mountImageVolumes(ctx, &spec); err != nil {
+		return nil, err
+	}
 	cfg, hc, nc := containerConfig(spec)
 	c.count("container_create")
 	resp, err := c.api.ContainerCreate(ctx, cfg, hc, nc, nil, spec.Name)
@@ -111,7 +114,7 @@ func (c *Client) chownHelper(ctx context.Context, spec ContainerSpec, m Mount) (
 	c.count("container_create")
 	resp, err := c.api.ContainerCreate(ctx,
 		&container.Config{Image: spec.Image, Entrypoint: []string{"/nonexistent"}, Labels: spec.Labels},
-		&container.HostConfig{NetworkMode: "none", Mounts: []mount.Mount{{Type: mount.Type(m.Type), Source: m.Source, Target: m.Target}}},
+		&container.HostConfig{NetworkMode: "none", Mounts: helperMounts(spec, m), Tmpfs: spec.Tmpfs},
 		nil, nil, name)
 	if err != nil {
 		return "", nil, wrap(err, "create container "+name)
@@ -179,6 +182,9 @@ func containerConfig(spec ContainerSpec) (*container.Config, *container.HostConf
 			Memory:     spec.MemoryBytes,
 			MemorySwap: spec.MemoryBytes,
 		},
+	}
+	if spec.Log != nil {
+		hc.LogConfig = logConfig(*spec.Log)
 	}
 	if spec.StorageSizeBytes > 0 {
 		hc.StorageOpt = map[string]string{"size": strconv.FormatInt(spec.StorageSizeBytes, 10)}

@@ -114,6 +114,44 @@ type ContainerSpec struct {
 	// StorageSizeBytes, when set, limits the writable layer (the storage
 	// option size), on engines where StorageQuota is true.
 	StorageSizeBytes int64 `json:",omitempty"`
+	// Log, when set, is all of what the engine keeps of the container's
+	// output: nothing of the engine's own defaults (daemon.json) applies.
+	// Unset: the engine's defaults, unbounded unless its daemon.json says
+	// otherwise.
+	Log *LogConfig `json:",omitempty"`
+	// ImageVolumes, when set, gives every VOLUME of the image that no
+	// mount or tmpfs of the spec covers a named, labelled volume, so that
+	// the engine makes no anonymous volume, which a container removed by
+	// hand would leave behind unlabelled. (Not hashed: it follows the
+	// identity and the image, which the spec names.)
+	ImageVolumes *ImageVolumes `json:"-"`
+}
+
+// LogConfig bounds what the engine keeps of a container's output on its
+// disk: the engine's "local" log driver (readable by `docker logs` and the
+// engine's log API), uncompressed, in Files files of MaxFileBytes each.
+type LogConfig struct {
+	MaxFileBytes int64
+	Files        int
+}
+
+// logEntryMax is the most one entry of the local log driver takes on disk:
+// the engine cuts output into lines of at most 16 KiB, framed by a
+// protobuf message with its time and stream and a length before and after.
+const logEntryMax = 16<<10 + 256
+
+// Bound is the most the engine keeps on disk: it rotates a file once it
+// reached MaxFileBytes, so each file may pass it by one entry.
+func (l LogConfig) Bound() int64 {
+	return int64(l.Files) * (l.MaxFileBytes + logEntryMax)
+}
+
+// ImageVolumes names and labels the volumes made for an image's VOLUME
+// paths.
+type ImageVolumes struct {
+	// Name is the volume's name for a VOLUME path (cleaned).
+	Name   func(path string) string
+	Labels map[string]string
 }
 
 // Container is what the engine reports of a container.

@@ -44,4 +44,8 @@ const (
 	// RoleSnapshotCopy marks the short-lived, never started containers that
 	// copy a workspace into or out of a snapshot volume.
 	RoleSnapshotCopy = "snapshot-copy"
+	// RoleImageVolume marks the volume made for a VOLUME path of a sandbox's
+	// image, afe-<key>_vol-<hash of the path>: it lives as long as the
+	// container, like the anonymous volume the engine would have made.
+	RoleImageVolume = "image-volume"
 )

@@ -2,7 +2,7 @@
 //
 // Every name starts with "afe-" and the sandbox's key. The suffixes of the
 // objects other than the container itself ("_ws", "_net", "_proxy",
-// "_snap-<n>", "_restore", "_copy") begin with "_", a character no
+// "_snap-<n>", "_restore", "_copy", "_vol-<hash>") begin with "_", a character no
 // Kubernetes name contains, so that no object of one sandbox can be named
 // like an object of another sandbox of the same namespace (a Sandbox named
 // "x-proxy" beside a Sandbox "x", say).
@@ -51,6 +51,13 @@ func Proxy(key string) string { return "afe-" + key + "_proxy" }
 
 // Snapshot is the name of the sandbox's n-th snapshot volume.
 func Snapshot(key string, n int) string { return "afe-" + key + "_snap-" + strconv.Itoa(n) }
+
+// ImageVolume is the name of the volume made for a VOLUME path of the
+// sandbox's image: a hash of the path, which may hold any character.
+func ImageVolume(key, path string) string {
+	sum := sha256.Sum256([]byte(path))
+	return "afe-" + key + "_vol-" + hex.EncodeToString(sum[:6])
+}
 
 // Restore prefixes the helpers that fill a workspace from a snapshot.
 func Restore(key string) string { return "afe-" + key + "_restore" }

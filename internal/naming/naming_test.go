@@ -116,5 +116,5 @@ func TestNoNameOfOneSandboxIsAnotherSandboxs(t *testing.T) {
 func derived(k string) []string {
 	snap := Snapshot(k, 1)
 	return []string{Container(k), Volume(k), Network(k), Proxy(k), snap, CopyHelper(snap) + "-from", CopyHelper(snap) + "-to",
-		Restore(k) + "-from", Restore(k) + "-to", Snapshot(k, 2)}
+		Restore(k) + "-from", Restore(k) + "-to", Snapshot(k, 2), ImageVolume(k, "/data")}
 }

@@ -151,6 +151,8 @@ func Container(sbx *afev1.Sandbox, id Identity, r Resolved) docker.ContainerSpec
 		NoNewPrivileges: true,
 		Init:            true,
 		OpenStdin:       openStdin,
+		Log:             SandboxLog(spec.Resources),
+		ImageVolumes:    imageVolumes(id),
 	}
 	limitDisk(&c, spec.Resources, r.DiskEnforcement)
 	labels := id.Labels(afev1.RoleSandbox)

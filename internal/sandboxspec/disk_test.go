@@ -67,3 +67,51 @@ func TestDiskLimit(t *testing.T) {
 		})
 	}
 }
+
+// The logs the engine keeps of a sandbox and its proxy are bounded, more
+// tightly under a small resources.disk, and their bound is what counts
+// against it.
+func TestLogBounds(t *testing.T) {
+	tests := map[string]struct {
+		disk            string
+		egress          bool
+		sandbox, proxy  int64 // the size of each of two files
+		reserveAtMostOf int64 // the reserve is at most this part of the disk
+	}{
+		"no disk limit":          {sandbox: 512 << 10, proxy: 2 << 20},
+		"16Mi":                   {disk: "16Mi", sandbox: 512 << 10, proxy: 512 << 10, reserveAtMostOf: 8},
+		"16Mi with egress":       {disk: "16Mi", egress: true, sandbox: 512 << 10, proxy: 512 << 10, reserveAtMostOf: 7},
+		"1Mi, the smallest":      {disk: "1Mi", egress: true, sandbox: 64 << 10, proxy: 64 << 10, reserveAtMostOf: 3},
+		"1Gi: the usual sizes":   {disk: "1Gi", egress: true, sandbox: 512 << 10, proxy: 2 << 20, reserveAtMostOf: 100},
+		"64Mi: a proxy of 2 MiB": {disk: "64Mi", sandbox: 512 << 10, proxy: 2 << 20, reserveAtMostOf: 20},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			sbx := testSandbox()
+			if tc.disk != "" {
+				sbx.Spec.Resources.Disk = ptr.To(resource.MustParse(tc.disk))
+			}
+			if tc.egress {
+				sbx.Spec.Egress = []afev1.EgressHost{"example.com"}
+			}
+			id := IdentityOf(sbx, "default")
+			c, p := Container(sbx, id, Resolved{}), Proxy(sbx, id, ProxyOptions{})
+			if d := cmp.Diff(&docker.LogConfig{MaxFileBytes: tc.sandbox, Files: 2}, c.Log); d != "" {
+				t.Errorf("sandbox: %s", d)
+			}
+			if d := cmp.Diff(&docker.LogConfig{MaxFileBytes: tc.proxy, Files: 2}, p.Log); d != "" {
+				t.Errorf("proxy: %s", d)
+			}
+			want := c.Log.Bound()
+			if tc.egress {
+				want += p.Log.Bound()
+			}
+			if got := LogReserve(sbx); got != want {
+				t.Errorf("reserve %d, want %d", got, want)
+			}
+			if tc.disk != "" && LogReserve(sbx)*tc.reserveAtMostOf > sbx.Spec.Resources.Disk.Value() {
+				t.Errorf("reserve %d is more than 1/%d of %s", LogReserve(sbx), tc.reserveAtMostOf, tc.disk)
+			}
+		})
+	}
+}

@@ -97,6 +97,7 @@ func Proxy(sbx *afev1.Sandbox, id Identity, opts ProxyOptions) docker.ContainerS
 		ReadOnlyRootfs:  true,
 		Tmpfs:           map[string]string{"/tmp": "rw,noexec,nosuid,size=16m"},
 		Init:            true,
+		Log:             ProxyLog(sbx.Spec.Resources),
 	}
 	labels := id.Labels(afev1.RoleProxy)
 	labels[afev1.LabelSpecHash] = Hash(c)

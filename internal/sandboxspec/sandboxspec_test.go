@@ -14,6 +14,7 @@ import (
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/naming"
 )
 
 func validSpec() afev1.SandboxTemplateSpec {
@@ -235,11 +236,19 @@ func TestContainerIsHardened(t *testing.T) {
 		NoNewPrivileges: true,
 		Init:            true,
 		OpenStdin:       true,
+		Log:             &docker.LogConfig{MaxFileBytes: 512 << 10, Files: 2},
 		Labels: map[string]string{
 			"afe.ticket": "tk-1", "afe.namespace": "team", "afe.sandbox": "tk-1", "afe.sandbox-uid": "uid-1",
 			"afe.scope": "main", "afe.role": "sandbox", "afe.controller": "default", "afe.spec-hash": hash,
 		},
 	}
+	// The image's VOLUME paths get volumes named after the sandbox,
+	// labelled as its own.
+	if iv := got.ImageVolumes; iv == nil || iv.Name("/data") != naming.ImageVolume(id.Key, "/data") ||
+		!cmp.Equal(iv.Labels, id.Labels(afev1.RoleImageVolume)) {
+		t.Fatalf("image volumes: %+v", iv)
+	}
+	got.ImageVolumes = nil
 	if d := cmp.Diff(want, got); d != "" {
 		t.Fatal(d)
 	}
@@ -358,6 +367,7 @@ func TestProxyIsHardened(t *testing.T) {
 		ReadOnlyRootfs:  true,
 		Tmpfs:           map[string]string{"/tmp": "rw,noexec,nosuid,size=16m"},
 		Init:            true,
+		Log:             &docker.LogConfig{MaxFileBytes: 2 << 20, Files: 2},
 		Labels: map[string]string{
 			"afe.ticket": "tk-1", "afe.namespace": "team", "afe.sandbox": "tk-1", "afe.sandbox-uid": "uid-1",
 			"afe.scope": "main", "afe.role": "proxy", "afe.controller": "default",

@@ -77,6 +77,10 @@ type Inspected struct {
 		ReadonlyRootfs bool
 		Tmpfs          map[string]string
 		Dns            []string //nolint:revive // the engine's spelling
+		LogConfig      struct {
+			Type   string
+			Config map[string]string
+		}
 	}
 	Mounts []struct {
 		Type        string
