@@ -101,6 +101,8 @@ var _ = Describe("Folder workspaces on a root not mounted nosuid,nodev", func() 
 			return own.startManager("", errs, append([]string{"--instance", inst, "--workspace-root", root}, extra...)...), errs
 		}
 		mgr, errs := start()
+		// Whichever manager runs when the spec ends, early or not, stops.
+		defer func() { stopManager(mgr) }()
 		Eventually(errs).Should(gbytes.Say(`Folder workspaces are refused \(WorkspaceRootUnsafe\) until --workspace-root is mounted nosuid,nodev`))
 		own.kubectl(fmt.Sprintf(`apiVersion: sandbox.afe.dev/v1alpha1
 kind: Sandbox
@@ -117,7 +119,6 @@ spec:
 
 		By("with --workspace-root-allow-suid the same Sandbox becomes Ready")
 		mgr, _ = start("--workspace-root-allow-suid")
-		defer stopManager(mgr)
 		own.kubectl("", "wait", "--for=condition=Ready", "sandbox/folder", "--timeout=60s")
 		own.kubectl("", "delete", "sandbox/folder", "--wait=true", "--timeout=60s")
 	})
