@@ -52,7 +52,7 @@ func checkFolderMount(fd int, path string) error {
 }
 
 func rootMountError(path string, st unix.Statfs_t) error {
-	missing := unsafeMountFlags(int64(st.Flags))
+	missing := unsafeMountFlags(st.Flags)
 	if missing == "" {
 		return nil
 	}
