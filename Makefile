@@ -133,6 +133,13 @@ test-unit: ## Only the tests that need neither Docker nor an API server.
 build: ## Build the manager binary.
 	go build -o $(LOCALBIN)/manager ./cmd/manager
 
+# What localcp does for `make run` besides the CRDs: it installs the
+# ClusterRoles an admin binds for a team (README), and mounts the Folder
+# workspace root nosuid,nodev for the run (the manager refuses Folder
+# workspaces on a root mounted otherwise; RUN_ARGS may name another).
+LOCAL_WORKSPACES ?= $(LOCALBIN)/local/workspaces
+LOCALCP_ARGS = --manifests config/rbac/access_roles.yaml --workspace-root $(LOCAL_WORKSPACES)
+
 .PHONY: run
 run: manifests generate build kubectl-afe envtest images ## Run the controller; without KUBECONFIG on a local control plane kept under bin/local (NODES=3: a manager per node).
 ifeq ($(KUBECONFIG),)
@@ -140,8 +147,8 @@ ifeq ($(KUBECONFIG),)
 ifeq ($(filter-out 0,$(NODES)),)
 	@# The access API (kubectl afe exec, shell, cp, logs -f) through the local
 	@# API server: an ExternalName Service to localhost at a free port.
-	exec $(LOCALBIN)/localcp --assets $(ENVTEST_DIR) --dir $(LOCALBIN)/local --crds config/crd/bases -- $(LOCALBIN)/manager \
-		--access-bind-address=127.0.0.1:0 --access-register --access-external-name=localhost --access-service=afe-local/access \
+	exec $(LOCALBIN)/localcp --assets $(ENVTEST_DIR) --dir $(LOCALBIN)/local --crds config/crd/bases $(LOCALCP_ARGS) -- $(LOCALBIN)/manager \
+		--workspace-root=$(LOCAL_WORKSPACES) --access-bind-address=127.0.0.1:0 --access-register --access-external-name=localhost --access-service=afe-local/access \
 		--run-log-dir=$(LOCALBIN)/local/run-logs --telemetry-db $(LOCALBIN)/local/telemetry.db $(RUN_ARGS)
 else
 	@# localcp runs the manager once per node, appending --per-node
@@ -151,8 +158,8 @@ else
 	@# probes at the ports of a single manager (its flags come later and
 	@# win); the others serve neither, so none collide. The access API is
 	@# not served in per-node mode (docs/per-node.md).
-	exec $(LOCALBIN)/localcp --assets $(ENVTEST_DIR) --dir $(LOCALBIN)/local --crds config/crd/bases --nodes $(NODES) -- $(LOCALBIN)/manager \
-		--metrics-bind-address=0 --health-probe-bind-address=0 '{node-1}--metrics-bind-address=:8080' '{node-1}--health-probe-bind-address=:8081' \
+	exec $(LOCALBIN)/localcp --assets $(ENVTEST_DIR) --dir $(LOCALBIN)/local --crds config/crd/bases $(LOCALCP_ARGS) --nodes $(NODES) -- $(LOCALBIN)/manager \
+		--workspace-root=$(LOCAL_WORKSPACES) --metrics-bind-address=0 --health-probe-bind-address=0 '{node-1}--metrics-bind-address=:8080' '{node-1}--health-probe-bind-address=:8081' \
 		--run-log-dir=$(LOCALBIN)/local/run-logs-{node} --telemetry-db $(LOCALBIN)/local/telemetry-{node}.db $(RUN_ARGS)
 endif
 else

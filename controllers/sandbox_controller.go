@@ -92,6 +92,10 @@ type Options struct {
 	// WorkspaceRootShared is --workspace-root-shared: a remote engine sees
 	// WorkspaceRoot at the same path as the controller.
 	WorkspaceRootShared bool
+	// WorkspaceRootAllowSuid is --workspace-root-allow-suid: Folder
+	// workspaces are allowed although the root's file system is not
+	// mounted nosuid,nodev (the operator accepts the risk).
+	WorkspaceRootAllowSuid bool
 	// EnvPassthrough is --env-passthrough: each listed name with its value
 	// in the manager's environment as it started (nil when unset). No
 	// other variable of that environment is kept.
@@ -123,7 +127,8 @@ func (o Options) MaxRunsPerSandboxOrDefault() int {
 // workspaces is the settings Folder workspaces are judged by.
 func (o Options) workspaces() sandboxspec.Options {
 	return sandboxspec.Options{WorkspaceRoot: o.WorkspaceRoot,
-		EngineRemote: o.EngineRemote, WorkspaceRootShared: o.WorkspaceRootShared}
+		EngineRemote: o.EngineRemote, WorkspaceRootShared: o.WorkspaceRootShared,
+		WorkspaceRootAllowSuid: o.WorkspaceRootAllowSuid}
 }
 
 // validation is the settings validation depends on. It fails, as the engine
@@ -365,6 +370,9 @@ func (r *SandboxReconciler) refuse(ctx context.Context, s *sandboxScope, condTyp
 	case afev1.WorkspaceMissingReason:
 		// Nor are host folders; one may be made, or be back from a rename.
 		return ctrl.Result{RequeueAfter: folderConflictRetry}, nil
+	case afev1.WorkspaceRootUnsafeReason:
+		// Nor is the root's mount; an operator may mount it as the message says.
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
 	}
 	return ctrl.Result{}, reconcile.TerminalError(ie)
 }

@@ -50,6 +50,7 @@ var folderRefusedReasons = map[string]bool{
 	afev1.WorkspaceOutsideRootReason: true,
 	afev1.WorkspaceSymlinkReason:     true,
 	afev1.WorkspaceNotSharedReason:   true,
+	afev1.WorkspaceRootUnsafeReason:  true,
 }
 
 // folderConflict is a Sandbox, or a container, whose folder may not exist

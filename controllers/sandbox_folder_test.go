@@ -17,6 +17,7 @@ import (
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/test/dockertest"
+	"afe.dev/sandbox/test/wsroot"
 )
 
 // The check made after a Folder sandbox's container starts, against the
@@ -39,7 +40,7 @@ func TestVerifyFolderMount(t *testing.T) {
 	// A namespace of this process's own: the container's name is derived
 	// from it, and other test processes share the engine.
 	ns := inst
-	root := t.TempDir()
+	root := wsroot.Temp(t, true)
 	a := filepath.Join(root, ns, "a")
 	if err := os.MkdirAll(a, 0o755); err != nil {
 		t.Fatal(err)

@@ -27,6 +27,7 @@ import (
 	"afe.dev/sandbox/internal/subnets"
 	"afe.dev/sandbox/internal/telemetry"
 	"afe.dev/sandbox/test/dockertest"
+	"afe.dev/sandbox/test/wsroot"
 )
 
 var (
@@ -94,8 +95,11 @@ var _ = BeforeSuite(func() {
 	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme.Scheme})
 	Expect(err).NotTo(HaveOccurred())
 
-	workspaceRoot, err = os.MkdirTemp("", "afe-ws-root-")
+	// A root mounted nosuid,nodev, as the manager asks of --workspace-root.
+	var cleanupRoot func() error
+	workspaceRoot, cleanupRoot, err = wsroot.Make(true)
 	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() { Expect(cleanupRoot()).To(Succeed()) })
 
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme.Scheme,
@@ -159,7 +163,4 @@ var _ = AfterSuite(func() {
 		Expect(testEnv.Stop()).To(Succeed())
 	}
 	dockertest.RemoveAll(afev1.LabelController + "=" + instance)
-	if workspaceRoot != "" {
-		_ = os.RemoveAll(workspaceRoot)
-	}
 })

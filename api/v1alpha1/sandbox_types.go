@@ -136,6 +136,13 @@ const (
 	// not the folder the controller checked (the path was swapped between
 	// the check and the mount). The container was removed at once.
 	WorkspaceMountMismatchReason = "WorkspaceMountMismatch"
+	// WorkspaceRootUnsafeReason: the controller's --workspace-root (or the
+	// folder) is on a file system not mounted nosuid,nodev, so a setuid
+	// program or a device file a workload leaves in its folder would work
+	// for the host's users, and the controller was not started with
+	// --workspace-root-allow-suid. Folder workspaces are refused and their
+	// containers removed; the message says how to mount the root.
+	WorkspaceRootUnsafeReason = "WorkspaceRootUnsafe"
 	// ContainerStartFailedReason: the engine created the sandbox's container
 	// but could not start it (the image's command or user is wrong; the
 	// message has the engine's words). Nothing is left of it; the

@@ -113,6 +113,7 @@ func run() int {
 	flag.StringVar(&allowedUIDs, "allowed-uids", "", "Comma-separated uids and ranges (1000-65535,70000) a sandbox's user must be in; empty allows any uid but 0.")
 	flag.StringVar(&allowedGIDs, "allowed-gids", "", "Comma-separated gids and ranges (1000-65535,70000) a sandbox's group must be in; empty allows any gid but 0 and the denied ones. The groups the controller gives Run commands are its own and not checked against it.")
 	flag.StringVar(&groupFile, "host-group-file", "/etc/group", "The engine host's group file, where the privileged groups and the names in --deny-gids are looked up; a missing file holds no names (in a Deployment, mount the node's /etc/group).")
+	flag.BoolVar(&opts.WorkspaceRootAllowSuid, "workspace-root-allow-suid", false, "Allow Folder workspaces although --workspace-root is not on a file system mounted nosuid,nodev: a setuid program or a device file a workload leaves in its folder then works for the host's users. Without it such a root refuses Folder workspaces (WorkspaceRootUnsafe).")
 	flag.BoolVar(&opts.WorkspaceRootShared, "workspace-root-shared", false, "The Docker engine sees --workspace-root at the same path as the controller. Needed for Folder workspaces when the engine is not on a local unix socket (tcp://, ssh://): they are refused otherwise.")
 	flag.StringVar(&envPassthrough, "env-passthrough", "", "Comma-separated names of variables of the manager's own environment that a Sandbox may ask for with env[].valueFrom.controllerEnv; any other name is refused (ControllerEnvNotAllowed), and names on the deny list cannot be listed. Nothing else of the manager's environment enters a sandbox.")
 	flag.StringVar(&telemetryDB, "telemetry-db", "", "The SQLite file the record of every command executed in a sandbox is kept in (Runs, builtins, execs through the API and on the engine); empty keeps none (the commands are still counted in afe_commands_total).")
@@ -267,6 +268,13 @@ func run() int {
 	log.Info("Starting the manager", "docker", engine.Host(), "instance", opts.Instance)
 	if opts.WorkspaceRoot != "" && !engine.IsLocal() && !opts.WorkspaceRootShared {
 		log.Info("Folder workspaces are refused: the Docker engine is not on a local unix socket; set --workspace-root-shared if it sees --workspace-root at the same path", "docker", engine.Host())
+	}
+	if opts.WorkspaceRoot != "" {
+		if err := sandboxspec.CheckRootMount(opts.WorkspaceRoot); err != nil && !opts.WorkspaceRootAllowSuid {
+			log.Error(err, "Folder workspaces are refused (WorkspaceRootUnsafe) until --workspace-root is mounted nosuid,nodev", "workspaceRoot", opts.WorkspaceRoot)
+		} else if err != nil {
+			log.Info("Folder workspaces are allowed on a root not mounted nosuid,nodev (--workspace-root-allow-suid)", "workspaceRoot", opts.WorkspaceRoot)
+		}
 	}
 	if err := mgr.Start(ctx); err != nil {
 		log.Error(err, "The manager stopped")

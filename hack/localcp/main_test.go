@@ -12,11 +12,15 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"afe.dev/sandbox/internal/nosuidroot"
 )
 
 // `make run` without KUBECONFIG: the control plane comes up with the CRDs,
@@ -270,5 +274,122 @@ func assertStopped(t *testing.T, dir, kubeconfig string) {
 	}
 	if out, err := exec.Command("kubectl", "--kubeconfig", kubeconfig, "--request-timeout", "3s", "get", "ns").CombinedOutput(); err == nil {
 		t.Fatalf("the API server still answers after SIGTERM:\n%s", out)
+	}
+}
+
+// makeRunLocalcpArgs is what `make run` gives localcp besides --assets,
+// --dir and --crds, as make computes it, with the workspace root at
+// workspaces; localcp runs from the repository's root. Each localcp of the
+// run recipe is checked to get them.
+func makeRunLocalcpArgs(t *testing.T, workspaces string) []string {
+	t.Helper()
+	makefile, err := os.ReadFile(filepath.Join("..", "..", "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(makefile), "\n") {
+		if strings.Contains(line, "$(LOCALBIN)/localcp --") {
+			n++
+			if !strings.Contains(line, "$(LOCALCP_ARGS)") {
+				t.Fatalf("make run starts localcp without $(LOCALCP_ARGS): %s", line)
+			}
+		}
+	}
+	if n != 2 {
+		t.Fatalf("found %d localcp command lines in the Makefile, want 2 (one node, NODES)", n)
+	}
+	cmd := exec.Command("make", "-s", "--no-print-directory", "--eval", "print-localcp-args: ; @echo $(LOCALCP_ARGS)",
+		"print-localcp-args", "LOCAL_WORKSPACES="+workspaces)
+	cmd.Dir = filepath.Join("..", "..")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("make: %v", err)
+	}
+	return strings.Fields(string(out))
+}
+
+// `make run`, as a new user tries the README: the ClusterRoles it documents
+// are installed with the CRDs, so that a RoleBinding to afe-sandbox-user
+// lets a user exec into sandboxes of the namespace (and afe-sandbox-viewer
+// does not); the Folder workspace root is mounted nosuid,nodev while it
+// runs, and unmounted at the end.
+func TestMakeRunInstallsTheAccessRolesAndMountsTheWorkspaceRoot(t *testing.T) {
+	assets := assets(t, "kube-apiserver")
+	if os.Geteuid() != 0 {
+		t.Skip("mounting the workspace root needs root")
+	}
+	bin := buildLocalcp(t)
+	assetsAbs, err := filepath.Abs(assets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "state")
+	workspaces := filepath.Join(t.TempDir(), "workspaces")
+	args := append([]string{"--assets", assetsAbs, "--dir", dir, "--crds", "config/crd/bases"}, makeRunLocalcpArgs(t, workspaces)...)
+	cmd := exec.Command(bin, append(args, "--", "sh", "-c", `echo ready; exec sleep 600`)...)
+	cmd.Dir = filepath.Join("..", "..")
+	lp := start(t, cmd)
+	lp.expect(t, map[string]bool{"ready": true})
+
+	if ok, err := nosuidroot.Safe(workspaces); err != nil || !ok {
+		t.Fatalf("the workspace root is not mounted nosuid,nodev while make run runs (%v)", err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	ctx := context.Background()
+	for _, role := range []string{"afe-sandbox-user", "afe-sandbox-viewer"} {
+		if _, err := cs.RbacV1().ClusterRoles().Get(ctx, role, metav1.GetOptions{}); err != nil {
+			t.Fatalf("ClusterRole %s: %v", role, err)
+		}
+	}
+	// The README's binding, and a viewer's.
+	for user, role := range map[string]string{"alice": "afe-sandbox-user", "bob": "afe-sandbox-viewer"} {
+		if _, err := cs.RbacV1().RoleBindings("default").Create(ctx, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: user},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	allowed := func(user, verb, resource, sub, ns string) bool {
+		t.Helper()
+		sar, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: user,
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb,
+				Group: "access.sandbox.afe.dev", Resource: resource, Subresource: sub},
+		}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sar.Status.Allowed
+	}
+	for _, c := range []struct {
+		user, verb, resource, sub, ns string
+		want                          bool
+	}{
+		{"alice", "create", "sandboxes", "exec", "default", true},
+		{"alice", "create", "sandboxes", "exec", "kube-system", false},
+		{"bob", "create", "sandboxes", "exec", "default", false},
+		{"bob", "get", "runs", "log", "default", true},
+	} {
+		if got := allowed(c.user, c.verb, c.resource, c.sub, c.ns); got != c.want {
+			t.Errorf("%s %s %s/%s in %s: allowed %v, want %v", c.user, c.verb, c.resource, c.sub, c.ns, got, c.want)
+		}
+	}
+
+	t.Logf("localcp ended: %v", lp.stop(t))
+	mountinfo, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(mountinfo), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == workspaces {
+			t.Fatalf("the workspace root is still mounted after make run ended: %s", line)
+		}
 	}
 }

@@ -65,6 +65,11 @@ func splitFolder(hostPath string, opts Options) (realRoot string, comps []string
 	if err != nil {
 		return "", nil, invalid(afev1.WorkspaceOutsideRootReason, "The controller's --workspace-root %q cannot be resolved", root)
 	}
+	if !opts.WorkspaceRootAllowSuid {
+		if err := CheckRootMount(realRoot); err != nil {
+			return "", nil, err
+		}
+	}
 	rel, ok := "", false
 	for _, r := range []string{filepath.Clean(root), realRoot} {
 		if hostPath == r {
@@ -126,7 +131,7 @@ func ResolveFolder(hostPath, namespace string, opts Options) (Folder, error) {
 	if err != nil {
 		return Folder{}, err
 	}
-	dev, ino, err := walk(realRoot, comps, hostPath)
+	dev, ino, err := walk(realRoot, comps, hostPath, !opts.WorkspaceRootAllowSuid)
 	if err != nil {
 		return Folder{}, err
 	}
@@ -135,8 +140,10 @@ func ResolveFolder(hostPath, namespace string, opts Options) (Folder, error) {
 
 // walk opens the components below root one by one with O_NOFOLLOW, and
 // returns the device and inode of the last one. The first component, the
-// namespace's folder, is created when missing.
-func walk(root string, comps []string, hostPath string) (dev, ino uint64, err error) {
+// namespace's folder, is created when missing. With nosuid, the last one
+// must be on a file system mounted nosuid,nodev (one mounted below the
+// root has flags of its own).
+func walk(root string, comps []string, hostPath string, nosuid bool) (dev, ino uint64, err error) {
 	fd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return 0, 0, invalid(afev1.WorkspaceOutsideRootReason, "The controller's --workspace-root %s cannot be opened: %v", root, err)
@@ -182,6 +189,11 @@ func walk(root string, comps []string, hostPath string) (dev, ino uint64, err er
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return 0, 0, symlinkError(hostPath, at)
+	}
+	if nosuid {
+		if err := checkFolderMount(fd, at); err != nil {
+			return 0, 0, err
+		}
 	}
 	return st.Dev, st.Ino, nil
 }

@@ -42,7 +42,7 @@ func TestResolveFolder(t *testing.T) {
 	root, rootLink := folderTree(t)
 	// A namespace whose folder is a link to another namespace's.
 	must(t, os.Symlink(filepath.Join(root, "other"), filepath.Join(root, "nslink")))
-	opts := Options{WorkspaceRoot: root}
+	opts := Options{WorkspaceRoot: root, WorkspaceRootAllowSuid: true}
 
 	tests := map[string]struct {
 		hostPath   string
@@ -53,8 +53,8 @@ func TestResolveFolder(t *testing.T) {
 	}{
 		"a folder of the namespace":          {hostPath: root + "/ns/a", wantPath: root + "/ns/a"},
 		"a deep folder":                      {hostPath: root + "/ns/a/b/c", wantPath: root + "/ns/a/b/c"},
-		"written from the root's link":       {hostPath: rootLink + "/ns/a", opts: &Options{WorkspaceRoot: rootLink}, wantPath: root + "/ns/a"},
-		"written from the root's real path":  {hostPath: root + "/ns/a", opts: &Options{WorkspaceRoot: rootLink}, wantPath: root + "/ns/a"},
+		"written from the root's link":       {hostPath: rootLink + "/ns/a", opts: &Options{WorkspaceRoot: rootLink, WorkspaceRootAllowSuid: true}, wantPath: root + "/ns/a"},
+		"written from the root's real path":  {hostPath: root + "/ns/a", opts: &Options{WorkspaceRoot: rootLink, WorkspaceRootAllowSuid: true}, wantPath: root + "/ns/a"},
 		"a link at the first level":          {hostPath: root + "/ns/link-top", wantReason: afev1.WorkspaceSymlinkReason},
 		"a link at the first level, beyond":  {hostPath: root + "/ns/link-top/b", wantReason: afev1.WorkspaceSymlinkReason},
 		"a link in the middle":               {hostPath: root + "/ns/a/link-mid/c", wantReason: afev1.WorkspaceSymlinkReason},
@@ -64,7 +64,7 @@ func TestResolveFolder(t *testing.T) {
 		"the namespace folder itself":        {hostPath: root + "/ns", wantReason: afev1.WorkspaceOutsideRootReason},
 		"another namespace's folder":         {hostPath: root + "/other/x", wantReason: afev1.WorkspaceOutsideRootReason},
 		"the root itself":                    {hostPath: root, wantReason: afev1.WorkspaceOutsideRootReason},
-		"the root's link itself":             {hostPath: rootLink, opts: &Options{WorkspaceRoot: rootLink}, wantReason: afev1.WorkspaceOutsideRootReason},
+		"the root's link itself":             {hostPath: rootLink, opts: &Options{WorkspaceRoot: rootLink, WorkspaceRootAllowSuid: true}, wantReason: afev1.WorkspaceOutsideRootReason},
 		"outside the root":                   {hostPath: filepath.Dir(root) + "/ns/a", wantReason: afev1.WorkspaceOutsideRootReason},
 		"a sibling with the root as prefix":  {hostPath: root + "x/ns/a", wantReason: afev1.WorkspaceOutsideRootReason},
 		"the host's /etc":                    {hostPath: "/etc", wantReason: afev1.WorkspaceOutsideRootReason},
@@ -79,9 +79,9 @@ func TestResolveFolder(t *testing.T) {
 		"a file in the middle":               {hostPath: root + "/ns/file/x", wantReason: afev1.InvalidSpecReason},
 		"missing":                            {hostPath: root + "/ns/nope", wantReason: afev1.WorkspaceMissingReason},
 		"disabled":                           {hostPath: root + "/ns/a", opts: &Options{}, wantReason: afev1.WorkspaceOutsideRootReason},
-		"a remote engine":                    {hostPath: root + "/ns/a", opts: &Options{WorkspaceRoot: root, EngineRemote: true}, wantReason: afev1.WorkspaceNotSharedReason},
-		"a remote engine sharing the root":   {hostPath: root + "/ns/a", opts: &Options{WorkspaceRoot: root, EngineRemote: true, WorkspaceRootShared: true}, wantPath: root + "/ns/a"},
-		"a remote engine, outside the root":  {hostPath: "/etc", opts: &Options{WorkspaceRoot: root, EngineRemote: true, WorkspaceRootShared: true}, wantReason: afev1.WorkspaceOutsideRootReason},
+		"a remote engine":                    {hostPath: root + "/ns/a", opts: &Options{WorkspaceRoot: root, WorkspaceRootAllowSuid: true, EngineRemote: true}, wantReason: afev1.WorkspaceNotSharedReason},
+		"a remote engine sharing the root":   {hostPath: root + "/ns/a", opts: &Options{WorkspaceRoot: root, WorkspaceRootAllowSuid: true, EngineRemote: true, WorkspaceRootShared: true}, wantPath: root + "/ns/a"},
+		"a remote engine, outside the root":  {hostPath: "/etc", opts: &Options{WorkspaceRoot: root, WorkspaceRootAllowSuid: true, EngineRemote: true, WorkspaceRootShared: true}, wantReason: afev1.WorkspaceOutsideRootReason},
 		"a namespace whose folder is absent": {hostPath: root + "/fresh/a", namespace: "fresh", wantReason: afev1.WorkspaceMissingReason},
 	}
 	for name, tc := range tests {
@@ -126,7 +126,7 @@ func TestResolveFolder(t *testing.T) {
 
 func TestResolveFolderCreatesTheNamespaceFolder(t *testing.T) {
 	root := t.TempDir()
-	_, err := ResolveFolder(root+"/fresh/a", "fresh", Options{WorkspaceRoot: root})
+	_, err := ResolveFolder(root+"/fresh/a", "fresh", Options{WorkspaceRoot: root, WorkspaceRootAllowSuid: true})
 	if ie, ok := AsInvalid(err); !ok || ie.Reason != afev1.WorkspaceMissingReason || !strings.Contains(ie.Message, "does not exist") {
 		t.Fatalf("a missing workspace folder: %v", err)
 	}
@@ -138,7 +138,7 @@ func TestResolveFolderCreatesTheNamespaceFolder(t *testing.T) {
 		t.Fatalf("namespace folder: %v", fi.Mode())
 	}
 	must(t, os.Mkdir(filepath.Join(root, "fresh", "a"), 0o700))
-	if _, err := ResolveFolder(root+"/fresh/a", "fresh", Options{WorkspaceRoot: root}); err != nil {
+	if _, err := ResolveFolder(root+"/fresh/a", "fresh", Options{WorkspaceRoot: root, WorkspaceRootAllowSuid: true}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -155,7 +155,7 @@ func TestResolveFolderSeesASwap(t *testing.T) {
 	root := t.TempDir()
 	dir := filepath.Join(root, "ns", "a", "sub")
 	must(t, os.MkdirAll(dir, 0o755))
-	opts := Options{WorkspaceRoot: root}
+	opts := Options{WorkspaceRoot: root, WorkspaceRootAllowSuid: true}
 	first, err := ResolveFolder(dir, "ns", opts)
 	must(t, err)
 	must(t, os.Rename(dir, dir+".d"))

@@ -83,7 +83,7 @@ func TestValidate(t *testing.T) {
 		"disk on a folder": {mutate: func(s *afev1.SandboxTemplateSpec) {
 			s.Resources.Disk = ptr.To(resource.MustParse("1Gi"))
 			s.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: inside}
-		}, opts: Options{WorkspaceRoot: root}, wantReason: afev1.InvalidSpecReason},
+		}, opts: Options{WorkspaceRoot: root, WorkspaceRootAllowSuid: true}, wantReason: afev1.InvalidSpecReason},
 		"egress ok":         {mutate: func(s *afev1.SandboxTemplateSpec) { s.Egress = []afev1.EgressHost{"example.com", ".pypi.org"} }},
 		"egress ip":         {mutate: func(s *afev1.SandboxTemplateSpec) { s.Egress = []afev1.EgressHost{"10.0.0.1"} }, wantReason: afev1.InvalidSpecReason},
 		"egress port":       {mutate: func(s *afev1.SandboxTemplateSpec) { s.Egress = []afev1.EgressHost{"example.com:443"} }, wantReason: afev1.InvalidSpecReason},
@@ -101,47 +101,47 @@ func TestValidate(t *testing.T) {
 			mutate: func(s *afev1.SandboxTemplateSpec) {
 				s.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: inside}
 			},
-			opts: Options{WorkspaceRoot: root},
+			opts: Options{WorkspaceRoot: root, WorkspaceRootAllowSuid: true},
 		},
 		"folder is the root": {
 			mutate: func(s *afev1.SandboxTemplateSpec) {
 				s.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: root}
 			},
-			opts:       Options{WorkspaceRoot: root},
+			opts:       Options{WorkspaceRoot: root, WorkspaceRootAllowSuid: true},
 			wantReason: afev1.WorkspaceOutsideRootReason,
 		},
 		"folder with dot-dot": {
 			mutate: func(s *afev1.SandboxTemplateSpec) {
 				s.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: inside + "/../../" + filepath.Base(outside)}
 			},
-			opts:       Options{WorkspaceRoot: root},
+			opts:       Options{WorkspaceRoot: root, WorkspaceRootAllowSuid: true},
 			wantReason: afev1.WorkspaceOutsideRootReason,
 		},
 		"folder is the namespace folder": {
 			mutate: func(s *afev1.SandboxTemplateSpec) {
 				s.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: filepath.Dir(inside)}
 			},
-			opts:       Options{WorkspaceRoot: root},
+			opts:       Options{WorkspaceRoot: root, WorkspaceRootAllowSuid: true},
 			wantReason: afev1.WorkspaceOutsideRootReason,
 		},
 		"folder on a remote engine": {
 			mutate: func(s *afev1.SandboxTemplateSpec) {
 				s.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: inside}
 			},
-			opts:       Options{WorkspaceRoot: root, EngineRemote: true},
+			opts:       Options{WorkspaceRoot: root, WorkspaceRootAllowSuid: true, EngineRemote: true},
 			wantReason: afev1.WorkspaceNotSharedReason,
 		},
 		"folder on a remote engine that shares the root": {
 			mutate: func(s *afev1.SandboxTemplateSpec) {
 				s.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: inside}
 			},
-			opts: Options{WorkspaceRoot: root, EngineRemote: true, WorkspaceRootShared: true},
+			opts: Options{WorkspaceRoot: root, WorkspaceRootAllowSuid: true, EngineRemote: true, WorkspaceRootShared: true},
 		},
 		"docker socket as folder": {
 			mutate: func(s *afev1.SandboxTemplateSpec) {
 				s.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: "/var/run/docker.sock"}
 			},
-			opts:       Options{WorkspaceRoot: root},
+			opts:       Options{WorkspaceRoot: root, WorkspaceRootAllowSuid: true},
 			wantReason: afev1.WorkspaceOutsideRootReason,
 		},
 		"hostPath on a volume": {

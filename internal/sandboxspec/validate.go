@@ -83,6 +83,9 @@ type Options struct {
 	// WorkspaceRootShared is --workspace-root-shared: the engine sees
 	// WorkspaceRoot at the same path as the controller.
 	WorkspaceRootShared bool
+	// WorkspaceRootAllowSuid is --workspace-root-allow-suid: Folder
+	// workspaces are allowed on a file system not mounted nosuid,nodev.
+	WorkspaceRootAllowSuid bool
 	// Passthrough are the names of --env-passthrough: true when the
 	// controller's environment has the variable, false when it does not.
 	Passthrough map[string]bool

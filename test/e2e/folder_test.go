@@ -7,10 +7,12 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/gbytes"
 	"github.com/onsi/gomega/gexec"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/test/dockertest"
+	"afe.dev/sandbox/test/wsroot"
 )
 
 // An engine reached over TCP may not see the controller's folders: Folder
@@ -27,7 +29,9 @@ var _ = Describe("Folder workspaces on a remote engine", func() {
 		// The operator names the root through a link; sandboxes name their
 		// folders through it too. What the engine binds is the resolved
 		// path, with no link on it.
-		root := GinkgoT().TempDir()
+		root, cleanupRoot, err := wsroot.Make(true)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() { Expect(cleanupRoot()).To(Succeed()) })
 		link := filepath.Join(GinkgoT().TempDir(), "root-link")
 		Expect(os.Symlink(root, link)).To(Succeed())
 		resolved := filepath.Join(root, "default", "ws")
@@ -74,5 +78,48 @@ spec: {image: afe/busybox:dev}
 		Expect(err).NotTo(HaveOccurred())
 		Expect(c.Mounts[0].Source).To(Equal(real), "the engine binds the resolved path, not %s", ws)
 		kubectl("", "delete", "sandbox/folder", "sandbox/volume", "--wait=true", "--timeout=60s")
+	})
+})
+
+// Issue 27: a --workspace-root whose file system allows setuid programs and
+// devices lets a workload leave them for the host's users. The manager says
+// so at start and refuses Folder workspaces there, with a condition that
+// says how to mount the root, until the operator accepts the risk.
+var _ = Describe("Folder workspaces on a root not mounted nosuid,nodev", func() {
+	It("are refused (WorkspaceRootUnsafe), with an error at start, unless --workspace-root-allow-suid", func() {
+		own := newOwnCluster()
+		inst := fmt.Sprintf("e2e-suid-%d", os.Getpid())
+		defer dockertest.RemoveAll(afev1.LabelController + "=" + inst)
+		root, cleanupRoot, err := wsroot.Make(false)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() { Expect(cleanupRoot()).To(Succeed()) })
+		ws := filepath.Join(root, "default", "ws")
+		Expect(os.MkdirAll(ws, 0o755)).To(Succeed())
+
+		start := func(extra ...string) (*gexec.Session, *gbytes.Buffer) {
+			errs := gbytes.NewBuffer()
+			return own.startManager("", errs, append([]string{"--instance", inst, "--workspace-root", root}, extra...)...), errs
+		}
+		mgr, errs := start()
+		// Whichever manager runs when the spec ends, early or not, stops.
+		defer func() { stopManager(mgr) }()
+		Eventually(errs).Should(gbytes.Say(`Folder workspaces are refused \(WorkspaceRootUnsafe\) until --workspace-root is mounted nosuid,nodev`))
+		own.kubectl(fmt.Sprintf(`apiVersion: sandbox.afe.dev/v1alpha1
+kind: Sandbox
+metadata: {name: folder}
+spec:
+  image: afe/busybox:dev
+  workspace: {type: Folder, hostPath: %s}
+`, ws), "apply", "-f", "-")
+		Eventually(own.reason("sandbox/folder", afev1.WorkspaceReadyCondition)).Should(Equal(afev1.WorkspaceRootUnsafeReason))
+		Expect(own.get("sandbox/folder", `{.status.conditions[?(@.type=="WorkspaceReady")].message}`)()).
+			To(And(ContainSubstring("mount -o remount,bind,nosuid,nodev"), ContainSubstring("--workspace-root-allow-suid")))
+		Expect(dockertest.Objects(afev1.LabelController + "=" + inst + "," + afev1.LabelSandbox + "=folder")).To(BeEmpty())
+		stopManager(mgr)
+
+		By("with --workspace-root-allow-suid the same Sandbox becomes Ready")
+		mgr, _ = start("--workspace-root-allow-suid")
+		own.kubectl("", "wait", "--for=condition=Ready", "sandbox/folder", "--timeout=60s")
+		own.kubectl("", "delete", "sandbox/folder", "--wait=true", "--timeout=60s")
 	})
 })

@@ -23,6 +23,7 @@ import (
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/internal/localcp"
 	"afe.dev/sandbox/test/dockertest"
+	"afe.dev/sandbox/test/wsroot"
 )
 
 // Per-node mode on one machine: a control plane of its own with
@@ -146,7 +147,11 @@ spec:
 		} {
 			Expect(exec.Command("kubectl", append([]string{"--kubeconfig", saConfig}, args...)...).Run()).To(Succeed())
 		}
-		folders = GinkgoT().TempDir()
+		// Mounted nosuid,nodev, as the managers ask of --workspace-root.
+		var cleanupFolders func() error
+		folders, cleanupFolders, err = wsroot.Make(true)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() { Expect(cleanupFolders()).To(Succeed()) })
 		for _, node := range nodes {
 			cmd := exec.Command(managerBin, "--per-node", "--instance", node,
 				"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
