@@ -89,6 +89,9 @@ type Options struct {
 	// empty allows any.
 	AllowedUIDs sandboxspec.IDRanges
 	AllowedGIDs sandboxspec.IDRanges
+	// SandboxIDs is --sandbox-id-range: the host ids given to sandboxes
+	// without spec.user (zero: sandboxspec.DefaultSandboxIDs).
+	SandboxIDs sandboxspec.IDRange
 	// WorkspaceRootShared is --workspace-root-shared: a remote engine sees
 	// WorkspaceRoot at the same path as the controller.
 	WorkspaceRootShared bool
@@ -136,6 +139,7 @@ func (o Options) validation() (sandboxspec.Options, error) {
 	}
 	v := o.workspaces()
 	v.DenyEnv, v.DenyGIDs, v.AllowedUIDs, v.AllowedGIDs = o.DenyEnv, deny, o.AllowedUIDs, o.AllowedGIDs
+	v.SandboxIDs = o.SandboxIDs
 	v.Passthrough = make(map[string]bool, len(o.EnvPassthrough))
 	for name, value := range o.EnvPassthrough {
 		v.Passthrough[name] = value != nil
@@ -187,6 +191,8 @@ type SandboxReconciler struct {
 	// network this process has seen gone from the engine (never a status
 	// field: a tenant may write those).
 	egressGone sync.Map
+	// ids are the host ids being given to sandboxes without spec.user.
+	ids idReservations
 }
 
 // finalizedMemory is how long a finalized UID is remembered.

@@ -64,7 +64,7 @@ var _ = Describe("The manager binary with kubectl", Ordered, func() {
 		Expect(c.HostConfig.CapDrop).To(Equal([]string{"ALL"}))
 		Expect(c.HostConfig.SecurityOpt).To(ContainElement("no-new-privileges:true"))
 		Expect(c.HostConfig.NetworkMode).To(Equal("none"))
-		Expect(c.Config.User).To(Equal("1000:1000"))
+		Expect(c.Config.User).To(Equal(c.Config.Labels["afe.uid"]), "an id of its own from --sandbox-id-range")
 		Expect(c.HostConfig.MemorySwap).To(Equal(c.HostConfig.Memory))
 		Expect(*c.HostConfig.PidsLimit).To(Equal(int64(256)))
 		Expect(c.Config.Env).To(ContainElement("GREETING=hello from the sandbox"))
@@ -232,8 +232,10 @@ spec:
 		Expect(err).NotTo(HaveOccurred(), owners)
 		lines := strings.Split(strings.TrimSpace(owners), "\n")
 		Expect(lines).To(HaveLen(2+len(treeOf(tree))), owners)
+		ci, err := dockertest.Inspect(container)
+		Expect(err).NotTo(HaveOccurred())
 		for _, l := range lines {
-			Expect(l).To(HavePrefix("1000:1000 "))
+			Expect(l).To(HavePrefix(ci.Config.User + " "))
 		}
 
 		By("downloading them back: at a path of their own, and into an existing folder")
