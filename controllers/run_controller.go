@@ -198,6 +198,7 @@ func (r *RunReconciler) start(ctx context.Context, before, run *afev1.Run, sbx *
 			}
 			return r.fail(ctx, before, run, afev1.SnapshotFailedReason, "The sandbox's workspace cannot be copied: "+err.Error())
 		}
+		job.user = fmt.Sprintf("%d:%d", uid, sandboxGID)
 	}
 	if run.Status.Phase == afev1.RunRunning && run.Status.Attempts > 0 {
 		// In flight when the controller stopped: nothing of that attempt

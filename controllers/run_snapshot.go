@@ -28,6 +28,9 @@ type snapshotJob struct {
 	source docker.Mount
 	// ticketUID is the UID of the sandbox's Ticket, if any.
 	ticketUID string
+	// user is the sandbox's uid:gid, the owner of its files: a sandbox
+	// restored from the snapshot with another user is given them.
+	user string
 }
 
 // snapshotJobOf reads the workspace of the sandbox. A host folder is
@@ -71,6 +74,9 @@ func snapshotLabels(job *snapshotJob, run *afev1.Run, role string) map[string]st
 	l[afev1.LabelRunUID] = string(run.UID)
 	if job.ticketUID != "" {
 		l[afev1.LabelTicketUID] = job.ticketUID
+	}
+	if job.user != "" {
+		l[afev1.LabelUser] = job.user
 	}
 	return l
 }

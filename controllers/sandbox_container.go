@@ -69,15 +69,6 @@ func (r *SandboxReconciler) removeStale(ctx context.Context, s *sandboxScope, la
 func (r *SandboxReconciler) reconcileContainer(ctx context.Context, s *sandboxScope) (ctrl.Result, error) {
 	log := logf.FromContext(ctx)
 	sbx := s.sbx
-	var claim *claimedUser
-	if sbx.Spec.User == "" { // an id of its own (sandbox_ids.go)
-		c, res, err := r.allocateUser(ctx, s)
-		if c == nil {
-			return res, err
-		}
-		claim = c
-		defer claim.release()
-	}
 	want := sandboxspec.Container(sbx, s.id, s.resolved)
 	sbx.Status.ContainerName = want.Name
 
@@ -169,8 +160,8 @@ func (r *SandboxReconciler) reconcileContainer(ctx context.Context, s *sandboxSc
 		if created == nil {
 			return res, err
 		}
-		if claim != nil {
-			if err := claim.verify(ctx, created); err != nil {
+		if s.user != nil {
+			if err := s.user.verify(ctx, created); err != nil {
 				return ctrl.Result{}, err
 			}
 		}

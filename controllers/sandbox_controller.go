@@ -231,6 +231,8 @@ type sandboxScope struct {
 	// proxyProbe ends with the first answer of a proxy this reconcile
 	// started (awaitProxy waits for it).
 	proxyProbe <-chan error
+	// user is the id given to a sandbox without spec.user.
+	user *claimedUser
 }
 
 // +kubebuilder:rbac:groups=sandbox.afe.dev,resources=sandboxes,verbs=get;list;watch;update;patch
@@ -311,6 +313,14 @@ func (r *SandboxReconciler) reconcileNormal(ctx context.Context, s *sandboxScope
 		return res, err
 	}
 
+	if s.sbx.Spec.User == "" { // an id of its own (sandbox_ids.go)
+		claim, res, err := r.allocateUser(ctx, s)
+		if claim == nil {
+			return res, err
+		}
+		defer claim.release()
+		s.user = claim
+	}
 	phases := []func(context.Context, *sandboxScope) (ctrl.Result, error){
 		r.reconcileWorkspace,
 		r.reconcileEgress,

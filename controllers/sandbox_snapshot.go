@@ -14,6 +14,7 @@ import (
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/naming"
+	"afe.dev/sandbox/internal/sandboxspec"
 )
 
 // snapshotRetry is how often a missing fromSnapshot is looked for again.
@@ -76,6 +77,10 @@ func (r *SandboxReconciler) restoreWorkspace(ctx context.Context, s *sandboxScop
 	if err := r.ensureImage(ctx, s, afev1.ContainerReadyCondition, "Image", s.sbx.Spec.Image); err != nil {
 		return err
 	}
+	owners, err := r.restoredOwners(ctx, s, from)
+	if err != nil {
+		return err
+	}
 	started := time.Now()
 	n, err := r.Engine.CopyWorkspace(ctx, docker.CopySpec{
 		Name:   naming.Restore(s.id.Key),
@@ -83,6 +88,7 @@ func (r *SandboxReconciler) restoreWorkspace(ctx context.Context, s *sandboxScop
 		Labels: s.id.Labels(afev1.RoleSnapshotCopy),
 		From:   docker.Mount{Type: docker.MountVolume, Source: from},
 		To:     docker.Mount{Type: docker.MountVolume, Source: volume},
+		Owners: owners,
 	})
 	if err != nil {
 		return fmt.Errorf("restore snapshot %s into %s: %w", from, volume, err)
@@ -90,4 +96,27 @@ func (r *SandboxReconciler) restoreWorkspace(ctx context.Context, s *sandboxScop
 	logf.FromContext(ctx).Info("Restored the workspace from a snapshot", "snapshot", from, "volume", volume, "bytes", n, "duration", time.Since(started))
 	r.Recorder.Eventf(s.sbx, nil, corev1.EventTypeNormal, "Restored", "Restore", "Workspace volume %s filled from snapshot %s", volume, from)
 	return nil
+}
+
+// restoredOwners is the change of owner a restore needs: the files of the
+// sandbox the snapshot was taken from (its afe.uid label) become those of
+// this sandbox's user. A snapshot without the label (taken before it
+// existed) keeps its owners.
+func (r *SandboxReconciler) restoredOwners(ctx context.Context, s *sandboxScope, snapshot string) (*docker.OwnerChange, error) {
+	v, err := r.Engine.InspectVolume(ctx, snapshot)
+	if err != nil {
+		return nil, err
+	}
+	fromUID, fromGID, err := sandboxspec.ParseUser(v.Labels[afev1.LabelUser])
+	if err != nil {
+		return nil, nil //nolint:nilerr // no owner recorded: none to change
+	}
+	toUID, toGID, err := sandboxspec.UserOf(&s.sbx.Spec.SandboxTemplateSpec, s.resolved)
+	if err != nil {
+		return nil, err
+	}
+	if fromUID == toUID && fromGID == toGID {
+		return nil, nil
+	}
+	return &docker.OwnerChange{From: docker.Owner{UID: fromUID, GID: fromGID}, To: docker.Owner{UID: toUID, GID: toGID}}, nil
 }

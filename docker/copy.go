@@ -21,6 +21,9 @@ type CopySpec struct {
 	// ignored).
 	From Mount
 	To   Mount
+	// Owners, when set, gives the files of one owner to another on the
+	// way (a workspace restored into a sandbox with another user).
+	Owners *OwnerChange
 }
 
 // copyPath is where the helpers mount the trees.
@@ -78,8 +81,14 @@ func (c *Client) CopyWorkspace(ctx context.Context, spec CopySpec) (int64, error
 	}
 	defer func() { _ = rc.Close() }()
 	counted := &countingReader{r: rc}
+	var tree io.Reader = counted
+	if spec.Owners != nil {
+		changed := changeOwners(counted, *spec.Owners)
+		defer func() { _ = changed.Close() }()
+		tree = changed
+	}
 	c.count("copy_to_container")
-	if err := c.api.CopyToContainer(ctx, created[1], "/", counted, container.CopyToContainerOptions{}); err != nil {
+	if err := c.api.CopyToContainer(ctx, created[1], "/", tree, container.CopyToContainerOptions{}); err != nil {
 		return counted.n, wrap(err, "write the tree into "+to)
 	}
 	return counted.n, nil

@@ -36,7 +36,9 @@ const (
 	// is the record of the allocation: the ids taken on an engine are those
 	// its containers carry here, for every controller instance, so a
 	// restarted controller finds them again and a sandbox keeps its own
-	// across recreations.
+	// across recreations. On a snapshot volume it is the uid:gid of the
+	// sandbox it was taken from, whose files a sandbox restored from it
+	// with another user is given.
 	LabelUser = "afe.uid"
 )
 
