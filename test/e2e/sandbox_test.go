@@ -131,7 +131,10 @@ spec:
 		Expect(err).NotTo(HaveOccurred(), string(mark))
 		out, errs, code = afe("id -u; id -g; pwd; cat /tmp/afe-shell-marker\n", "shell", "sample")
 		Expect(code).To(BeZero(), errs)
-		Expect(out).To(Equal("1000\n1000\n/workspace\n" + marker + "\n"))
+		sc, err := dockertest.Inspect("afe-" + ns + ".sample")
+		Expect(err).NotTo(HaveOccurred())
+		uid, gid, _ := strings.Cut(sc.Config.User, ":") // the id allocated to it
+		Expect(out).To(Equal(uid + "\n" + gid + "\n/workspace\n" + marker + "\n"))
 
 		By("exec: stdin, stdout, stderr and the exit code, as kubectl exec")
 		out, errs, code = afe("piped\n", "exec", "sample", "-i", "--", "sh", "-c", "cat; cat /tmp/afe-shell-marker; echo to-stderr >&2; exit 5")
