@@ -153,7 +153,7 @@ var _ = Describe("Sandbox", func() {
 		Expect(c.Config.Labels).To(HaveKey(afev1.LabelSpecHash))
 		out, err := dockertest.Exec(c.Name, "id", "-u")
 		Expect(err).NotTo(HaveOccurred())
-		Expect(out).To(Equal("1000"))
+		Expect(c.Config.User).To(HavePrefix(out+":"), "the allocated uid")
 		out, err = dockertest.Exec(c.Name, "sh", "-c", "grep CapEff /proc/self/status")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(out).To(HaveSuffix("0000000000000000"))
