@@ -107,9 +107,13 @@ func (r *SandboxReconciler) restoredOwners(ctx context.Context, s *sandboxScope,
 	if err != nil {
 		return nil, err
 	}
-	fromUID, fromGID, err := sandboxspec.ParseUser(v.Labels[afev1.LabelUser])
+	label := v.Labels[afev1.LabelUser]
+	if label == "" {
+		return nil, nil // no owner recorded: none to change
+	}
+	fromUID, fromGID, err := sandboxspec.ParseUser(label)
 	if err != nil {
-		return nil, nil //nolint:nilerr // no owner recorded: none to change
+		return nil, fmt.Errorf("snapshot %s: %w", snapshot, err)
 	}
 	toUID, toGID, err := sandboxspec.UserOf(&s.sbx.Spec.SandboxTemplateSpec, s.resolved)
 	if err != nil {
