@@ -117,10 +117,6 @@ func containerFor(ctx context.Context, engine Engine, sbx *afev1.Sandbox, instan
 	if sbx.UID == "" {
 		return nil, conflict("sandbox %s has no UID", sbx.Name)
 	}
-	uid, gid, err := sandboxspec.ParseUser(sbx.Spec.User)
-	if err != nil {
-		return nil, conflict("sandbox %s: %v", sbx.Name, err)
-	}
 	id := sandboxspec.IdentityOf(sbx, instance)
 	name := naming.Container(id.Key)
 	ct, err := engine.InspectContainer(ctx, name)
@@ -135,6 +131,12 @@ func containerFor(ctx context.Context, engine Engine, sbx *afev1.Sandbox, instan
 		if got, ok := ct.Labels[k]; !ok || got != want[k] {
 			return nil, conflict("container %s is not the sandbox container of sandbox %s (label %s differs): wait until it is Ready", name, sbx.Name, k)
 		}
+	}
+	// The sandbox's user, or the id allocated to it, as its container
+	// carries it.
+	uid, gid, err := sandboxspec.ContainerUser(sbx.Spec.User, ct)
+	if err != nil {
+		return nil, conflict("sandbox %s: %v", sbx.Name, err)
 	}
 	if !ct.Running {
 		return nil, conflict("the container of sandbox %s is not running: wait until it is Ready", sbx.Name)

@@ -59,6 +59,9 @@ func TestContainerFor(t *testing.T) {
 		stopped bool
 		noUID   bool
 		refused string
+		// user is the container's user, for a Sandbox without spec.user
+		// (the id allocated to it); empty: spec.user is 1000:1000.
+		user string
 	}{
 		"the sandbox's own container": {change: func(l map[string]string) map[string]string { return l }},
 		"another sandbox's UID": {change: func(l map[string]string) map[string]string {
@@ -94,6 +97,17 @@ func TestContainerFor(t *testing.T) {
 			refused: "has no container",
 		},
 		"stopped": {change: func(l map[string]string) map[string]string { return l }, stopped: true, refused: "not running"},
+		"a Sandbox without spec.user: the id its container records": {change: func(l map[string]string) map[string]string {
+			l[afev1.LabelUser] = "1900000042:1900000042"
+			return l
+		}, user: "1900000042:1900000042"},
+		"a Sandbox without spec.user, a container without afe.uid": {change: func(l map[string]string) map[string]string {
+			return l
+		}, user: "1000:1000", refused: "carries no allocated user"},
+		"a Sandbox without spec.user, afe.uid not the container's user": {change: func(l map[string]string) map[string]string {
+			l[afev1.LabelUser] = "1900000042:1900000042"
+			return l
+		}, user: "1000:1000", refused: "carries no allocated user"},
 		"a Sandbox without UID, a container with an empty UID label": {change: func(l map[string]string) map[string]string {
 			l[afev1.LabelSandboxUID] = ""
 			return l
@@ -106,6 +120,9 @@ func TestContainerFor(t *testing.T) {
 			Namespace: ns, Name: fmt.Sprintf("sbx-%d", i), UID: types.UID(fmt.Sprintf("uid-%s-%d", run, i)),
 		}}
 		sbx.Spec.User = "1000:1000"
+		if tc.user != "" {
+			sbx.Spec.User = ""
+		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -128,7 +145,7 @@ func TestContainerFor(t *testing.T) {
 				made, err = engine.RunContainer(ctx, docker.ContainerSpec{
 					Name:  naming.Container(naming.Key(sbx.Namespace, sbx.Name)),
 					Image: dockertest.TestImage, Command: command, Network: "none",
-					Labels: labels,
+					Labels: labels, User: tc.user,
 				})
 				if err != nil {
 					t.Fatal(err)
@@ -160,6 +177,9 @@ func TestContainerFor(t *testing.T) {
 			}
 			if d := cmp.Diff(made.ID, got.containerID); d != "" {
 				t.Fatalf("reached another container than the sandbox's (decoy %s): %s", decoy.ID, d)
+			}
+			if want := tc.user; want != "" && got.user != want {
+				t.Fatalf("executes as %s, not the id allocated to the sandbox, %s", got.user, want)
 			}
 		})
 	}

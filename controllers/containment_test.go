@@ -189,6 +189,7 @@ var _ = Describe("Run attempts and slots", func() {
 
 	It("kills what is left of an interrupted attempt before it executes the Run again", func() {
 		sbx := newSandbox(ns, "again")
+		sbx.Spec.User = "1000:1000" // the leftover below is the sandbox's uid
 		Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
 		DeferCleanup(func() { deleteAndWaitGone(ctx, sbx) })
 		ready := waitReady(ctx, sbx)

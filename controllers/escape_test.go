@@ -34,6 +34,7 @@ var _ = Describe("Escape checks", func() {
 		ctx := context.Background()
 		ns := newNamespace(ctx)
 		plain := newSandbox(ns, "plain")
+		plain.Spec.User = "1000:1000" // as the control below
 		a, b := newSandbox(ns, "a"), newSandbox(ns, "b")
 		a.Spec.Egress = []afev1.EgressHost{"allowed.test"}
 		b.Spec.Egress = []afev1.EgressHost{"allowed.test"}

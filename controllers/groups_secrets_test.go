@@ -173,7 +173,7 @@ var _ = Describe("Tenant isolation: groups and Secrets", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(c.ID).To(Equal(ready.Status.ContainerID))
 		Expect(c.State.Running).To(BeTrue())
-		Expect(c.Config.User).To(Equal("1000:1000"))
+		Expect(c.Config.User).To(Equal(c.Config.Labels[afev1.LabelUser]), "the id allocated to it is its own, not a refused user")
 		deleteAndWaitGone(ctx, sbx)
 	})
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -128,7 +129,9 @@ var _ = Describe("Builtin MergeAndCI", func() {
 		By("committing as afe, with the lane and the Run in the message, as the sandbox's user")
 		log := inContainer(c, `cd /workspace/repo && git log -1 --format='%an <%ae> %s' a; stat -c %u /workspace/lanes/integration/a.txt`)
 		Expect(log).To(HavePrefix("afe <afe@sandbox.invalid> afe: lane a, Run merge\n"))
-		Expect(log).To(HaveSuffix("1000"))
+		user, _ := containerUser(c)
+		uid, _, _ := strings.Cut(user, ":")
+		Expect(log).To(HaveSuffix("\n" + uid))
 
 		By("executing it again after a crash, with litter in the integration worktree")
 		inContainer(c, `cd /workspace/lanes/integration && echo litter > litter.txt && echo changed > shared.txt`)

@@ -181,7 +181,7 @@ func (r *RunReconciler) start(ctx context.Context, before, run *afev1.Run, sbx *
 	if err != nil {
 		return err
 	}
-	uid, sandboxGID, err := sandboxspec.ValidateUser(sbx.Spec.User, vopts)
+	uid, sandboxGID, err := sandboxspec.ValidateContainerUser(sbx.Spec.User, ct, vopts)
 	if ie, ok := sandboxspec.AsInvalid(err); ok {
 		return r.fail(ctx, before, run, ie.Reason, "The sandbox's user is refused: "+ie.Message)
 	}
@@ -198,6 +198,7 @@ func (r *RunReconciler) start(ctx context.Context, before, run *afev1.Run, sbx *
 			}
 			return r.fail(ctx, before, run, afev1.SnapshotFailedReason, "The sandbox's workspace cannot be copied: "+err.Error())
 		}
+		job.user = fmt.Sprintf("%d:%d", uid, sandboxGID)
 	}
 	if run.Status.Phase == afev1.RunRunning && run.Status.Attempts > 0 {
 		// In flight when the controller stopped: nothing of that attempt
@@ -371,8 +372,11 @@ func (r *RunReconciler) reconcileDelete(ctx context.Context, run *afev1.Run) err
 		sbx := &afev1.Sandbox{}
 		if err := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.SandboxRef.Name}, sbx); err == nil {
 			if vopts, err := r.Options.validation(); err == nil {
-				if uid, _, err := sandboxspec.ValidateUser(sbx.Spec.User, vopts); err == nil {
-					r.kill(ctx, a, uid)
+				ct, err := r.Engine.InspectContainer(ctx, a.containerID)
+				if err == nil && sandboxspec.IdentityOf(sbx, r.Options.Instance).OwnsAs(ct.Labels, afev1.RoleSandbox) {
+					if uid, _, err := sandboxspec.ValidateContainerUser(sbx.Spec.User, ct, vopts); err == nil {
+						r.kill(ctx, a, uid)
+					}
 				}
 			}
 		}

@@ -96,7 +96,9 @@ var _ = Describe("Run", func() {
 		Expect(*got.Status.ExitCode).To(BeZero())
 		Expect(got.Status.TimedOut).To(HaveValue(BeFalse()))
 		Expect(got.Status.Attempts).To(Equal(int32(1)))
-		Expect(got.Status.Output).To(HavePrefix("hello sandbox from /workspace as 1000\n"))
+		user, _ := containerUser(sbx.Status.ContainerName)
+		uid, _, _ := strings.Cut(user, ":") // the id allocated to it
+		Expect(got.Status.Output).To(HavePrefix("hello sandbox from /workspace as " + uid + "\n"))
 		Expect(got.Status.OutputTruncated).To(HaveValue(BeFalse()))
 		Expect(got.Status.Result).To(HaveLen(1))
 		Expect(string(got.Status.Result["final"].Raw)).To(Equal(`"yes"`))

@@ -30,6 +30,9 @@ type snapshotJob struct {
 	ticketUID string
 	// maxBytes bounds the copy: the sandbox's resources.disk (0: none).
 	maxBytes int64
+	// user is the sandbox's uid:gid, the owner of its files: a sandbox
+	// restored from the snapshot with another user is given them.
+	user string
 }
 
 // snapshotJobOf reads the workspace of the sandbox. A host folder is
@@ -73,6 +76,9 @@ func snapshotLabels(job *snapshotJob, run *afev1.Run, role string) map[string]st
 	l[afev1.LabelRunUID] = string(run.UID)
 	if job.ticketUID != "" {
 		l[afev1.LabelTicketUID] = job.ticketUID
+	}
+	if job.user != "" {
+		l[afev1.LabelUser] = job.user
 	}
 	return l
 }

@@ -109,8 +109,13 @@ var _ = Describe("Builtin Snapshot", func() {
 		dst = waitReady(ctx, dst)
 		GinkgoWriter.Printf("Sandbox from a 50 MiB snapshot, creation to Ready: %s\n", time.Since(t0))
 		defer deleteAndWaitGone(ctx, dst)
+		// Each has an id of its own: the source's files are the new one's.
+		srcUser, _ := containerUser(src.Status.ContainerName)
+		dstUser, _ := containerUser(dst.Status.ContainerName)
+		Expect(dstUser).NotTo(Equal(srcUser))
+		uid, _, _ := strings.Cut(dstUser, ":")
 		Expect(inContainer(dst.Status.ContainerName, `cat /workspace/d/f; stat -c '%u %a' /workspace/d/f /workspace; wc -c < /workspace/big; touch /workspace/writable`)).
-			To(Equal("old\n1000 640\n1000 755\n52428800"))
+			To(Equal("old\n" + uid + " 640\n" + uid + " 755\n52428800"))
 		Expect(findCondition(dst.Status.Conditions, afev1.WorkspaceReadyCondition).Message).To(ContainSubstring("made from snapshot " + name))
 
 		By("recreating it from the snapshot when its container is lost")

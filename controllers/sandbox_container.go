@@ -160,6 +160,11 @@ func (r *SandboxReconciler) reconcileContainer(ctx context.Context, s *sandboxSc
 		if created == nil {
 			return res, err
 		}
+		if s.user != nil {
+			if err := s.user.verify(ctx, created); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
 		have = created
 	}
 	sbx.Status.ContainerID = have.ID

@@ -89,6 +89,9 @@ type Options struct {
 	// empty allows any.
 	AllowedUIDs sandboxspec.IDRanges
 	AllowedGIDs sandboxspec.IDRanges
+	// SandboxIDs is --sandbox-id-range: the host ids given to sandboxes
+	// without spec.user (zero: sandboxspec.DefaultSandboxIDs).
+	SandboxIDs sandboxspec.IDRange
 	// WorkspaceRootShared is --workspace-root-shared: a remote engine sees
 	// WorkspaceRoot at the same path as the controller.
 	WorkspaceRootShared bool
@@ -141,6 +144,7 @@ func (o Options) validation() (sandboxspec.Options, error) {
 	}
 	v := o.workspaces()
 	v.DenyEnv, v.DenyGIDs, v.AllowedUIDs, v.AllowedGIDs = o.DenyEnv, deny, o.AllowedUIDs, o.AllowedGIDs
+	v.SandboxIDs = o.SandboxIDs
 	v.Passthrough = make(map[string]bool, len(o.EnvPassthrough))
 	for name, value := range o.EnvPassthrough {
 		v.Passthrough[name] = value != nil
@@ -192,6 +196,8 @@ type SandboxReconciler struct {
 	// network this process has seen gone from the engine (never a status
 	// field: a tenant may write those).
 	egressGone sync.Map
+	// ids are the host ids being given to sandboxes without spec.user.
+	ids idReservations
 }
 
 // finalizedMemory is how long a finalized UID is remembered.
@@ -230,6 +236,8 @@ type sandboxScope struct {
 	// proxyProbe ends with the first answer of a proxy this reconcile
 	// started (awaitProxy waits for it).
 	proxyProbe <-chan error
+	// user is the id given to a sandbox without spec.user.
+	user *claimedUser
 }
 
 // +kubebuilder:rbac:groups=sandbox.afe.dev,resources=sandboxes,verbs=get;list;watch;update;patch
@@ -310,6 +318,14 @@ func (r *SandboxReconciler) reconcileNormal(ctx context.Context, s *sandboxScope
 		return res, err
 	}
 
+	if s.sbx.Spec.User == "" { // an id of its own (sandbox_ids.go)
+		claim, res, err := r.allocateUser(ctx, s)
+		if claim == nil {
+			return res, err
+		}
+		defer claim.release()
+		s.user = claim
+	}
 	phases := []func(context.Context, *sandboxScope) (ctrl.Result, error){
 		r.reconcileWorkspace,
 		r.reconcileEgress,

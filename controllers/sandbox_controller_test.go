@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/test/dockertest"
 )
 
@@ -109,7 +110,7 @@ var _ = Describe("Sandbox", func() {
 		label := uidLabel(sbx)
 
 		By("defaulting the spec and reporting names in the status")
-		Expect(got.Spec.User).To(Equal("1000:1000"))
+		Expect(got.Spec.User).To(BeEmpty(), "unset: the controller allocates an id (issue 27)")
 		Expect(got.Spec.Scope).To(Equal("main"))
 		Expect(got.Spec.TimeoutSeconds).To(Equal(int32(600)))
 		Expect(got.Status.ContainerName).To(Equal("afe-" + ns + ".hardened"))
@@ -127,7 +128,9 @@ var _ = Describe("Sandbox", func() {
 		Expect(c.HostConfig.CapAdd).To(BeEmpty())
 		Expect(c.HostConfig.Privileged).To(BeFalse())
 		Expect(c.HostConfig.SecurityOpt).To(ContainElement("no-new-privileges:true"))
-		Expect(c.Config.User).To(Equal("1000:1000"))
+		Expect(c.Config.User).To(Equal(c.Config.Labels[afev1.LabelUser]), "the id allocated to it")
+		_, err = sandboxspec.ValidateAllocated(c.Config.User, sandboxspec.Options{})
+		Expect(err).NotTo(HaveOccurred())
 		Expect(c.HostConfig.NetworkMode).To(Equal("none"))
 		Expect(c.HostConfig.Memory).To(Equal(int64(128 << 20)))
 		Expect(c.HostConfig.MemorySwap).To(Equal(c.HostConfig.Memory), "swap must be off")
@@ -150,7 +153,7 @@ var _ = Describe("Sandbox", func() {
 		Expect(c.Config.Labels).To(HaveKey(afev1.LabelSpecHash))
 		out, err := dockertest.Exec(c.Name, "id", "-u")
 		Expect(err).NotTo(HaveOccurred())
-		Expect(out).To(Equal("1000"))
+		Expect(c.Config.User).To(HavePrefix(out+":"), "the allocated uid")
 		out, err = dockertest.Exec(c.Name, "sh", "-c", "grep CapEff /proc/self/status")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(out).To(HaveSuffix("0000000000000000"))

@@ -14,6 +14,7 @@ import (
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/naming"
+	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/internal/tarbound"
 )
 
@@ -77,6 +78,10 @@ func (r *SandboxReconciler) restoreWorkspace(ctx context.Context, s *sandboxScop
 	if err := r.ensureImage(ctx, s, afev1.ContainerReadyCondition, "Image", s.sbx.Spec.Image); err != nil {
 		return err
 	}
+	owners, err := r.restoredOwners(ctx, s, from)
+	if err != nil {
+		return err
+	}
 	started := time.Now()
 	limit := diskBytes(s.sbx)
 	n, err := r.Engine.CopyWorkspace(ctx, docker.CopySpec{
@@ -86,6 +91,7 @@ func (r *SandboxReconciler) restoreWorkspace(ctx context.Context, s *sandboxScop
 		From:     docker.Mount{Type: docker.MountVolume, Source: from},
 		To:       docker.Mount{Type: docker.MountVolume, Source: volume},
 		MaxBytes: limit,
+		Owners:   owners,
 	})
 	if errors.Is(err, tarbound.ErrTooLarge) || errors.Is(err, tarbound.ErrSparse) {
 		// Nothing of a snapshot past the bound is kept: the volume is
@@ -110,4 +116,31 @@ func diskBytes(sbx *afev1.Sandbox) int64 {
 		return d.Value()
 	}
 	return 0
+}
+
+// restoredOwners is the change of owner a restore needs: the files of the
+// sandbox the snapshot was taken from (its afe.uid label) become those of
+// this sandbox's user. A snapshot without the label (taken before it
+// existed) keeps its owners.
+func (r *SandboxReconciler) restoredOwners(ctx context.Context, s *sandboxScope, snapshot string) (*docker.OwnerChange, error) {
+	v, err := r.Engine.InspectVolume(ctx, snapshot)
+	if err != nil {
+		return nil, err
+	}
+	label := v.Labels[afev1.LabelUser]
+	if label == "" {
+		return nil, nil // no owner recorded: none to change
+	}
+	fromUID, fromGID, err := sandboxspec.ParseUser(label)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot %s: %w", snapshot, err)
+	}
+	toUID, toGID, err := sandboxspec.UserOf(&s.sbx.Spec.SandboxTemplateSpec, s.resolved)
+	if err != nil {
+		return nil, err
+	}
+	if fromUID == toUID && fromGID == toGID {
+		return nil, nil
+	}
+	return &docker.OwnerChange{From: docker.Owner{UID: fromUID, GID: fromGID}, To: docker.Owner{UID: toUID, GID: toGID}}, nil
 }

@@ -28,6 +28,10 @@ func (r *SandboxReconciler) removeRefusedContainer(ctx context.Context, s *sandb
 	if _, _, err := sandboxspec.ValidateUser(c.User, vopts); err == nil {
 		return nil
 	}
+	// An id allocated to it (afe.uid) is its own, not a refused user.
+	if _, err := sandboxspec.ValidateAllocated(c.User, vopts); err == nil && c.Labels[afev1.LabelUser] == c.User {
+		return nil
+	}
 	logf.FromContext(ctx).Info("Removing a container whose user is refused", "container", name, "user", c.User)
 	if err := r.Engine.RemoveContainer(ctx, c.ID); err != nil {
 		return err

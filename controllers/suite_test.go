@@ -47,7 +47,7 @@ var (
 // leaves out the groups of Runs.
 const testDeniedGID = 4711
 
-var testAllowedIDs = sandboxspec.IDRanges{{Min: 1, Max: 60000}}
+var testAllowedIDs = sandboxspec.IDRanges{{Min: 1, Max: 60000}, sandboxspec.DefaultSandboxIDs}
 
 // testTelemetry is the suite manager's command telemetry.
 var testTelemetry *telemetry.Store

@@ -179,6 +179,7 @@ func readySandboxes(ctx context.Context, ns, prefix string, n int) []*afev1.Sand
 	var sbxs []*afev1.Sandbox
 	for i := 0; i < n; i++ {
 		sbx := newSandbox(ns, fmt.Sprintf("%s-%d", prefix, i))
+		sbx.Spec.User = "1000:1000" // the records name it
 		Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
 		DeferCleanup(func() { deleteAndWaitGone(ctx, sbx) })
 		sbxs = append(sbxs, sbx)

@@ -30,6 +30,9 @@ type CopySpec struct {
 	// anything of that entry reaches To; what was copied before it stays
 	// there for the caller to remove.
 	MaxBytes int64
+	// Owners, when set, gives the files of one owner to another on the
+	// way (a workspace restored into a sandbox with another user).
+	Owners *OwnerChange
 }
 
 // copyPath is where the helpers mount the trees.
@@ -87,7 +90,7 @@ func (c *Client) CopyWorkspace(ctx context.Context, spec CopySpec) (int64, error
 	}
 	defer func() { _ = rc.Close() }()
 	// The stream goes through the bound on its way: each entry's header
-	// is passed on once checked.
+	// is passed on once checked, and its owners changed when asked.
 	pr, pw := io.Pipe()
 	bound := &tarbound.Bound{Max: spec.MaxBytes}
 	var n int64
@@ -98,8 +101,14 @@ func (c *Client) CopyWorkspace(ctx context.Context, spec CopySpec) (int64, error
 		_ = pw.CloseWithError(err)
 		passed <- err
 	}()
+	var tree io.Reader = pr
+	if spec.Owners != nil {
+		changed := changeOwners(pr, *spec.Owners)
+		defer func() { _ = changed.Close() }()
+		tree = changed
+	}
 	c.count("copy_to_container")
-	err = c.api.CopyToContainer(ctx, created[1], "/", pr, container.CopyToContainerOptions{})
+	err = c.api.CopyToContainer(ctx, created[1], "/", tree, container.CopyToContainerOptions{})
 	_ = pr.CloseWithError(errCopyEnded)
 	_ = rc.Close()
 	if perr := <-passed; perr != nil && !errors.Is(perr, errCopyEnded) {

@@ -138,3 +138,36 @@ func TestCopyWorkspaceStopsAtItsBound(t *testing.T) {
 		t.Fatalf("helpers left after a refused copy: %v", cs)
 	}
 }
+
+// A workspace restored into a sandbox with another user becomes that
+// user's: the files of the source's uid and gid change owner, the others'
+// (a Run group, root) are kept.
+func TestCopyWorkspaceGivesTheFilesOfOneOwnerToAnother(t *testing.T) {
+	ctx := context.Background()
+	labels := testLabels(t)
+	src, dst := uniqueName()+"-src", uniqueName()+"-dst"
+	for _, v := range []string{src, dst} {
+		if _, err := engine.EnsureVolume(ctx, VolumeSpec{Name: v, Labels: labels}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sh(t, "run", "--rm", "--network", "none", "--label", "afe.test="+labels["afe.test"], "-v", src+":/workspace", testImage, "sh", "-c",
+		"mkdir -p /workspace/d && echo hello > /workspace/d/f && chmod 640 /workspace/d/f && echo run > /workspace/d/r && echo root > /workspace/root"+
+			" && chown -R 1900000001:1900000001 /workspace/d && chown 1900000001:2000000123 /workspace/d/r && chown 1900000001:1900000001 /workspace")
+	_, err := engine.CopyWorkspace(ctx, CopySpec{
+		Name: uniqueName() + "-copy", Image: testImage, Labels: labels,
+		From:   Mount{Type: MountVolume, Source: src},
+		To:     Mount{Type: MountVolume, Source: dst},
+		Owners: &OwnerChange{From: Owner{UID: 1900000001, GID: 1900000001}, To: Owner{UID: 1900000002, GID: 1900000002}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := sh(t, "run", "--rm", "--network", "none", "--label", "afe.test="+labels["afe.test"], "-v", dst+":/workspace", testImage, "sh", "-c",
+		"cat /workspace/d/f; stat -c '%u:%g %a %n' /workspace/d /workspace/d/f /workspace/d/r /workspace/root")
+	want := "hello\n1900000002:1900000002 755 /workspace/d\n1900000002:1900000002 640 /workspace/d/f\n" +
+		"1900000002:2000000123 644 /workspace/d/r\n0:0 644 /workspace/root"
+	if got != want {
+		t.Fatalf("copy:\n%s\nwant:\n%s", got, want)
+	}
+}

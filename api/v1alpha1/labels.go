@@ -31,6 +31,15 @@ const (
 	// it has one: the snapshot outlives its sandbox while that ticket is not
 	// finished, and after only when it says retainSnapshots.
 	LabelTicketUID = "afe.ticket-uid"
+	// LabelUser is the host uid:gid the controller allocated to a sandbox
+	// container from --sandbox-id-range (a Sandbox without spec.user). It
+	// is the record of the allocation: the ids taken on an engine are those
+	// its containers carry here, for every controller instance, so a
+	// restarted controller finds them again and a sandbox keeps its own
+	// across recreations. On a snapshot volume it is the uid:gid of the
+	// sandbox it was taken from, whose files a sandbox restored from it
+	// with another user is given.
+	LabelUser = "afe.uid"
 )
 
 // Values of LabelRole.

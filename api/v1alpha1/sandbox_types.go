@@ -106,6 +106,11 @@ const (
 	// gid of the controller's Run groups). Nothing was created, and a
 	// container of the sandbox running as such a user is removed.
 	UserNotAllowedReason = "UserNotAllowed"
+	// SandboxIDsExhaustedReason: the sandbox names no user and every id of
+	// the controller's --sandbox-id-range is held by another sandbox on the
+	// engine; the controller looks again periodically (widen the range, or
+	// remove sandboxes).
+	SandboxIDsExhaustedReason = "SandboxIDsExhausted"
 	// DiskQuotaExceededReason: the workspace grew past resources.disk; the
 	// container was stopped and is not started again while the workspace
 	// is over the limit (raise the limit to start it; the workspace is
@@ -450,8 +455,12 @@ type SandboxTemplateSpec struct {
 	// also refuses gids on its --deny-gids list (the group of the engine's
 	// socket, the host's privileged groups) and ids outside --allowed-uids and
 	// --allowed-gids (reason UserNotAllowed). The gid is the only group the
-	// sandbox's processes get: the image's /etc/group adds none.
-	// +kubebuilder:default="1000:1000"
+	// sandbox's processes get: the image's /etc/group adds none. Unset, the
+	// controller gives the sandbox a uid:gid of its own from its
+	// --sandbox-id-range, unique on the engine, kept across recreations and
+	// released with the sandbox, and owning the workspace; a user inside
+	// that range cannot be named. Sandboxes that name the same user share
+	// the limits the kernel counts per user.
 	// +kubebuilder:validation:MaxLength=21
 	// +kubebuilder:validation:XValidation:rule="self.matches('^0*[1-9][0-9]{0,9}(:0*[1-9][0-9]{0,9})?$')",message="user must be a numeric non-root uid or uid:gid (0, root and names are refused)"
 	// +optional

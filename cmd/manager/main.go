@@ -80,6 +80,7 @@ func run() int {
 		denyGIDs, groupFile    string
 		allowedUIDs            string
 		allowedGIDs            string
+		sandboxIDRange         string
 		envPassthrough         string
 		telemetryDB            string
 		telemetryOpts          telemetry.Options
@@ -112,6 +113,7 @@ func run() int {
 	flag.StringVar(&denyGIDs, "deny-gids", "", "Comma-separated gids or group names (of --host-group-file) a sandbox's gid may not be, added to the list that always applies and cannot be shortened: the group owning the engine's socket (a local engine) and the host's groups "+strings.Join(hostgroups.Privileged, ",")+" (those that exist). gid 0 is always refused; a denied gid among the Run groups (2000000000-2099999999) stops the manager.")
 	flag.StringVar(&allowedUIDs, "allowed-uids", "", "Comma-separated uids and ranges (1000-65535,70000) a sandbox's user must be in; empty allows any uid but 0.")
 	flag.StringVar(&allowedGIDs, "allowed-gids", "", "Comma-separated gids and ranges (1000-65535,70000) a sandbox's group must be in; empty allows any gid but 0 and the denied ones. The groups the controller gives Run commands are its own and not checked against it.")
+	flag.StringVar(&sandboxIDRange, "sandbox-id-range", sandboxspec.DefaultSandboxIDs.String(), "The host ids (min-max) the controller gives sandboxes without spec.user: each ticket's sandboxes one uid:gid of its own on the engine (uid = gid), so that the kernel's per-user limits are not shared. It must lie inside --allowed-uids and --allowed-gids and below the Run groups; a spec.user may not name an id in it.")
 	flag.StringVar(&groupFile, "host-group-file", "/etc/group", "The engine host's group file, where the privileged groups and the names in --deny-gids are looked up; a missing file holds no names (in a Deployment, mount the node's /etc/group).")
 	flag.BoolVar(&opts.WorkspaceRootAllowSuid, "workspace-root-allow-suid", false, "Allow Folder workspaces although --workspace-root is not on a file system mounted nosuid,nodev: a setuid program or a device file a workload leaves in its folder then works for the host's users. Without it such a root refuses Folder workspaces (WorkspaceRootUnsafe).")
 	flag.BoolVar(&opts.WorkspaceRootShared, "workspace-root-shared", false, "The Docker engine sees --workspace-root at the same path as the controller. Needed for Folder workspaces when the engine is not on a local unix socket (tcp://, ssh://): they are refused otherwise.")
@@ -170,11 +172,15 @@ func run() int {
 		log.Error(err, "Invalid sandbox user policy")
 		return 1
 	}
+	if err := sandboxIDs(&opts, sandboxIDRange); err != nil {
+		log.Error(err, "Invalid sandbox id range")
+		return 1
+	}
 	if err := controllers.CheckEgressSubnets(ctx, engine, opts.EgressSubnets); err != nil {
 		log.Error(err, "The egress subnets collide")
 		return 1
 	}
-	log.Info("Sandbox user policy", "denyGIDs", opts.DenyGIDs, "allowedUIDs", opts.AllowedUIDs.String(), "allowedGIDs", opts.AllowedGIDs.String())
+	log.Info("Sandbox user policy", "denyGIDs", opts.DenyGIDs, "allowedUIDs", opts.AllowedUIDs.String(), "allowedGIDs", opts.AllowedGIDs.String(), "sandboxIDs", opts.SandboxIDs.String())
 
 	restConfig := ctrl.GetConfigOrDie()
 	restConfig.QPS, restConfig.Burst = float32(kubeAPIQPS), kubeAPIBurst
@@ -300,4 +306,15 @@ func userPolicy(opts *controllers.Options, host, denyGIDs, groupFile, allowedUID
 		return fmt.Errorf("--allowed-gids: %w", err)
 	}
 	return nil
+}
+
+// sandboxIDs sets --sandbox-id-range, which every id of must pass the
+// user policy.
+func sandboxIDs(opts *controllers.Options, flagValue string) error {
+	r, err := sandboxspec.ParseIDRange(flagValue)
+	if err != nil {
+		return fmt.Errorf("--sandbox-id-range: %w", err)
+	}
+	opts.SandboxIDs = r
+	return sandboxspec.CheckSandboxIDs(sandboxspec.Options{SandboxIDs: r, AllowedUIDs: opts.AllowedUIDs, AllowedGIDs: opts.AllowedGIDs})
 }

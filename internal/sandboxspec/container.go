@@ -105,6 +105,21 @@ type Resolved struct {
 	// DiskEnforcement is how resources.disk is enforced on the engine, when
 	// the spec sets it.
 	DiskEnforcement afev1.DiskEnforcement
+	// User is the uid:gid allocated to a sandbox without spec.user
+	// (AllocatedUser), recorded in the container's afe.uid label.
+	User string
+}
+
+// UserOf is the uid and gid the container of the sandbox runs as: spec.user,
+// or else the allocated one.
+func UserOf(spec *afev1.SandboxTemplateSpec, r Resolved) (uid, gid int, err error) {
+	if spec.User != "" {
+		return ParseUser(spec.User)
+	}
+	if r.User == "" {
+		return 0, 0, fmt.Errorf("the sandbox names no user and none was allocated")
+	}
+	return ParseUser(r.User)
 }
 
 // Container is the hardened sandbox container: all capabilities dropped,
@@ -113,10 +128,15 @@ type Resolved struct {
 // and no network unless it has egress. Its labels carry the spec hash.
 func Container(sbx *afev1.Sandbox, id Identity, r Resolved) docker.ContainerSpec {
 	spec := sbx.Spec.SandboxTemplateSpec
-	uid, gid, _ := ParseUser(spec.User)
+	uid, gid, _ := UserOf(&spec, r)
 	mount := docker.Mount{Type: docker.MountVolume, Source: r.Workspace, Target: WorkspacePath}
 	if spec.Workspace.Type == afev1.WorkspaceFolder {
 		mount.Type = docker.MountBind
+		if spec.User == "" {
+			// An allocated id: the folder is made its own, as a volume is
+			// (the folder itself, not what it holds).
+			mount.Owner = &docker.Owner{UID: uid, GID: gid}
+		}
 	} else {
 		mount.Owner = &docker.Owner{UID: uid, GID: gid}
 		mount.Labels = id.Labels(afev1.RoleWorkspace)
@@ -157,6 +177,9 @@ func Container(sbx *afev1.Sandbox, id Identity, r Resolved) docker.ContainerSpec
 	limitDisk(&c, spec.Resources, r.DiskEnforcement)
 	labels := id.Labels(afev1.RoleSandbox)
 	labels[afev1.LabelSpecHash] = Hash(c)
+	if spec.User == "" && r.User != "" {
+		labels[afev1.LabelUser] = r.User
+	}
 	c.Labels = labels
 	return c
 }

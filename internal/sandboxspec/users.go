@@ -83,7 +83,8 @@ func (r IDRanges) String() string {
 // ValidateUser checks a sandbox's user against the controller's policy and
 // returns its uid and gid. Besides what ParseUser refuses, it refuses a gid
 // the controller reserves (runexec.GIDMin and above: Runs and checks), a gid on the
-// deny list, and a uid or gid outside the allowed ranges. The gid is the only
+// deny list, a uid or gid of the range the controller allocates from, and a
+// uid or gid outside the allowed ranges. The gid is the only
 // group the sandbox's processes get: the controller always gives the engine
 // uid:gid, so the image's /etc/group adds no supplementary group.
 func ValidateUser(user string, opts Options) (uid, gid int, err error) {
@@ -102,6 +103,11 @@ func ValidateUser(user string, opts Options) (uid, gid int, err error) {
 		return 0, 0, invalid(afev1.UserNotAllowedReason,
 			"User %q: gid %d is on the controller's deny list (--deny-gids: the group of the engine's socket and the host's privileged groups); choose another gid",
 			user, gid)
+	case opts.sandboxIDs().Contains(uid) || opts.sandboxIDs().Contains(gid):
+		// Allocated ids are each one sandbox's own.
+		return 0, 0, invalid(afev1.UserNotAllowedReason,
+			"User %q: ids %s are reserved for sandboxes without a user (--sandbox-id-range); choose another user, or leave it unset to get an id of your own",
+			user, opts.sandboxIDs())
 	case !opts.AllowedUIDs.Allows(uid):
 		return 0, 0, invalid(afev1.UserNotAllowedReason,
 			"User %q: uid %d is outside the controller's --allowed-uids (%s)", user, uid, opts.AllowedUIDs)

@@ -113,6 +113,10 @@ func TestValidateUser(t *testing.T) {
 		"above the Run groups: checks": {user: "1000:2100000000", want: result{0, 0, afev1.UserNotAllowedReason}},
 		"below the Run groups":         {user: "1000:1999999999", want: result{1000, 1999999999, ""}},
 		"a Run group as uid only":      {user: "2000000123", want: result{Reason: afev1.UserNotAllowedReason}},
+		"an id of --sandbox-id-range":  {user: "1900000005", want: result{Reason: afev1.UserNotAllowedReason}},
+		"a gid of --sandbox-id-range":  {user: "1000:1900065535", want: result{Reason: afev1.UserNotAllowedReason}},
+		"a uid of a range set":         {user: "50:1000", opts: Options{SandboxIDs: IDRange{10, 50}}, want: result{Reason: afev1.UserNotAllowedReason}},
+		"beside a range set":           {user: "51:9", opts: Options{SandboxIDs: IDRange{10, 50}}, want: result{51, 9, ""}},
 		"a Run group allowed by range": {user: "1000:2000000001", opts: Options{AllowedGIDs: IDRanges{{1, 2147483646}}}, want: result{Reason: afev1.UserNotAllowedReason}},
 	}
 	for name, tc := range tests {

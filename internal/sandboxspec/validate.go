@@ -76,6 +76,10 @@ type Options struct {
 	// empty allows any (root, DenyGIDs and the Run groups aside).
 	AllowedUIDs IDRanges
 	AllowedGIDs IDRanges
+	// SandboxIDs is --sandbox-id-range: the ids allocated to sandboxes
+	// without spec.user, which no spec.user may name. Zero is
+	// DefaultSandboxIDs.
+	SandboxIDs IDRange
 	// EngineRemote is true when the Docker engine is not reached through a
 	// local unix socket: Folder workspaces are then refused unless
 	// WorkspaceRootShared.
@@ -96,8 +100,10 @@ func Validate(spec *afev1.SandboxTemplateSpec, opts Options) error {
 	if strings.TrimSpace(spec.Image) == "" || strings.ContainsAny(spec.Image, " \t\n\r") {
 		return invalid(afev1.InvalidSpecReason, "Image %q is not a valid image reference", spec.Image)
 	}
-	if _, _, err := ValidateUser(spec.User, opts); err != nil {
-		return err
+	if spec.User != "" { // unset: the controller allocates one
+		if _, _, err := ValidateUser(spec.User, opts); err != nil {
+			return err
+		}
 	}
 	if err := ValidateEgress(spec.Egress); err != nil {
 		return invalid(afev1.InvalidSpecReason, "%v", err)

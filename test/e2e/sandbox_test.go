@@ -64,7 +64,7 @@ var _ = Describe("The manager binary with kubectl", Ordered, func() {
 		Expect(c.HostConfig.CapDrop).To(Equal([]string{"ALL"}))
 		Expect(c.HostConfig.SecurityOpt).To(ContainElement("no-new-privileges:true"))
 		Expect(c.HostConfig.NetworkMode).To(Equal("none"))
-		Expect(c.Config.User).To(Equal("1000:1000"))
+		Expect(c.Config.User).To(Equal(c.Config.Labels["afe.uid"]), "an id of its own from --sandbox-id-range")
 		Expect(c.HostConfig.MemorySwap).To(Equal(c.HostConfig.Memory))
 		Expect(*c.HostConfig.PidsLimit).To(Equal(int64(256)))
 		Expect(c.Config.Env).To(ContainElement("GREETING=hello from the sandbox"))
@@ -131,7 +131,10 @@ spec:
 		Expect(err).NotTo(HaveOccurred(), string(mark))
 		out, errs, code = afe("id -u; id -g; pwd; cat /tmp/afe-shell-marker\n", "shell", "sample")
 		Expect(code).To(BeZero(), errs)
-		Expect(out).To(Equal("1000\n1000\n/workspace\n" + marker + "\n"))
+		sc, err := dockertest.Inspect("afe-" + ns + ".sample")
+		Expect(err).NotTo(HaveOccurred())
+		uid, gid, _ := strings.Cut(sc.Config.User, ":") // the id allocated to it
+		Expect(out).To(Equal(uid + "\n" + gid + "\n/workspace\n" + marker + "\n"))
 
 		By("exec: stdin, stdout, stderr and the exit code, as kubectl exec")
 		out, errs, code = afe("piped\n", "exec", "sample", "-i", "--", "sh", "-c", "cat; cat /tmp/afe-shell-marker; echo to-stderr >&2; exit 5")
@@ -232,8 +235,10 @@ spec:
 		Expect(err).NotTo(HaveOccurred(), owners)
 		lines := strings.Split(strings.TrimSpace(owners), "\n")
 		Expect(lines).To(HaveLen(2+len(treeOf(tree))), owners)
+		ci, err := dockertest.Inspect(container)
+		Expect(err).NotTo(HaveOccurred())
 		for _, l := range lines {
-			Expect(l).To(HavePrefix("1000:1000 "))
+			Expect(l).To(HavePrefix(ci.Config.User + " "))
 		}
 
 		By("downloading them back: at a path of their own, and into an existing folder")
