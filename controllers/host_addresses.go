@@ -35,11 +35,10 @@ type networkEvents interface {
 // kept, as for an allowlist change).
 type HostAddresses struct {
 	Engine hostaddrs.Engine
-	Client client.Reader
 	// Inputs are the settings of the list; Networks and Local are read.
 	Inputs hostaddrs.Inputs
-	// Enqueue asks for a Sandbox to be reconciled.
-	Enqueue func(namespace, name string)
+	// Changed is called when the list changed (enqueueEgress).
+	Changed func(ctx context.Context)
 
 	mu      sync.Mutex
 	current []string
@@ -101,7 +100,7 @@ func (h *HostAddresses) Start(ctx context.Context) error {
 			log.Error(err, "Cannot read the engine host's addresses; proxies keep the list they have")
 		case changed:
 			log.Info("The engine host's addresses changed; recreating the proxies with the new list", "addresses", list)
-			h.enqueueEgress(ctx)
+			h.Changed(ctx)
 		}
 		select {
 		case <-ctx.Done():
@@ -146,16 +145,19 @@ func settle(ctx context.Context, events <-chan docker.Event, d time.Duration) bo
 	}
 }
 
-// enqueueEgress asks for every Sandbox with egress to be reconciled.
-func (h *HostAddresses) enqueueEgress(ctx context.Context) {
-	list := &afev1.SandboxList{}
-	if err := h.Client.List(ctx, list); err != nil {
-		logf.FromContext(ctx).Error(err, "List sandboxes for new host addresses")
-		return
-	}
-	for i := range list.Items {
-		if len(list.Items[i].Spec.Egress) > 0 {
-			h.Enqueue(list.Items[i].Namespace, list.Items[i].Name)
+// enqueueEgress returns a HostAddresses.Changed that asks for every Sandbox
+// with egress to be reconciled.
+func enqueueEgress(c client.Reader, enqueue func(namespace, name string)) func(ctx context.Context) {
+	return func(ctx context.Context) {
+		list := &afev1.SandboxList{}
+		if err := c.List(ctx, list); err != nil {
+			logf.FromContext(ctx).Error(err, "List sandboxes for new host addresses")
+			return
+		}
+		for i := range list.Items {
+			if len(list.Items[i].Spec.Egress) > 0 {
+				enqueue(list.Items[i].Namespace, list.Items[i].Name)
+			}
 		}
 	}
 }

@@ -26,7 +26,7 @@ func SetupAll(ctx context.Context, mgr ctrl.Manager, engine docker.Engine, opts 
 	if err := mgr.Add(events); err != nil {
 		return fmt.Errorf("add docker event source: %w", err)
 	}
-	hostAddrs := &HostAddresses{Engine: engine, Client: mgr.GetClient(), Inputs: opts.hostAddressInputs(), Enqueue: events.enqueue}
+	hostAddrs := &HostAddresses{Engine: engine, Inputs: opts.hostAddressInputs(), Changed: enqueueEgress(mgr.GetClient(), events.enqueue)}
 	if err := mgr.Add(hostAddrs); err != nil {
 		return fmt.Errorf("add host address watch: %w", err)
 	}
