@@ -129,11 +129,15 @@ func (h *HostAddresses) Start(ctx context.Context) error {
 // before it reads the list.
 const networkEventSettle = 200 * time.Millisecond
 
-// settle drains events until none came for d; false when the stream closed.
+// settle drains events until none came for d, or for 10 d at most (a long
+// burst does not hold the list back); false when the stream closed.
 func settle(ctx context.Context, events <-chan docker.Event, d time.Duration) bool {
+	longest := time.After(10 * d)
 	for {
 		select {
 		case <-ctx.Done():
+			return true
+		case <-longest:
 			return true
 		case _, ok := <-events:
 			if !ok {
