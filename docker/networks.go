@@ -43,6 +43,8 @@ type Network struct {
 	// NoHostAddress is true for a bridge on which the host takes no
 	// address (NetworkSpec.NoHostAddress): its gateway is nobody's.
 	NoHostAddress bool
+	// Driver is the network's driver (bridge, host, null, macvlan...).
+	Driver string
 }
 
 // EnsureNetwork creates the network unless it exists, and returns it. The
@@ -110,7 +112,7 @@ func (c *Client) InspectNetwork(ctx context.Context, name string) (*Network, err
 }
 
 func fromInspect(n network.Inspect) Network {
-	out := Network{ID: n.ID, Name: n.Name, Labels: n.Labels, Internal: n.Internal,
+	out := Network{ID: n.ID, Name: n.Name, Labels: n.Labels, Internal: n.Internal, Driver: n.Driver,
 		NoHostAddress: n.Options[bridgeInhibitIPv4] == "true"}
 	for _, cfg := range n.IPAM.Config {
 		if cfg.Subnet != "" {

@@ -87,12 +87,21 @@ func DenyList(in Inputs) []string {
 }
 
 // gatewaysOf returns the gateways of the networks on which the host takes
-// an address.
+// an address. The engine's default bridge (docker0) reports its subnet and
+// no gateway (Docker 20.10): a bridge without one counts the first address
+// of each of its subnets, where the engine puts the host.
 func gatewaysOf(networks []docker.Network) []netip.Prefix {
 	var out []netip.Prefix
 	for _, n := range networks {
 		if n.NoHostAddress {
 			continue
+		}
+		if len(n.Gateways) == 0 && n.Driver == "bridge" {
+			for _, s := range n.Subnets {
+				if p, err := netip.ParsePrefix(s); err == nil {
+					out = append(out, single(p.Masked().Addr().Next()))
+				}
+			}
 		}
 		for _, g := range n.Gateways {
 			// Some engines report a gateway with its prefix length.

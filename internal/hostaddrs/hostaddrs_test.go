@@ -22,7 +22,8 @@ func TestDenyList(t *testing.T) {
 	// internal network (the host holds its gateway too), a sandbox's network
 	// without a host address, host and none without gateways.
 	engine := []docker.Network{
-		{Name: "bridge", Gateways: []string{"172.17.0.1"}},
+		// docker0 reports its subnet only.
+		{Name: "bridge", Driver: "bridge", Subnets: []string{"172.17.0.0/16"}},
 		{Name: "afe-demo", Gateways: []string{"172.18.0.1"}},
 		{Name: "internal", Internal: true, Gateways: []string{"10.10.0.1"}},
 		{Name: "afe-ns.sbx_net", Internal: true, NoHostAddress: true, Gateways: []string{"10.128.0.1"}},
@@ -77,6 +78,14 @@ func TestDenyList(t *testing.T) {
 		"gateways as some engines write them, and unparsable ones": {
 			in:   Inputs{Networks: []docker.Network{{Gateways: []string{"172.20.0.1/16", "nonsense", "::ffff:172.21.0.1"}}}, AllowPrivate: true},
 			want: []string{"172.20.0.1", "172.21.0.1"},
+		},
+		"docker0 alone, as a fresh engine has it: its first address, and the host's own": {
+			in:   Inputs{Networks: []docker.Network{{Name: "bridge", Driver: "bridge", Subnets: []string{"172.17.0.0/16"}}}, Local: hostIfaces, LocalEngine: true, AllowPrivate: true},
+			want: []string{"10.10.0.1", "127.0.0.1", "172.17.0.1", "172.18.0.1", "192.0.2.2", "::1", "2001:db8::7", "fd00::2", "fe80::fc:ff:fe00:1"},
+		},
+		"a network of another driver without a gateway is not guessed": {
+			in:   Inputs{Networks: []docker.Network{{Name: "lan", Driver: "macvlan", Subnets: []string{"192.168.1.0/24"}}}, AllowPrivate: true},
+			want: []string{},
 		},
 		"nothing": {
 			in:   Inputs{Networks: engine},
