@@ -25,6 +25,9 @@ var PrivateRanges = mustPrefixes(
 	"::/127", "fc00::/7", "fe80::/10", "ff00::/8",
 )
 
+// linkLocal6 is IPv6's link-local range.
+var linkLocal6 = netip.MustParsePrefix("fe80::/10")
+
 // Inputs are what the engine and the host tell of the host's addresses.
 type Inputs struct {
 	// Networks are every network of the engine. The gateways of those
@@ -55,6 +58,12 @@ func DenyList(in Inputs) []string {
 	all := slices.Clone(gateways)
 	if in.LocalEngine && SharesHost(in.Local, gateways) {
 		for _, a := range in.Local {
+			if a.Is6() && a.IsLinkLocalUnicast() {
+				// Each container's veth gives the host one more, and takes
+				// it away: the whole range, so that the list stays put.
+				all = append(all, linkLocal6)
+				continue
+			}
 			all = append(all, single(a))
 		}
 	}

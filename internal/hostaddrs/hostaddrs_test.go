@@ -33,7 +33,7 @@ func TestDenyList(t *testing.T) {
 	// This process's interfaces on the engine's host: loopback, eth0 with
 	// a documentation address (public as far as the proxy knows), a ULA and
 	// link-local IPv6, and the bridges' gateways.
-	hostIfaces := addrs("127.0.0.1", "192.0.2.2", "172.17.0.1", "172.18.0.1", "10.10.0.1", "::1", "fd00::2", "fe80::fc:ff:fe00:1", "2001:db8::7")
+	hostIfaces := addrs("127.0.0.1", "192.0.2.2", "172.17.0.1", "172.18.0.1", "10.10.0.1", "::1", "fd00::2", "fe80::fc:ff:fe00:1", "fe80::42:27ff:fea2:8649", "2001:db8::7")
 	// A pod's interfaces: none of the engine's gateways among them.
 	podIfaces := addrs("127.0.0.1", "10.244.1.7", "::1")
 
@@ -45,10 +45,10 @@ func TestDenyList(t *testing.T) {
 			in:   Inputs{Networks: engine, AllowPrivate: true},
 			want: []string{"10.10.0.1", "172.17.0.1", "172.18.0.1"},
 		},
-		"allow-private, local engine: and the host's own addresses, IPv6 too": {
+		"allow-private, local engine: and the host's own addresses, IPv6 too, link-local ones (one per container's veth) as their range": {
 			in: Inputs{Networks: engine, Local: hostIfaces, LocalEngine: true, AllowPrivate: true},
 			want: []string{"10.10.0.1", "127.0.0.1", "172.17.0.1", "172.18.0.1", "192.0.2.2",
-				"::1", "2001:db8::7", "fd00::2", "fe80::fc:ff:fe00:1"},
+				"::1", "2001:db8::7", "fd00::2", "fe80::/10"},
 		},
 		"allow-private, manager in a pod: the pod's addresses are not the host's": {
 			in:   Inputs{Networks: engine, Local: podIfaces, LocalEngine: true, AllowPrivate: true},
@@ -81,7 +81,7 @@ func TestDenyList(t *testing.T) {
 		},
 		"docker0 alone, as a fresh engine has it: its first address, and the host's own": {
 			in:   Inputs{Networks: []docker.Network{{Name: "bridge", Driver: "bridge", Subnets: []string{"172.17.0.0/16"}}}, Local: hostIfaces, LocalEngine: true, AllowPrivate: true},
-			want: []string{"10.10.0.1", "127.0.0.1", "172.17.0.1", "172.18.0.1", "192.0.2.2", "::1", "2001:db8::7", "fd00::2", "fe80::fc:ff:fe00:1"},
+			want: []string{"10.10.0.1", "127.0.0.1", "172.17.0.1", "172.18.0.1", "192.0.2.2", "::1", "2001:db8::7", "fd00::2", "fe80::/10"},
 		},
 		"a network of another driver without a gateway is not guessed": {
 			in:   Inputs{Networks: []docker.Network{{Name: "lan", Driver: "macvlan", Subnets: []string{"192.168.1.0/24"}}}, AllowPrivate: true},
