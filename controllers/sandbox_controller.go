@@ -52,8 +52,13 @@ type Options struct {
 	ProxyImage string
 	// EgressNetwork is the network proxies reach the outside through.
 	EgressNetwork string
-	// EgressAllowPrivate lets proxies reach private addresses.
+	// EgressAllowPrivate lets proxies reach private addresses; never the
+	// engine host's (HostAddresses).
 	EgressAllowPrivate bool
+	// EgressDenyIPs is --egress-deny-ips: more addresses of the engine's
+	// host every proxy refuses, for those the manager cannot see (a remote
+	// engine, or a manager outside the host's network namespace).
+	EgressDenyIPs []netip.Prefix
 	// EgressSubnets is --egress-subnets: the ranges the sandboxes' internal
 	// networks get their /29 subnets from. Empty leaves the choice to the
 	// engine's default address pools.
@@ -177,6 +182,9 @@ type SandboxReconciler struct {
 	// while the cache still shows it (even as it was before its deletion),
 	// and there is nothing left to do.
 	finalized sync.Map
+	// HostAddrs keeps the engine host's addresses the proxies refuse (nil:
+	// they are read for each reconcile of a sandbox with egress).
+	HostAddrs *HostAddresses
 	// Disk holds the measured workspace sizes (nil: disk limits are not
 	// enforced on the workspace).
 	Disk *DiskMeter

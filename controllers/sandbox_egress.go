@@ -13,6 +13,7 @@ import (
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/hostaddrs"
 	"afe.dev/sandbox/internal/naming"
 	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/internal/subnets"
@@ -68,12 +69,16 @@ func (r *SandboxReconciler) reconcileEgress(ctx context.Context, s *sandboxScope
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	// The host's addresses are never a destination, whatever the flags.
+	deny, err := r.hostAddresses(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	want := sandboxspec.Proxy(sbx, s.id, sandboxspec.ProxyOptions{
 		Image:         r.Options.ProxyImage,
 		EgressNetwork: egressNet.Name,
 		AllowPrivate:  r.Options.EgressAllowPrivate,
-		// The host's addresses on the egress network are never a destination.
-		DenyIPs: egressNet.Gateways,
+		DenyIPs:       deny,
 	})
 	if res, err := r.ensureProxy(ctx, s, want); err != nil || !res.IsZero() {
 		return res, err
@@ -89,6 +94,21 @@ func (r *SandboxReconciler) reconcileEgress(ctx context.Context, s *sandboxScope
 	}
 	setEgressReady(s)
 	return ctrl.Result{}, nil
+}
+
+// hostAddresses is the list of the engine host's addresses the proxy
+// refuses: HostAddrs's, or read now without one.
+func (r *SandboxReconciler) hostAddresses(ctx context.Context) ([]string, error) {
+	if r.HostAddrs != nil {
+		return r.HostAddrs.Current(ctx)
+	}
+	list, _, err := hostaddrs.Read(ctx, r.Engine, r.Options.hostAddressInputs())
+	return list, err
+}
+
+// hostAddressInputs are the settings of the list of the host's addresses.
+func (o Options) hostAddressInputs() hostaddrs.Inputs {
+	return hostaddrs.Inputs{LocalEngine: !o.EngineRemote, Extra: o.EgressDenyIPs, AllowPrivate: o.EgressAllowPrivate}
 }
 
 // ensureNetwork returns the sandbox's internal network, made when missing. A

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"strings"
 	"time"
@@ -146,9 +147,7 @@ var _ = Describe("Sandbox egress", func() {
 		// A name resolving to the host is refused by address: the proxy
 		// denies its network's gateway (the rule itself is tested on the
 		// image, with a name on port 80: TestProxyImageRefusesTheHostByItsGateway).
-		proxy, err := dockertest.Inspect(got.Status.ProxyName)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(proxy.Config.Env).To(ContainElement("AFE_EGRESS_DENY_IPS=" + strings.TrimSpace(string(gw))))
+		Expect(proxyDenyIPs(got.Status.ProxyName)).To(ContainElement(strings.TrimSpace(string(gw))))
 
 		By("changing egress: the proxy is reconfigured, the sandbox container kept")
 		Eventually(func(g Gomega) {
@@ -199,6 +198,75 @@ var _ = Describe("Sandbox egress", func() {
 		Expect(dockertest.Objects(label)).To(BeEmpty())
 	})
 
+	It("refuses the engine host's addresses on every network, kept current as networks come and go", func() {
+		// Networks of the test's own standing in for docker0: one there
+		// before the sandbox, one made after it is Ready.
+		labels := afev1.LabelController + "=" + instance
+		first := fmt.Sprintf("afe-envtest-hostaddr-%d-a", os.Getpid())
+		second := fmt.Sprintf("afe-envtest-hostaddr-%d-b", os.Getpid())
+		out, err := exec.Command("docker", "network", "create", "--label", labels, first).CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(out))
+		DeferCleanup(func() { _ = exec.Command("docker", "network", "rm", first, second).Run() })
+		gateway := func(network string) string {
+			out, err := exec.Command("docker", "network", "inspect", "-f", "{{range .IPAM.Config}}{{.Gateway}}{{end}}", network).Output()
+			Expect(err).NotTo(HaveOccurred())
+			Expect(strings.TrimSpace(string(out))).NotTo(BeEmpty())
+			return strings.TrimSpace(string(out))
+		}
+		firstGW, egressGW := gateway(first), gateway(egressNetwork)
+
+		sbx := newSandbox(ns, "hostaddrs")
+		sbx.Spec.Egress = []afev1.EgressHost{"allowed.test"}
+		Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
+		got := waitReady(ctx, sbx)
+		container := got.Status.ContainerID
+
+		By("refusing every bridge's gateway with private addresses allowed, not only the egress network's")
+		// The network came a moment before the sandbox: its proxy may have
+		// been made with the list of before, and is made again with it.
+		Eventually(func() []string { return proxyDenyIPs(got.Status.ProxyName) }, "30s").Should(ContainElements(egressGW, firstGW))
+		deny := proxyDenyIPs(got.Status.ProxyName)
+		if out, _ := exec.Command("docker", "network", "inspect", "-f", "{{range .IPAM.Config}}{{.Gateway}}{{end}}", got.Status.NetworkName).Output(); len(strings.TrimSpace(string(out))) > 0 {
+			Expect(deny).NotTo(ContainElement(strings.TrimSpace(string(out))), "the sandbox's own network gives the host no address")
+		}
+		By("and, the engine being local to this process, the host's own addresses")
+		// Other processes' networks come and go meanwhile: the two are
+		// compared until they agree.
+		Eventually(func(g Gomega) {
+			deny := proxyDenyIPs(got.Status.ProxyName)
+			local, err := net.InterfaceAddrs()
+			g.Expect(err).NotTo(HaveOccurred())
+			for _, a := range local {
+				ip := a.(*net.IPNet).IP
+				if ip.To4() == nil && ip.IsLinkLocalUnicast() {
+					g.Expect(deny).To(ContainElement("fe80::/10"))
+					continue
+				}
+				g.Expect(deny).To(ContainElement(ip.String()))
+			}
+		}, "30s").Should(Succeed())
+
+		By("recreating the proxy with a network that came after it, the sandbox container kept")
+		out, err = exec.Command("docker", "network", "create", "--label", labels, second).CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(out))
+		newGW := gateway(second)
+		t0 := time.Now()
+		Eventually(func() []string { return proxyDenyIPs(got.Status.ProxyName) }, "30s").Should(ContainElement(newGW))
+		GinkgoWriter.Printf("a new network's gateway in the proxy's list after %s\n", time.Since(t0))
+		Eventually(func() (string, error) { return fetch(got.Status.ContainerName, "http://allowed.test/", true) }).Should(Equal("hello-from-test-web"))
+		Expect(getSandbox(ctx, sbx)(Default).Status.ContainerID).To(Equal(container))
+
+		By("and again when it goes")
+		Expect(exec.Command("docker", "network", "rm", second).Run()).To(Succeed())
+		// (A proxy being recreated has no list for a moment.)
+		Eventually(func(g Gomega) {
+			list := proxyDenyIPs(got.Status.ProxyName)
+			g.Expect(list).To(ContainElements(egressGW, firstGW))
+			g.Expect(list).NotTo(ContainElement(newGW))
+		}, "30s").Should(Succeed())
+		Eventually(func() (string, error) { return fetch(got.Status.ContainerName, "http://allowed.test/", true) }).Should(Equal("hello-from-test-web"))
+	})
+
 	It("refuses malformed egress entries at admission", func() {
 		for _, entry := range []string{
 			"10.0.0.1", "::1", "[::1]", "example.com:443", "https://example.com", "example.com/path",
@@ -219,3 +287,18 @@ var _ = Describe("Sandbox egress", func() {
 		Expect(k8sClient.Create(ctx, sbx)).NotTo(Succeed())
 	})
 })
+
+// proxyDenyIPs is the list of host addresses the proxy container was given
+// (AFE_EGRESS_DENY_IPS); none when it is gone.
+func proxyDenyIPs(name string) []string {
+	p, err := dockertest.Inspect(name)
+	if err != nil {
+		return nil
+	}
+	for _, e := range p.Config.Env {
+		if list, ok := strings.CutPrefix(e, "AFE_EGRESS_DENY_IPS="); ok {
+			return strings.Split(list, ",")
+		}
+	}
+	return nil
+}

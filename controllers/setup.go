@@ -26,6 +26,10 @@ func SetupAll(ctx context.Context, mgr ctrl.Manager, engine docker.Engine, opts 
 	if err := mgr.Add(events); err != nil {
 		return fmt.Errorf("add docker event source: %w", err)
 	}
+	hostAddrs := &HostAddresses{Engine: engine, Inputs: opts.hostAddressInputs(), Changed: enqueueEgress(mgr.GetClient(), events.enqueue)}
+	if err := mgr.Add(hostAddrs); err != nil {
+		return fmt.Errorf("add host address watch: %w", err)
+	}
 	stops := &StopLog{}
 	sandboxes := &SandboxReconciler{
 		Client:       mgr.GetClient(),
@@ -37,6 +41,7 @@ func SetupAll(ctx context.Context, mgr ctrl.Manager, engine docker.Engine, opts 
 		Activity:     events.Activity,
 		Stops:        stops,
 		Disk:         &DiskMeter{},
+		HostAddrs:    hostAddrs,
 	}
 	if err := sandboxes.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up sandbox controller: %w", err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/events"
+	"github.com/docker/docker/api/types/filters"
 )
 
 // Events streams the events of containers carrying all the labels.
@@ -16,11 +17,26 @@ func (c *Client) Events(ctx context.Context, labels map[string]string, since tim
 	for _, a := range []EventAction{ActionCreate, ActionStart, ActionDie, ActionDestroy, ActionOOM, ActionExecStart, ActionExecDie} {
 		f.Add("event", string(a))
 	}
-	c.count("events")
 	opts := events.ListOptions{Filters: f}
 	if !since.IsZero() {
 		opts.Since = fmt.Sprintf("%d.%09d", since.Unix(), since.Nanosecond())
 	}
+	return c.events(ctx, opts)
+}
+
+// NetworkEvents streams the creation and removal of every network, whoever
+// made it, until ctx ends or the connection breaks (an error on the second
+// channel).
+func (c *Client) NetworkEvents(ctx context.Context) (<-chan Event, <-chan error) {
+	f := filters.NewArgs(filters.Arg("type", string(events.NetworkEventType)))
+	for _, a := range []EventAction{ActionCreate, ActionDestroy} {
+		f.Add("event", string(a))
+	}
+	return c.events(ctx, events.ListOptions{Filters: f})
+}
+
+func (c *Client) events(ctx context.Context, opts events.ListOptions) (<-chan Event, <-chan error) {
+	c.count("events")
 	msgs, errs := c.api.Events(ctx, opts)
 	out := make(chan Event, 64)
 	outErr := make(chan error, 1)

@@ -35,10 +35,16 @@ type Network struct {
 	Name     string
 	Labels   map[string]string
 	Internal bool
-	// Gateways are the host's addresses on the network.
+	// Gateways are the network's gateway addresses: the host's, on a
+	// bridge that gives the host an address.
 	Gateways []string
-	// Subnets are the network's subnets (CIDRs), in the list as well.
+	// Subnets are the network's subnets (CIDRs).
 	Subnets []string
+	// NoHostAddress is true for a bridge on which the host takes no
+	// address (NetworkSpec.NoHostAddress): its gateway is nobody's.
+	NoHostAddress bool
+	// Driver is the network's driver (bridge, host, null, macvlan...).
+	Driver string
 }
 
 // EnsureNetwork creates the network unless it exists, and returns it. The
@@ -101,27 +107,26 @@ func (c *Client) InspectNetwork(ctx context.Context, name string) (*Network, err
 	if n.Name != name && n.ID != name {
 		return nil, wrap(errNotFoundf("network %s", name), "inspect network "+name)
 	}
-	out := &Network{ID: n.ID, Name: n.Name, Labels: n.Labels, Internal: n.Internal, Subnets: subnets(n.IPAM)}
-	for _, cfg := range n.IPAM.Config {
-		if cfg.Gateway != "" {
-			out.Gateways = append(out.Gateways, cfg.Gateway)
-		}
-	}
-	return out, nil
+	out := fromInspect(n)
+	return &out, nil
 }
 
-func subnets(ipam network.IPAM) []string {
-	var out []string
-	for _, cfg := range ipam.Config {
+func fromInspect(n network.Inspect) Network {
+	out := Network{ID: n.ID, Name: n.Name, Labels: n.Labels, Internal: n.Internal, Driver: n.Driver,
+		NoHostAddress: n.Options[bridgeInhibitIPv4] == "true"}
+	for _, cfg := range n.IPAM.Config {
 		if cfg.Subnet != "" {
-			out = append(out, cfg.Subnet)
+			out.Subnets = append(out.Subnets, cfg.Subnet)
+		}
+		if cfg.Gateway != "" {
+			out.Gateways = append(out.Gateways, cfg.Gateway)
 		}
 	}
 	return out
 }
 
 // ListNetworks returns the networks carrying all the labels (every network
-// with none), with their subnets but without their gateways.
+// with none).
 func (c *Client) ListNetworks(ctx context.Context, labels map[string]string) ([]Network, error) {
 	c.count("network_list")
 	list, err := c.api.NetworkList(ctx, network.ListOptions{Filters: labelFilter(labels)})
@@ -130,7 +135,7 @@ func (c *Client) ListNetworks(ctx context.Context, labels map[string]string) ([]
 	}
 	out := make([]Network, 0, len(list))
 	for _, n := range list {
-		out = append(out, Network{ID: n.ID, Name: n.Name, Labels: n.Labels, Internal: n.Internal, Subnets: subnets(n.IPAM)})
+		out = append(out, fromInspect(n))
 	}
 	return out, nil
 }

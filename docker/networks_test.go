@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestIsPoolExhausted(t *testing.T) {
@@ -112,4 +113,58 @@ func overlapsAny(p netip.Prefix, in []netip.Prefix) bool {
 		}
 	}
 	return false
+}
+
+// TestNetworksTellTheHostsAddresses: the list and the inspection report a
+// bridge's gateway, and whether the host takes an address on it; the
+// network events report a network's creation and removal, whoever made it.
+func TestNetworksTellTheHostsAddresses(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	labels := testLabels(t)
+	events, errs := engine.NetworkEvents(ctx)
+	name := labels["afe.test"]
+	withHost, err := engine.EnsureNetwork(ctx, NetworkSpec{Name: name + "-host", Labels: labels})
+	if err != nil {
+		t.Fatal(err)
+	}
+	without, err := engine.EnsureNetwork(ctx, NetworkSpec{Name: name + "-nohost", Labels: labels, Internal: true, NoHostAddress: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(withHost.Gateways) != 1 || withHost.NoHostAddress || !without.NoHostAddress {
+		t.Fatalf("inspected: %+v, %+v", withHost, without)
+	}
+	list, err := engine.ListNetworks(ctx, labels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]Network{}
+	for _, n := range list {
+		got[n.Name] = n
+	}
+	if l := got[withHost.Name]; len(l.Gateways) != 1 || l.Gateways[0] != withHost.Gateways[0] || l.NoHostAddress {
+		t.Fatalf("listed: %+v, inspected: %+v", l, withHost)
+	}
+	if !got[without.Name].NoHostAddress {
+		t.Fatalf("listed: %+v", got[without.Name])
+	}
+	if err := engine.RemoveNetwork(ctx, withHost.ID); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"create " + withHost.Name, "create " + without.Name, "destroy " + withHost.Name}
+	var seen []string
+	for len(seen) < len(want) {
+		select {
+		case ev := <-events:
+			if strings.HasPrefix(ev.Name, name) {
+				seen = append(seen, string(ev.Action)+" "+ev.Name)
+			}
+		case err := <-errs:
+			t.Fatalf("events: %v (seen %v)", err, seen)
+		}
+	}
+	if strings.Join(seen, ",") != strings.Join(want, ",") {
+		t.Fatalf("events %v, want %v", seen, want)
+	}
 }

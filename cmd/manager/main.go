@@ -31,6 +31,7 @@ import (
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/controllers"
 	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/hostaddrs"
 	"afe.dev/sandbox/internal/hostgroups"
 	"afe.dev/sandbox/internal/metrics"
 	"afe.dev/sandbox/internal/placement"
@@ -97,7 +98,9 @@ func run() int {
 	flag.StringVar(&dockerHost, "docker-host", "", "The Docker engine (unix:// or tcp://); default DOCKER_HOST or the local socket. TLS from DOCKER_CERT_PATH and DOCKER_TLS_VERIFY.")
 	flag.StringVar(&opts.ProxyImage, "proxy-image", "afe/egress-proxy:dev", "The egress proxy image.")
 	flag.StringVar(&opts.EgressNetwork, "egress-network", "bridge", "The network egress proxies reach the outside through.")
-	flag.BoolVar(&opts.EgressAllowPrivate, "egress-allow-private", false, "Let egress proxies reach private, loopback and link-local addresses.")
+	flag.BoolVar(&opts.EgressAllowPrivate, "egress-allow-private", false, "Let egress proxies reach private, loopback and link-local addresses; never the engine host's own (docs/security.md).")
+	var egressDenyIPs string
+	flag.StringVar(&egressDenyIPs, "egress-deny-ips", "", "Comma-separated addresses or CIDRs of the engine's host that egress proxies refuse besides those the manager finds (the gateways of the engine's networks, and the host's interfaces when the manager runs in the host's network namespace): for a remote engine, or a manager in a pod.")
 	flag.StringVar(&egressSubnets, "egress-subnets", subnets.Default, "Comma-separated IPv4 CIDRs the internal networks of sandboxes with egress get their subnets from, a /29 each (the default holds 16384); they must not overlap the engine's default address pools or the host's routes (checked at start). Empty leaves the subnets to the engine's pools (about 30 networks with its defaults).")
 	flag.StringVar(&opts.WorkspaceRoot, "workspace-root", "", "The host folder Folder workspaces live under, in a folder per namespace (<root>/<namespace>/...); empty refuses Folder workspaces.")
 	flag.StringVar(&denyEnv, "deny-env", "", "Comma-separated env names refused in sandboxes, added to the built-in list ("+strings.Join(sandboxspec.DefaultDenyEnv, ",")+").")
@@ -158,6 +161,10 @@ func run() int {
 
 	if opts.EgressSubnets, err = subnets.Parse(egressSubnets); err != nil {
 		log.Error(err, "Invalid egress subnets")
+		return 1
+	}
+	if opts.EgressDenyIPs, err = hostaddrs.Parse(egressDenyIPs); err != nil {
+		log.Error(err, "Invalid --egress-deny-ips")
 		return 1
 	}
 

@@ -7,8 +7,9 @@
 #                             the domain and its subdomains (required)
 #   AFE_EGRESS_ALLOW_PRIVATE  1 lets destinations in private, loopback and
 #                             link-local ranges through (default 0)
-#   AFE_EGRESS_DENY_IPS       comma-separated IPv4 addresses or CIDRs always
-#                             refused (the engine host's addresses)
+#   AFE_EGRESS_DENY_IPS       comma-separated IPv4 or IPv6 addresses or CIDRs
+#                             always refused, whatever AFE_EGRESS_ALLOW_PRIVATE
+#                             (the engine host's addresses)
 #
 # With --render it only prints the configuration.
 set -eu
@@ -19,7 +20,7 @@ fail() {
 }
 
 HOST_RE='^\.?([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\.)+[a-z]([-a-z0-9]{0,61}[a-z0-9])?$'
-IP_RE='^[0-9]{1,3}(\.[0-9]{1,3}){3}(/[0-9]{1,2})?$'
+IP_RE='^([0-9]{1,3}(\.[0-9]{1,3}){3}(/[0-9]{1,2})?|[0-9a-f]{0,4}(:[0-9a-f]{0,4}){2,7}(:[0-9]{1,3}(\.[0-9]{1,3}){3})?(/[0-9]{1,3})?)$'
 
 hosts="${AFE_EGRESS_HOSTS:-}"
 private="${AFE_EGRESS_ALLOW_PRIVATE:-0}"
@@ -37,7 +38,7 @@ case "${hosts}" in
 ,* | *, | *,,*) fail "AFE_EGRESS_HOSTS has an empty entry" ;;
 esac
 case "${deny_ips}" in
-*[!0-9./,]*) fail "AFE_EGRESS_DENY_IPS may only hold IPv4 addresses or CIDRs separated by commas" ;;
+*[!0-9a-f.:/,]*) fail "AFE_EGRESS_DENY_IPS may only hold IP addresses or CIDRs separated by commas" ;;
 esac
 
 allowed=""
@@ -55,7 +56,7 @@ for h in ${hosts}; do
 done
 denied=""
 for ip in ${deny_ips}; do
-	printf '%s\n' "${ip}" | grep -Eq "${IP_RE}" || fail "AFE_EGRESS_DENY_IPS entry '${ip}' is not an IPv4 address or CIDR"
+	printf '%s\n' "${ip}" | grep -Eq "${IP_RE}" || fail "AFE_EGRESS_DENY_IPS entry '${ip}' is not an IP address or CIDR"
 	denied="${denied} ${ip}"
 done
 unset IFS

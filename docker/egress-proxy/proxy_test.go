@@ -6,6 +6,7 @@ package egressproxy
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -14,10 +15,12 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"afe.dev/sandbox/internal/hostaddrs"
 	"afe.dev/sandbox/test/dockertest"
 	"afe.dev/sandbox/test/testenv"
 )
@@ -95,6 +98,9 @@ func TestEntrypointRefusesHostileAllowlists(t *testing.T) {
 		"bad private flag": {"AFE_EGRESS_HOSTS": "a.com", "AFE_EGRESS_ALLOW_PRIVATE": "yes"},
 		"bad deny ip":      {"AFE_EGRESS_HOSTS": "a.com", "AFE_EGRESS_DENY_IPS": "1.2.3.4 all"},
 		"deny ip injected": {"AFE_EGRESS_HOSTS": "a.com", "AFE_EGRESS_DENY_IPS": "1.2.3.4\nhttp_access allow all"},
+		"deny ip a name":   {"AFE_EGRESS_HOSTS": "a.com", "AFE_EGRESS_DENY_IPS": "deadbeef"},
+		"deny ip a colon":  {"AFE_EGRESS_HOSTS": "a.com", "AFE_EGRESS_DENY_IPS": ":"},
+		"deny ip partial":  {"AFE_EGRESS_HOSTS": "a.com", "AFE_EGRESS_DENY_IPS": "1.2.3"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if out, errs, code := render(env); code != 64 || out != "" {
@@ -107,7 +113,7 @@ func TestEntrypointRefusesHostileAllowlists(t *testing.T) {
 func TestEntrypointRendersTheRules(t *testing.T) {
 	out, errs, code := render(map[string]string{
 		"AFE_EGRESS_HOSTS":    "example.com,.pypi.org",
-		"AFE_EGRESS_DENY_IPS": "172.17.0.1,10.1.0.0/16",
+		"AFE_EGRESS_DENY_IPS": "172.17.0.1,10.1.0.0/16,fd00::2,fe80::42:27ff:fea2:8649,2001:db8::/32",
 	})
 	if code != 0 {
 		t.Fatalf("code %d: %s", code, errs)
@@ -136,7 +142,7 @@ func TestEntrypointRendersTheRules(t *testing.T) {
 		// multicast range, IPv4 and IPv6.
 		"acl afe_private dst 0.0.0.0/8 10.0.0.0/8 100.64.0.0/10 127.0.0.0/8 169.254.0.0/16 172.16.0.0/12 192.0.0.0/24 192.168.0.0/16 198.18.0.0/15 224.0.0.0/3 ::/127 fc00::/7 fe80::/10 ff00::/8",
 		"acl afe_allowed dstdomain -n example.com .pypi.org",
-		"acl afe_host dst 172.17.0.1 10.1.0.0/16",
+		"acl afe_host dst 172.17.0.1 10.1.0.0/16 fd00::2 fe80::42:27ff:fea2:8649 2001:db8::/32",
 		"cache deny all",
 		"access_log stdio:/dev/stdout afe",
 		// Lean: about 17 MiB resident rather than 25 (5 MiB of it
@@ -154,6 +160,29 @@ func TestEntrypointRendersTheRules(t *testing.T) {
 	out, _, _ = render(map[string]string{"AFE_EGRESS_HOSTS": "example.com", "AFE_EGRESS_ALLOW_PRIVATE": "1"})
 	if strings.Contains(out, "deny afe_private") || strings.Contains(out, "afe_host") {
 		t.Fatalf("private destinations should be allowed:\n%s", out)
+	}
+}
+
+// The manager leaves out of AFE_EGRESS_DENY_IPS the host's addresses the
+// private rule refuses already (hostaddrs.PrivateRanges): that list must be
+// the entrypoint's, range by range.
+func TestEntrypointPrivateRangesAreTheManagers(t *testing.T) {
+	out, errs, code := render(map[string]string{"AFE_EGRESS_HOSTS": "a.com"})
+	if code != 0 {
+		t.Fatalf("code %d: %s", code, errs)
+	}
+	var acl []string
+	for _, l := range strings.Split(out, "\n") {
+		if rest, ok := strings.CutPrefix(l, "acl afe_private dst "); ok {
+			acl = strings.Fields(rest)
+		}
+	}
+	var manager []string
+	for _, p := range hostaddrs.PrivateRanges {
+		manager = append(manager, p.String())
+	}
+	if strings.Join(acl, " ") != strings.Join(manager, " ") {
+		t.Fatalf("the entrypoint refuses %v, the manager leaves out %v", acl, manager)
 	}
 }
 
@@ -350,6 +379,60 @@ func TestProxyImageRefusesTheHostByItsGateway(t *testing.T) {
 		if out, err := h.get(proxy, "http://gw.test/"); err == nil || !strings.Contains(out, "403") || strings.Contains(out, "host-secret") {
 			t.Errorf("%s: the host through the proxy must be refused with 403: %v %q", name, err, out)
 		}
+	}
+}
+
+// The case: with private destinations allowed, an allowed name that
+// resolves to the host's address on another bridge (docker0, standing in
+// here as a network of the test's own) reached a web server on the host
+// through the proxy, which refused only its own network's gateway. The list
+// the manager computes (hostaddrs.Read, the engine's networks and, for this
+// local engine, the host's interfaces) refuses it with 403. Controls: a
+// container on the proxy's network reaches the server directly, and a proxy
+// given only its network's gateway (the list before) fetches it.
+func TestProxyImageRefusesTheHostOnAnotherBridge(t *testing.T) {
+	h := newHarness(t)
+	other := h.network + "-docker0"
+	h.docker("network", "create", "--label", h.label, other)
+	gw := h.docker("network", "inspect", "-f", "{{range .IPAM.Config}}{{.Gateway}}{{end}}", other)
+	ownGW := h.docker("network", "inspect", "-f", "{{range .IPAM.Config}}{{.Gateway}}{{end}}", h.network)
+	if gw == "" || ownGW == "" {
+		t.Fatalf("no gateways: %q %q", gw, ownGW)
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(gw, "80"))
+	if err != nil {
+		t.Fatalf("listen on the other bridge's gateway %s:80 (a host address of the test's own network): %v", gw, err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	go func() {
+		_ = http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = fmt.Fprint(w, "host-secret")
+		}))
+	}()
+	if out, err := exec.Command("docker", "exec", h.network+"-client", "timeout", "5", "wget", "-q", "-O-", "http://"+gw+"/").CombinedOutput(); err != nil || string(out) != "host-secret" {
+		t.Fatalf("control: the host service does not answer a container of another network at %s:80: %v %q", gw, err, out)
+	}
+	hostArg := []string{"--network", h.network, "--add-host", "hostgw.test:" + gw}
+	before := h.startProxy(hostArg, "AFE_EGRESS_HOSTS=hostgw.test", "AFE_EGRESS_ALLOW_PRIVATE=1", "AFE_EGRESS_DENY_IPS="+ownGW)
+	if out, err := h.get(before, "http://hostgw.test/"); err != nil || out != "host-secret" {
+		t.Fatalf("control: a proxy refusing only its own network's gateway does not reach the host: %v %q", err, out)
+	}
+
+	engine, _, err := dockertest.Require()
+	if err != nil {
+		t.Fatal(err)
+	}
+	deny, _, err := hostaddrs.Read(context.Background(), engine, hostaddrs.Inputs{LocalEngine: engine.IsLocal(), AllowPrivate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the host's addresses: %s", strings.Join(deny, ","))
+	if !slices.Contains(deny, gw) || !slices.Contains(deny, ownGW) {
+		t.Fatalf("the list %v lacks the gateways %s and %s", deny, gw, ownGW)
+	}
+	proxy := h.startProxy(hostArg, "AFE_EGRESS_HOSTS=hostgw.test", "AFE_EGRESS_ALLOW_PRIVATE=1", "AFE_EGRESS_DENY_IPS="+strings.Join(deny, ","))
+	if out, err := h.get(proxy, "http://hostgw.test/"); err == nil || !strings.Contains(out, "403") || strings.Contains(out, "host-secret") {
+		t.Fatalf("the host behind an allowed name must be refused with 403: %v %q", err, out)
 	}
 }
 
