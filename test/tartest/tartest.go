@@ -79,8 +79,8 @@ func SparsePAX(name string, realSize int64, data []byte) []byte {
 	})
 	// Format 1.0: the map leads the data, in a block of its own: one
 	// region, data at offset 0.
-	sparseMap := pad([]byte(fmt.Sprintf("1\n0\n%d\n", len(data))))
-	body := append(sparseMap, data...)
+	body := pad([]byte(fmt.Sprintf("1\n0\n%d\n", len(data))))
+	body = append(body, data...)
 	var out bytes.Buffer
 	out.Write(header("./GNUSparseFile.0/PaxHeaders", 'x', int64(len(recs)), false, nil))
 	out.Write(pad(recs))
