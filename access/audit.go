@@ -40,19 +40,21 @@ func (s *Server) auditExec(ctx context.Context, req *request, t *target, o execO
 }
 
 // auditFiles records a file transfer: its path, its size (the bytes of
-// its tar and of the files in it, or that nothing was written) and how it
-// ended.
+// its tar and of the files in it, or that nothing was written or sent)
+// and how it ended.
 func (s *Server) auditFiles(ctx context.Context, req *request, t *target, reason, p string, tr transfer, err error) {
 	outcome := "done"
 	if err != nil {
 		outcome = "failed: " + err.Error()
 	}
 	verb := map[string]string{UploadReason: "uploaded into", DownloadReason: "downloaded"}[reason]
+	// An upload writes into the workspace; a download sends to its client.
+	moved := map[string]string{UploadReason: "written", DownloadReason: "sent"}[reason]
 	written := int64(0)
-	size := fmt.Sprintf("%d bytes of tar, nothing written", tr.tar)
+	size := fmt.Sprintf("%d bytes of tar, nothing %s", tr.tar, moved)
 	if tr.written {
 		written = tr.files
-		size = fmt.Sprintf("%d bytes of tar, %d bytes of files written", tr.tar, tr.files)
+		size = fmt.Sprintf("%d bytes of tar, %d bytes of files %s", tr.tar, tr.files, moved)
 	}
 	s.log.Info(reason, "user", req.user.GetName(), "groups", req.user.GetGroups(), "namespace", req.namespace,
 		"sandbox", req.name, "path", p, "bytes", tr.tar, "written", written, "error", errString(err))

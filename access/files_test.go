@@ -187,7 +187,7 @@ var _ = Describe("Files through the access API", Ordered, func() {
 		Eventually(func(g Gomega) {
 			g.Expect(eventNotes(ctx, g, nsA, "files")).To(ContainElements(
 				`User "alice" uploaded into "/workspace" (52430336 bytes of tar, 52428800 bytes of files written): done`,
-				`User "alice" downloaded "/workspace/big.bin" (52430336 bytes of tar, 52428800 bytes of files written): done`,
+				`User "alice" downloaded "/workspace/big.bin" (52430336 bytes of tar, 52428800 bytes of files sent): done`,
 			))
 		}).Should(Succeed())
 	})

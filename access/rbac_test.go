@@ -133,7 +133,8 @@ var _ = Describe("Logs and files per namespace", Ordered, func() {
 		By("recording the refusal on the Sandbox")
 		Eventually(func(g Gomega) {
 			g.Expect(eventNotes(ctx, g, nsB, "bobs")).To(ContainElement(And(
-				HavePrefix(`User "bob" downloaded "/workspace/huge.bin"`), ContainSubstring("failed: the transfer is larger"))))
+				HavePrefix(`User "bob" downloaded "/workspace/huge.bin" (`), ContainSubstring("nothing sent): failed: "),
+				ContainSubstring("the transfer is larger than the manager's bound"))))
 		}).Should(Succeed())
 
 		By("still serving a smaller file")

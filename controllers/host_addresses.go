@@ -29,10 +29,11 @@ type networkEvents interface {
 // networks, and the host's own interface addresses when this process runs
 // in the engine host's network namespace, plus --egress-deny-ips. It reads
 // them at the first proxy, again on each network the engine creates or
-// removes and every hostAddressPeriod. The list is part of each proxy's
-// spec, so its hash: when it changes, every Sandbox with egress is looked at
-// again and its proxy recreated with the new list (the sandbox container is
-// kept, as for an allowlist change).
+// removes and every hostAddressPeriod. When an address comes, every Sandbox
+// with egress is looked at again and its proxy recreated with the new list
+// (the sandbox container is kept, as for an allowlist change); when one
+// goes, the proxies keep refusing it until they are made again for another
+// reason (afe.deny-ips, sandboxspec.ProxyDeniesAll).
 type HostAddresses struct {
 	Engine hostaddrs.Engine
 	// Inputs are the settings of the list; Networks and Local are read.
@@ -60,8 +61,8 @@ func (h *HostAddresses) Current(ctx context.Context) ([]string, error) {
 	return list, err
 }
 
-// refresh reads the list again and keeps it; changed is true when it differs
-// from the one kept before (not on the first read).
+// refresh reads the list again and keeps it; changed is true when it holds
+// an address the one kept before did not (not on the first read).
 func (h *HostAddresses) refresh(ctx context.Context) (list []string, changed bool, err error) {
 	list, own, err := hostaddrs.Read(ctx, h.Engine, h.Inputs)
 	if err != nil {
@@ -74,7 +75,10 @@ func (h *HostAddresses) refresh(ctx context.Context) (list []string, changed boo
 			"outside the host's network namespace): proxies refuse the gateways of the engine's networks; list the host's "+
 			"other addresses with --egress-deny-ips", "addresses", list)
 	}
-	changed = h.loaded && !slices.Equal(h.current, list)
+	// Only an address that comes makes the proxies out of date: one that
+	// went stays refused by the proxies made before, which is harmless and
+	// keeps their connections (sandboxspec.ProxyDeniesAll).
+	changed = h.loaded && slices.ContainsFunc(list, func(a string) bool { return !slices.Contains(h.current, a) })
 	h.current, h.loaded = list, true
 	return list, changed, nil
 }

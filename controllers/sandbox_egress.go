@@ -148,10 +148,12 @@ func (r *SandboxReconciler) ensureProxy(ctx context.Context, s *sandboxScope, wa
 	if have != nil && !s.id.OwnsAs(have.Labels, afev1.RoleProxy) {
 		return s.notAdopted(afev1.EgressReadyCondition, "Container", want.Name)
 	}
-	if have != nil && have.Running && have.Labels[afev1.LabelSpecHash] == want.Labels[afev1.LabelSpecHash] {
+	current := have != nil && have.Labels[afev1.LabelSpecHash] == want.Labels[afev1.LabelSpecHash] &&
+		sandboxspec.ProxyDeniesAll(have.Labels, want.Labels)
+	if current && have.Running {
 		return ctrl.Result{}, nil
 	}
-	if have != nil && !have.Running && s.resuming && have.Labels[afev1.LabelSpecHash] == want.Labels[afev1.LabelSpecHash] {
+	if current && !have.Running && s.resuming {
 		// Stopped by the suspension: started again as it was.
 		if res, ok, err := r.restartProxy(ctx, s, have); ok {
 			return res, err

@@ -19,6 +19,12 @@ const (
 	LabelRole = "afe.role"
 	// LabelSpecHash is the hash of the spec a container was created from.
 	LabelSpecHash = "afe.spec-hash"
+	// LabelDenyIPs is, on a proxy container, the engine host's addresses
+	// its squid refuses (AFE_EGRESS_DENY_IPS, comma-separated), written by
+	// the controller when it made the proxy. It is not part of the spec
+	// hash: a proxy whose list holds every address of the current one is
+	// kept when an address goes away, and recreated when one comes.
+	LabelDenyIPs = "afe.deny-ips"
 	// LabelController is the --instance of the controller that owns it.
 	LabelController = "afe.controller"
 	// LabelRun is the name of the Run that made a snapshot volume (and its

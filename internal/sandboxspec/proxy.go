@@ -78,9 +78,6 @@ func Proxy(sbx *afev1.Sandbox, id Identity, opts ProxyOptions) docker.ContainerS
 		"AFE_EGRESS_HOSTS=" + strings.Join(hosts, ","),
 		"AFE_EGRESS_ALLOW_PRIVATE=" + private,
 	}
-	if len(opts.DenyIPs) > 0 {
-		env = append(env, "AFE_EGRESS_DENY_IPS="+strings.Join(opts.DenyIPs, ","))
-	}
 	c := docker.ContainerSpec{
 		Name:            naming.Proxy(id.Key),
 		Image:           opts.Image,
@@ -100,7 +97,31 @@ func Proxy(sbx *afev1.Sandbox, id Identity, opts ProxyOptions) docker.ContainerS
 		Log:             ProxyLog(sbx.Spec.Resources),
 	}
 	labels := id.Labels(afev1.RoleProxy)
+	// The host's addresses are not hashed: they come and go with the
+	// engine's networks, and a proxy that refuses an address no longer the
+	// host's is kept (ProxyDeniesAll), not recreated with its connections.
 	labels[afev1.LabelSpecHash] = Hash(c)
+	if len(opts.DenyIPs) > 0 {
+		list := strings.Join(opts.DenyIPs, ",")
+		c.Env = append(c.Env, "AFE_EGRESS_DENY_IPS="+list)
+		labels[afev1.LabelDenyIPs] = list
+	}
 	c.Labels = labels
 	return c
+}
+
+// ProxyDeniesAll reports whether a proxy made with the labels have refuses
+// every address the proxy want would (afe.deny-ips): a proxy that does is
+// up to date whatever else its list holds.
+func ProxyDeniesAll(have, want map[string]string) bool {
+	held := map[string]bool{}
+	for _, a := range strings.Split(have[afev1.LabelDenyIPs], ",") {
+		held[a] = true
+	}
+	for _, a := range strings.Split(want[afev1.LabelDenyIPs], ",") {
+		if a != "" && !held[a] {
+			return false
+		}
+	}
+	return true
 }

@@ -370,7 +370,7 @@ func TestProxyIsHardened(t *testing.T) {
 		Log:             &docker.LogConfig{MaxFileBytes: 2 << 20, Files: 2},
 		Labels: map[string]string{
 			"afe.ticket": "tk-1", "afe.namespace": "team", "afe.sandbox": "tk-1", "afe.sandbox-uid": "uid-1",
-			"afe.scope": "main", "afe.role": "proxy", "afe.controller": "default",
+			"afe.scope": "main", "afe.role": "proxy", "afe.controller": "default", "afe.deny-ips": "172.17.0.1",
 		},
 	}
 	hash := got.Labels[afev1.LabelSpecHash]
@@ -381,6 +381,40 @@ func TestProxyIsHardened(t *testing.T) {
 	sbx.Spec.Egress = append(sbx.Spec.Egress, "other.org")
 	if Proxy(sbx, id, ProxyOptions{Image: "afe/egress-proxy:dev", EgressNetwork: "bridge", DenyIPs: []string{"172.17.0.1"}}).Labels[afev1.LabelSpecHash] == hash {
 		t.Fatal("a new allowlist must change the proxy's hash")
+	}
+}
+
+// The host's addresses are not hashed: a proxy is out of date when an
+// address comes, not when one goes.
+func TestProxyDeniesAll(t *testing.T) {
+	sbx := testSandbox()
+	sbx.Spec.Egress = []afev1.EgressHost{"example.com"}
+	id := IdentityOf(sbx, "default")
+	proxy := func(deny ...string) map[string]string {
+		return Proxy(sbx, id, ProxyOptions{Image: "afe/egress-proxy:dev", EgressNetwork: "bridge", DenyIPs: deny}).Labels
+	}
+	cases := map[string]struct {
+		have, want []string
+		current    bool
+	}{
+		"the same list":               {have: []string{"172.17.0.1", "192.0.2.2"}, want: []string{"172.17.0.1", "192.0.2.2"}, current: true},
+		"an address went":             {have: []string{"172.17.0.1", "172.19.0.1"}, want: []string{"172.17.0.1"}, current: true},
+		"an address came":             {have: []string{"172.17.0.1"}, want: []string{"172.17.0.1", "172.19.0.1"}, current: false},
+		"one went and another came":   {have: []string{"172.17.0.1", "172.19.0.1"}, want: []string{"172.17.0.1", "172.20.0.1"}, current: false},
+		"none before, one now":        {have: nil, want: []string{"172.17.0.1"}, current: false},
+		"none now":                    {have: []string{"172.17.0.1"}, want: nil, current: true},
+		"a prefix of another address": {have: []string{"172.17.0.10"}, want: []string{"172.17.0.1"}, current: false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			have, want := proxy(tc.have...), proxy(tc.want...)
+			if have[afev1.LabelSpecHash] != want[afev1.LabelSpecHash] {
+				t.Fatal("the host's addresses changed the proxy's hash")
+			}
+			if got := ProxyDeniesAll(have, want); got != tc.current {
+				t.Fatalf("ProxyDeniesAll = %t, want %t", got, tc.current)
+			}
+		})
 	}
 }
 
