@@ -2,8 +2,9 @@ package docker
 
 import (
 	"archive/tar"
-	"errors"
 	"io"
+
+	"afe.dev/sandbox/internal/tarbound"
 )
 
 // OwnerChange gives the files of one owner to another in a copy: an entry
@@ -19,30 +20,17 @@ type OwnerChange struct {
 func changeOwners(r io.Reader, ch OwnerChange) io.ReadCloser {
 	pr, pw := io.Pipe()
 	go func() {
-		tr, tw := tar.NewReader(r), tar.NewWriter(pw)
-		err := func() error {
-			for {
-				h, err := tr.Next()
-				if errors.Is(err, io.EOF) {
-					return tw.Close()
-				}
-				if err != nil {
-					return err
-				}
-				if h.Uid == ch.From.UID {
-					h.Uid, h.Uname = ch.To.UID, ""
-				}
-				if h.Gid == ch.From.GID {
-					h.Gid, h.Gname = ch.To.GID, ""
-				}
-				if err := tw.WriteHeader(h); err != nil {
-					return err
-				}
-				if _, err := io.Copy(tw, tr); err != nil {
-					return err
-				}
+		// The bound is the copy's own (tarbound.Pass before this): here
+		// only the owners change.
+		_, err := tarbound.Copy(pw, r, &tarbound.Bound{}, func(h *tar.Header) (*tar.Header, error) {
+			if h.Uid == ch.From.UID {
+				h.Uid, h.Uname = ch.To.UID, ""
 			}
-		}()
+			if h.Gid == ch.From.GID {
+				h.Gid, h.Gname = ch.To.GID, ""
+			}
+			return h, nil
+		})
 		pw.CloseWithError(err)
 	}()
 	return pr
