@@ -282,7 +282,10 @@ var _ = Describe("Ticket deadlines and expiry", func() {
 		tk := &afev1.Ticket{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "deadline"},
 			Spec: afev1.TicketSpec{
-				Lifecycle: &afev1.SandboxLifecycle{ActiveDeadlineSeconds: 6},
+				// Long enough for the sandbox to be Ready and the Run to
+				// start first on a loaded machine (seen: 6 s ran out
+				// before the container had started).
+				Lifecycle: &afev1.SandboxLifecycle{ActiveDeadlineSeconds: 20},
 				Sandbox:   newSandbox(ns, "x").Spec.SandboxTemplateSpec,
 			},
 		}
@@ -302,7 +305,7 @@ var _ = Describe("Ticket deadlines and expiry", func() {
 			g.Expect(done.Status.Phase).To(Equal(afev1.TicketFinished))
 		}, 90*time.Second).Should(Succeed())
 		created := done.CreationTimestamp.Time
-		Expect(done.Status.FinishedTime.Sub(created)).To(BeNumerically(">=", 5*time.Second), "not before the deadline")
+		Expect(done.Status.FinishedTime.Sub(created)).To(BeNumerically(">=", 19*time.Second), "not before the deadline")
 		Expect(done.Spec.State).To(Equal(afev1.TicketActive), "the user's spec is left as it is")
 		failed := meta.FindStatusCondition(done.Status.Conditions, afev1.TicketFailedCondition)
 		Expect(failed).NotTo(BeNil())
@@ -321,7 +324,7 @@ var _ = Describe("Ticket deadlines and expiry", func() {
 
 	It("stops a sandbox past its own activeDeadlineSeconds and fails its waiting Runs, and starts it again for a longer one", func() {
 		sbx := newSandbox(ns, "sbx-deadline")
-		sbx.Spec.Lifecycle = &afev1.SandboxLifecycle{ActiveDeadlineSeconds: 4}
+		sbx.Spec.Lifecycle = &afev1.SandboxLifecycle{ActiveDeadlineSeconds: 12}
 		Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
 		DeferCleanup(deleteAndWaitGone, ctx, sbx)
 		got := waitReady(ctx, sbx)
