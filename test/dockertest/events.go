@@ -21,6 +21,19 @@ type Event struct {
 	Time      time.Time
 }
 
+// Acts reports whether the event is an act on the container (it was made,
+// removed, started, resumed or executed in) rather than a report of one
+// (a process list, a death, an exec's end), which the engine may log after
+// the removal it raced with.
+func Acts(e Event) bool {
+	action, _, _ := strings.Cut(e.Action, ":")
+	switch action {
+	case "create", "destroy", "start", "restart", "unpause", "exec_create", "exec_start":
+		return true
+	}
+	return false
+}
+
 // Recorder records the engine's container events of the objects carrying a
 // label, with the docker CLI: an independent witness of what the
 // controller did and when.
