@@ -70,14 +70,22 @@ envtest: ## Build (once, offline) the kube-apiserver, etcd and kube-scheduler of
 images: ## Build the egress proxy image and the test images, offline.
 	hack/build-images.sh
 
+.PHONY: runsc
+runsc: ## Install gVisor's runsc (Debian's package) and register it with the local engine as the runtime runsc (daemon.json, SIGHUP).
+	hack/install-runsc.sh
+
+# The runtimes the boundary specs run under, each one (a runtime the engine
+# lacks fails them).
+TEST_RUNTIMES ?= runc,runsc
+
 .PHONY: test
-test: manifests generate docs fmt vet lint envtest images build docker-build kubectl-afe ginkgo ## The whole suite: unit, docker, envtest + Docker, e2e.
+test: manifests generate docs fmt vet lint envtest images runsc build docker-build kubectl-afe ginkgo ## The whole suite: unit, docker, envtest + Docker, e2e.
 	@if [ -n "$$CI" ]; then git diff --exit-code -- config/crd config/rbac api docs/reference.md || { echo "generated files are stale: run 'make manifests generate docs' and commit"; exit 1; }; fi
 	@# The controllers' suite runs its specs in TEST_PROCS processes (each
 	@# with its own API server, manager and --instance), beside the other
 	@# packages; its report follows theirs.
 	export KUBEBUILDER_ASSETS=$(ENVTEST_DIR) AFE_MANAGER_BIN=$(LOCALBIN)/manager AFE_KUBECTL_AFE_BIN=$(LOCALBIN)/kubectl-afe \
-		AFE_CONTROLLER_IMAGE=$(IMG) AFE_REQUIRE_DOCKER=1; \
+		AFE_CONTROLLER_IMAGE=$(IMG) AFE_REQUIRE_DOCKER=1 AFE_TEST_RUNTIMES=$(TEST_RUNTIMES); \
 	$(GINKGO) -p --procs=$(TEST_PROCS) --timeout=25m --no-color ./controllers > $(LOCALBIN)/controllers-test.log 2>&1 & suite=$$!; \
 	others=0; go test $$(go list ./... | grep -v '/controllers$$') -count=1 -timeout 25m || others=$$?; \
 	controllers=0; wait $$suite || controllers=$$?; cat $(LOCALBIN)/controllers-test.log; \

@@ -122,6 +122,11 @@ type Options struct {
 	// PlaceholderImage is --placeholder-image: the image of the placeholder
 	// Pods (the controller's own, which pauses).
 	PlaceholderImage string
+	// Runtimes is --runtimes: the OCI runtimes a sandbox may run under
+	// (empty: runc only); DefaultRuntime is --default-runtime, that of a
+	// sandbox that names none (empty: runc).
+	Runtimes       []string
+	DefaultRuntime string
 }
 
 // MaxRunsPerSandboxOrDefault is MaxRunsPerSandbox, or its default.
@@ -150,6 +155,7 @@ func (o Options) validation() (sandboxspec.Options, error) {
 	v := o.workspaces()
 	v.DenyEnv, v.DenyGIDs, v.AllowedUIDs, v.AllowedGIDs = o.DenyEnv, deny, o.AllowedUIDs, o.AllowedGIDs
 	v.SandboxIDs = o.SandboxIDs
+	v.Runtimes, v.DefaultRuntime = o.Runtimes, o.DefaultRuntime
 	v.Passthrough = make(map[string]bool, len(o.EnvPassthrough))
 	for name, value := range o.EnvPassthrough {
 		v.Passthrough[name] = value != nil
@@ -314,6 +320,9 @@ func (r *SandboxReconciler) reconcileNormal(ctx context.Context, s *sandboxScope
 		}
 		return r.invalidSpec(ctx, s, err)
 	}
+	if err := r.resolveRuntime(ctx, s, vopts); err != nil {
+		return r.invalidSpec(ctx, s, err)
+	}
 	env, err := r.resolveEnv(ctx, s.sbx)
 	if err != nil {
 		return r.invalidSpec(ctx, s, err)
@@ -397,6 +406,9 @@ func (r *SandboxReconciler) refuse(ctx context.Context, s *sandboxScope, condTyp
 	case afev1.WorkspaceRootUnsafeReason:
 		// Nor is the root's mount; an operator may mount it as the message says.
 		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	case afev1.RuntimeUnavailableReason:
+		// Nor is the engine's list of runtimes (daemon.json and SIGHUP).
+		return ctrl.Result{RequeueAfter: runtimeRetry}, nil
 	}
 	return ctrl.Result{}, reconcile.TerminalError(ie)
 }

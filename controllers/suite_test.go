@@ -22,6 +22,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/hostgroups"
 	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/internal/subnets"
@@ -48,6 +49,23 @@ var (
 const testDeniedGID = 4711
 
 var testAllowedIDs = sandboxspec.IDRanges{{Min: 1, Max: 60000}, sandboxspec.DefaultSandboxIDs}
+
+// testEngine is the suite's client of the engine.
+var testEngine *docker.Client
+
+// forEachRuntime declares the specs of body once for each runtime of
+// dockertest.Runtimes (AFE_TEST_RUNTIMES), in a container named after it
+// and labelled with it: the boundary specs hold under every runtime the
+// suite is asked for. body gets the runtime's name, for spec.runtime.
+func forEachRuntime(body func(runtime string)) {
+	for _, rt := range dockertest.Runtimes() {
+		Context("under "+rt, Label("runtime-"+rt), func() { body(rt) })
+	}
+}
+
+// userSpaceKernel tells whether the runtime is a user-space kernel (gVisor),
+// for the few checks that differ there (docs/threat-model.md).
+func userSpaceKernel(runtime string) bool { return dockertest.UserSpaceKernel(testEngine, runtime) }
 
 // testTelemetry is the suite manager's command telemetry.
 var testTelemetry *telemetry.Store
@@ -83,6 +101,9 @@ var _ = BeforeSuite(func() {
 	if skip != "" {
 		Skip(skip)
 	}
+
+	Expect(dockertest.RequireRuntimes(engine)).To(Succeed())
+	testEngine = engine
 
 	Expect(afev1.AddToScheme(scheme.Scheme)).To(Succeed())
 	testEnv = &envtest.Environment{
@@ -142,6 +163,7 @@ var _ = BeforeSuite(func() {
 		AllowedGIDs:    testAllowedIDs,
 		EnvPassthrough: map[string]*string{testPassthrough: ptr.To(testPassthroughValue), "AFE_TEST_UNSET": nil},
 		Telemetry:      testTelemetry,
+		Runtimes:       dockertest.Runtimes(),
 	})).To(Succeed())
 	go func() {
 		defer GinkgoRecover()

@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 	"syscall"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/filters"
@@ -24,6 +25,11 @@ type Client struct {
 	// execs seen in the event stream can be told from those made on the
 	// engine by anyone else.
 	own sync.Map
+
+	// rt is the engine's list of runtimes as last asked, at rtTime.
+	rtMu   sync.Mutex
+	rt     map[string]Runtime
+	rtTime time.Time
 }
 
 var _ Engine = (*Client)(nil)

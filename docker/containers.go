@@ -177,6 +177,7 @@ func containerConfig(spec ContainerSpec) (*container.Config, *container.HostConf
 		Init:           &init,
 		IpcMode:        container.IPCModePrivate,
 		RestartPolicy:  container.RestartPolicy{Name: container.RestartPolicyDisabled},
+		Runtime:        spec.Runtime,
 		Resources: container.Resources{
 			NanoCPUs:   spec.NanoCPUs,
 			Memory:     spec.MemoryBytes,
@@ -247,6 +248,9 @@ func (c *Client) InspectContainer(ctx context.Context, name string) (*Container,
 		if st.Running {
 			out.Pid = st.Pid
 		}
+	}
+	if info.HostConfig != nil {
+		out.Runtime = info.HostConfig.Runtime
 	}
 	for _, m := range info.Mounts {
 		out.Mounts = append(out.Mounts, MountPoint{Type: MountType(m.Type), Source: m.Source, Destination: m.Destination, Name: m.Name})

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -32,7 +35,35 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	engine = c
+	for _, rt := range testRuntimes() {
+		if _, err := c.Runtime(context.Background(), rt); err != nil {
+			fmt.Fprintf(os.Stderr, "AFE_TEST_RUNTIMES names runtime %q, which the engine lacks (run `make runsc`): %v\n", rt, err)
+			os.Exit(1)
+		}
+	}
 	os.Exit(m.Run())
+}
+
+// testRuntimes are the runtimes the engine tests run under, each one:
+// AFE_TEST_RUNTIMES (make test: runc,runsc), or runc alone.
+func testRuntimes() []string {
+	var out []string
+	for _, rt := range strings.Split(os.Getenv("AFE_TEST_RUNTIMES"), ",") {
+		if rt = strings.TrimSpace(rt); rt != "" {
+			out = append(out, rt)
+		}
+	}
+	if len(out) == 0 {
+		out = []string{"runc"}
+	}
+	return out
+}
+
+// forEachRuntime runs the test under each of testRuntimes.
+func forEachRuntime(t *testing.T, test func(t *testing.T, runtime string)) {
+	for _, rt := range testRuntimes() {
+		t.Run(rt, func(t *testing.T) { test(t, rt) })
+	}
 }
 
 // testLabels labels a test's objects and removes them when it ends.
@@ -97,6 +128,10 @@ func TestVolumeIsIdempotent(t *testing.T) {
 }
 
 func TestRunContainerHardenedWithOwnedVolume(t *testing.T) {
+	forEachRuntime(t, testRunContainerHardenedWithOwnedVolume)
+}
+
+func testRunContainerHardenedWithOwnedVolume(t *testing.T, runtime string) {
 	ctx := context.Background()
 	labels := testLabels(t)
 	name := uniqueName()
@@ -104,19 +139,22 @@ func TestRunContainerHardenedWithOwnedVolume(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := ContainerSpec{
-		Name:            name,
-		Image:           testImage,
-		Command:         []string{"sh", "-c", "touch /workspace/hello && sleep 600"},
-		User:            "1000:1000",
-		Labels:          labels,
-		Network:         "none",
-		Mounts:          []Mount{{Type: MountVolume, Source: name, Target: "/workspace", Owner: &Owner{UID: 1000, GID: 1000}}},
-		NanoCPUs:        500_000_000,
-		MemoryBytes:     64 << 20,
-		PidsLimit:       64,
+		Name:        name,
+		Image:       testImage,
+		Command:     []string{"sh", "-c", "touch /workspace/hello && sleep 600"},
+		User:        "1000:1000",
+		Labels:      labels,
+		Network:     "none",
+		Mounts:      []Mount{{Type: MountVolume, Source: name, Target: "/workspace", Owner: &Owner{UID: 1000, GID: 1000}}},
+		NanoCPUs:    500_000_000,
+		MemoryBytes: 64 << 20,
+		// Under gVisor the host counts the user-space kernel's threads
+		// (about 40 idle): a host limit of 64 would end it.
+		PidsLimit:       1024,
 		CapDrop:         []string{"ALL"},
 		NoNewPrivileges: true,
 		Init:            true,
+		Runtime:         runtime,
 	}
 	c, err := engine.RunContainer(ctx, spec)
 	if err != nil {
@@ -138,8 +176,11 @@ func TestRunContainerHardenedWithOwnedVolume(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if got := sh(t, "inspect", "-f", "{{.HostConfig.CapDrop}} {{.HostConfig.SecurityOpt}} {{.HostConfig.Init}} {{.HostConfig.Memory}} {{.HostConfig.MemorySwap}} {{.HostConfig.PidsLimit}} {{.HostConfig.NanoCpus}} {{.HostConfig.NetworkMode}}", name); got != "[ALL] [no-new-privileges:true] true 67108864 67108864 64 500000000 none" {
+	if got := sh(t, "inspect", "-f", "{{.HostConfig.CapDrop}} {{.HostConfig.SecurityOpt}} {{.HostConfig.Init}} {{.HostConfig.Memory}} {{.HostConfig.MemorySwap}} {{.HostConfig.PidsLimit}} {{.HostConfig.NanoCpus}} {{.HostConfig.NetworkMode}} {{.HostConfig.Runtime}}", name); got != "[ALL] [no-new-privileges:true] true 67108864 67108864 1024 500000000 none "+runtime {
 		t.Fatalf("host config: %s", got)
+	}
+	if have, err := engine.InspectContainer(ctx, name); err != nil || have.Runtime != runtime {
+		t.Fatalf("inspect: runtime %q, %v; want %q", have.Runtime, err, runtime)
 	}
 	// Another object's labels: never adopted.
 	other := spec
@@ -333,12 +374,21 @@ func TestExecReturnsOutputAndExitCode(t *testing.T) {
 	}
 }
 
+// Processes lists the workload's processes from outside its reach under
+// every runtime: the engine's list under runc; under gVisor, whose
+// processes are not host processes (no host process has the group), the
+// user-space kernel's own.
 func TestProcessesSeesEveryGroupFromOutside(t *testing.T) {
+	forEachRuntime(t, testProcessesSeesEveryGroupFromOutside)
+}
+
+func testProcessesSeesEveryGroupFromOutside(t *testing.T, runtime string) {
 	ctx := context.Background()
 	labels := testLabels(t)
 	name := uniqueName()
 	c, err := engine.RunContainer(ctx, ContainerSpec{
 		Name: name, Image: testImage, Labels: labels, Network: "none", Command: []string{"sleep", "600"}, User: "1000:1000",
+		Runtime: runtime,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -360,6 +410,37 @@ func TestProcessesSeesEveryGroupFromOutside(t *testing.T) {
 	if len(ps) < 2 || tagged != 1 {
 		t.Fatalf("want the keep-alive and one process of group %d, got %+v", gid, ps)
 	}
+	rt, err := engine.Runtime(ctx, runtime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if host := hostProcessesOfGroup(t, gid); rt.UserSpaceKernel() == (host > 0) {
+		t.Fatalf("runtime %s: %d host processes of group %d", runtime, host, gid)
+	}
+}
+
+// hostProcessesOfGroup counts the host's processes (as this test sees the
+// host's /proc: the engine is local) whose real, effective or saved group
+// is gid.
+func hostProcessesOfGroup(t *testing.T, gid int) int {
+	t.Helper()
+	if !engine.IsLocal() {
+		t.Skip("the engine's host processes are not visible here")
+	}
+	files, _ := filepath.Glob("/proc/[0-9]*/status")
+	n := 0
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if f := strings.Fields(line); len(f) >= 4 && f[0] == "Gid:" && slices.Contains(f[1:4], strconv.Itoa(gid)) {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 func TestExecReturnsAtCancelWhileAProcessHoldsItsOutput(t *testing.T) {

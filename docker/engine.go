@@ -65,9 +65,14 @@ type Engine interface {
 	// bytes copied.
 	CopyWorkspace(ctx context.Context, spec CopySpec) (int64, error)
 
-	// Processes lists the processes of a running container from the
-	// engine's side.
+	// Processes lists the processes of a running container from outside
+	// the workload's reach: the engine's process list, or under a
+	// user-space kernel (gVisor) that kernel's own.
 	Processes(ctx context.Context, container string) ([]Process, error)
+
+	// Runtime returns the engine's OCI runtime of that name; ErrNotFound
+	// when the engine has none.
+	Runtime(ctx context.Context, name string) (Runtime, error)
 
 	// Exec runs a command in a running container and returns its exit code.
 	Exec(ctx context.Context, container string, spec ExecSpec) (int, error)

@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strconv"
@@ -26,16 +27,129 @@ func (p Process) Zombie() bool { return strings.HasPrefix(p.State, "Z") }
 // topColumns are the ps columns Processes asks the engine for.
 var topColumns = []string{"pid", "rgid", "egid", "sgid", "stat"}
 
-// Processes lists the processes of a running container, from the engine's
-// side (`docker top`): nothing runs inside the container to list them, so a
-// workload cannot hide from it or stop it.
+// Processes lists the processes of a running container from outside the
+// workload's reach, so that it cannot hide from the list or stop it: the
+// engine's `docker top` (nothing runs inside the container), or, for a
+// container under a user-space kernel, that kernel's own list (see
+// kernelProcesses). A container whose runtime the engine no longer has is
+// an error: which list is true cannot be told.
 func (c *Client) Processes(ctx context.Context, container string) ([]Process, error) {
+	have, err := c.InspectContainer(ctx, container)
+	if err != nil {
+		return nil, err
+	}
+	if have.Runtime != "" {
+		rt, err := c.Runtime(ctx, have.Runtime)
+		if err != nil {
+			return nil, fmt.Errorf("list the processes of %s: its runtime: %w", container, err)
+		}
+		if rt.UserSpaceKernel() {
+			return c.kernelProcesses(ctx, have.ID)
+		}
+	}
 	c.count("container_top")
-	top, err := c.api.ContainerTop(ctx, container, []string{"-o", strings.Join(topColumns, ",")})
+	top, err := c.api.ContainerTop(ctx, have.ID, []string{"-o", strings.Join(topColumns, ",")})
 	if err != nil {
 		return nil, wrap(err, "list the processes of "+container)
 	}
 	return parseTop(top.Titles, top.Processes)
+}
+
+// kernelProcessesScript prints the Pid, State and Gid lines of every
+// process's status file, as the user-space kernel serves them, with
+// nothing but the shell's builtins.
+const kernelProcessesScript = `for f in /proc/[0-9]*/status; do ` +
+	`while IFS= read -r l; do case "$l" in Pid:*|State:*|Gid:*) echo "$l";; esac; done < "$f" 2>/dev/null; echo; done`
+
+// kernelProcessesMax bounds what the list may print (a few lines a process,
+// for at most 65536 of them).
+const kernelProcessesMax = 8 << 20
+
+// kernelProcesses lists the processes of a container under a user-space
+// kernel (gVisor). The engine's `docker top` is wrong there: it matches the
+// kernel's own process IDs against the host's process table, so it lists
+// host processes. The list is read instead from the user-space kernel's
+// /proc, which the workload cannot write, by the image's /bin/sh run as
+// uid 0 of the container (no capability, no-new-privileges): the
+// workload, another uid, can neither signal nor trace it. What it trusts
+// is the image's root-owned shell, as the Run's kill does
+// (docs/threat-model.md). The IDs are the kernel's, not the host's.
+func (c *Client) kernelProcesses(ctx context.Context, id string) ([]Process, error) {
+	var out, errOut bytes.Buffer
+	stdout := &limitedBuffer{buf: &out, max: kernelProcessesMax}
+	code, err := c.Exec(ctx, id, ExecSpec{Cmd: []string{"/bin/sh", "-c", kernelProcessesScript}, User: "0:0",
+		Stdout: stdout, Stderr: &limitedBuffer{buf: &errOut, max: 4096}})
+	if err != nil {
+		return nil, err
+	}
+	if code != 0 || stdout.over {
+		return nil, fmt.Errorf("list the processes of %s in its kernel: exit code %d (%s)", id, code, strings.TrimSpace(errOut.String()))
+	}
+	return parseStatus(out.String())
+}
+
+// parseStatus reads the blocks kernelProcessesScript prints: a process's
+// Pid, State and Gid lines, then an empty line. A process that ended
+// while it was read leaves an empty or partial block, which is skipped.
+func parseStatus(s string) ([]Process, error) {
+	var out []Process
+	for _, block := range strings.Split(s, "\n\n") {
+		var p Process
+		var pid, state, gid bool
+		for _, line := range strings.Split(strings.TrimSpace(block), "\n") {
+			key, value, ok := strings.Cut(line, ":")
+			if !ok {
+				continue
+			}
+			f := strings.Fields(value)
+			var err error
+			switch key {
+			case "Pid":
+				if len(f) != 1 {
+					return nil, fmt.Errorf("process status line %q", line)
+				}
+				if p.PID, err = strconv.Atoi(f[0]); err != nil {
+					return nil, fmt.Errorf("process status line %q: %w", line, err)
+				}
+				pid = true
+			case "State":
+				if len(f) == 0 {
+					return nil, fmt.Errorf("process status line %q", line)
+				}
+				p.State, state = f[0], true
+			case "Gid":
+				if len(f) < 3 {
+					return nil, fmt.Errorf("process status line %q", line)
+				}
+				for i, dst := range []*int{&p.RGID, &p.EGID, &p.SGID} {
+					if *dst, err = strconv.Atoi(f[i]); err != nil {
+						return nil, fmt.Errorf("process status line %q: %w", line, err)
+					}
+				}
+				gid = true
+			}
+		}
+		if pid && state && gid {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// limitedBuffer keeps at most max bytes and notes that more came.
+type limitedBuffer struct {
+	buf  *bytes.Buffer
+	max  int
+	over bool
+}
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	if room := b.max - b.buf.Len(); len(p) > room {
+		b.over = true
+		b.buf.Write(p[:max(room, 0)])
+		return len(p), nil
+	}
+	return b.buf.Write(p)
 }
 
 // parseTop reads the columns of topColumns, wherever the engine put them.

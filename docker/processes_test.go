@@ -32,3 +32,28 @@ func TestParseTop(t *testing.T) {
 		}
 	}
 }
+
+func TestParseStatus(t *testing.T) {
+	out := "Pid:\t1\nState:\tS (sleeping)\nGid:\t1000\t1000\t1000\t1000\n\n" +
+		"Pid:\t7\nState:\tZ (zombie)\nGid:\t2000000123\t2000000123\t2000000123\t2000000123\n\n" +
+		"\n" + // a process that ended while it was read
+		"Pid:\t9\n\n" // and one that ended half-way
+	got, err := parseStatus(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Process{{PID: 1, RGID: 1000, EGID: 1000, SGID: 1000, State: "S"}, {PID: 7, RGID: 2000000123, EGID: 2000000123, SGID: 2000000123, State: "Z"}}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatal(d)
+	}
+	for name, bad := range map[string]string{
+		"pid not a number": "Pid:\tx\nState:\tS\nGid:\t1\t1\t1\t1\n",
+		"short gid":        "Pid:\t1\nState:\tS\nGid:\t1\n",
+		"gid not a number": "Pid:\t1\nState:\tS\nGid:\t1\tx\t1\t1\n",
+		"two pids":         "Pid:\t1 2\nState:\tS\nGid:\t1\t1\t1\t1\n",
+	} {
+		if _, err := parseStatus(bad); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}

@@ -99,6 +99,11 @@ type ContainerSpec struct {
 	PidsLimit   int64
 	Ulimits     []Ulimit
 
+	// Runtime is the OCI runtime the engine runs the container with
+	// ("runc", "runsc"); empty is the engine's default. (Omitted from JSON
+	// when empty, so hashes of specs without it stay as they were.)
+	Runtime string `json:",omitempty"`
+
 	CapDrop         []string
 	CapAdd          []string
 	NoNewPrivileges bool
@@ -169,6 +174,9 @@ type Container struct {
 	IPs map[string]string
 	// User is the user the container's processes run as, as configured.
 	User string
+	// Runtime is the OCI runtime the container was created with; empty
+	// for the engine's default (InspectContainer only).
+	Runtime string
 	// Pid is the host process ID of the container's first process while it
 	// runs (InspectContainer only; zero otherwise).
 	Pid int

@@ -101,6 +101,12 @@ const (
 	// Kubernetes API credentials (a service-account token or a bootstrap
 	// token), which never enter a sandbox. Nothing was created.
 	SecretNotAllowedReason = "SecretNotAllowed"
+	// RuntimeNotAllowedReason: spec.runtime is not on the controller's
+	// --runtimes list; nothing is created.
+	RuntimeNotAllowedReason = "RuntimeNotAllowed"
+	// RuntimeUnavailableReason: the runtime is allowed but the engine has
+	// no runtime of that name; retried.
+	RuntimeUnavailableReason = "RuntimeUnavailable"
 	// UserNotAllowedReason: the user's uid or gid is refused by the
 	// controller's policy (--deny-gids, --allowed-uids, --allowed-gids, or a
 	// gid of the controller's Run groups). Nothing was created, and a
@@ -428,6 +434,19 @@ type SandboxTemplateSpec struct {
 	// +optional
 	Command []string `json:"command,omitempty"`
 
+	// runtime is the OCI runtime the sandbox's container runs under, by the
+	// name the engine knows it: "runc" (the host's kernel) or a user-space
+	// kernel such as gVisor's "runsc" for hostile code (hack/install-runsc.sh
+	// registers it). It must be on the controller's --runtimes list (reason
+	// RuntimeNotAllowed otherwise, nothing created); unset, the controller's
+	// --default-runtime. A listed runtime the engine lacks is
+	// RuntimeUnavailable, retried. A change recreates the container, keeping
+	// the workspace.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$`
+	// +optional
+	Runtime string `json:"runtime,omitempty"`
+
 	// egress lists the host names the sandbox may reach through its proxy;
 	// ".example.com" means the domain and its subdomains. Without egress the
 	// sandbox has no network. IP literals, wildcards other than the leading
@@ -518,6 +537,11 @@ type SandboxStatus struct {
 	// phase summarises the sandbox's state.
 	// +optional
 	Phase SandboxPhase `json:"phase,omitempty"`
+
+	// runtime is the OCI runtime the sandbox's container was made with, as
+	// the controller chose it (spec.runtime or its --default-runtime).
+	// +optional
+	Runtime string `json:"runtime,omitempty"`
 	// containerName is the Docker name of the sandbox container.
 	// +optional
 	ContainerName string `json:"containerName,omitempty"`
@@ -630,6 +654,7 @@ type SandboxSnapshot struct {
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Egress",type=string,JSONPath=`.spec.egress`
 // +kubebuilder:printcolumn:name="Container",type=string,JSONPath=`.status.containerName`
+// +kubebuilder:printcolumn:name="Runtime",type=string,JSONPath=`.status.runtime`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Sandbox struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -82,6 +82,8 @@ func run() int {
 		allowedUIDs            string
 		allowedGIDs            string
 		sandboxIDRange         string
+		runtimes               string
+		defaultRuntime         string
 		envPassthrough         string
 		telemetryDB            string
 		telemetryOpts          telemetry.Options
@@ -117,6 +119,8 @@ func run() int {
 	flag.StringVar(&allowedUIDs, "allowed-uids", "", "Comma-separated uids and ranges (1000-65535,70000) a sandbox's user must be in; empty allows any uid but 0.")
 	flag.StringVar(&allowedGIDs, "allowed-gids", "", "Comma-separated gids and ranges (1000-65535,70000) a sandbox's group must be in; empty allows any gid but 0 and the denied ones. The groups the controller gives Run commands are its own and not checked against it.")
 	flag.StringVar(&sandboxIDRange, "sandbox-id-range", sandboxspec.DefaultSandboxIDs.String(), "The host ids (min-max) the controller gives sandboxes without spec.user: each ticket's sandboxes one uid:gid of its own on the engine (uid = gid), so that the kernel's per-user limits are not shared. It must lie inside --allowed-uids and --allowed-gids and below the Run groups; a spec.user may not name an id in it.")
+	flag.StringVar(&runtimes, "runtimes", sandboxspec.DefaultRuntime, "Comma-separated OCI runtimes (by the engine's names) a Sandbox may name in spec.runtime; any other is refused (RuntimeNotAllowed), and a container already running under one not listed is removed, keeping its workspace. gVisor's runsc runs hostile code on a kernel in user space (hack/install-runsc.sh registers it; docs/security.md). A listed runtime the engine lacks is RuntimeUnavailable, retried.")
+	flag.StringVar(&defaultRuntime, "default-runtime", sandboxspec.DefaultRuntime, "The runtime of a Sandbox that names none; it must be on --runtimes. A change recreates the containers of those sandboxes under the new one, keeping their workspaces.")
 	flag.StringVar(&groupFile, "host-group-file", "/etc/group", "The engine host's group file, where the privileged groups and the names in --deny-gids are looked up; a missing file holds no names (in a Deployment, mount the node's /etc/group).")
 	flag.BoolVar(&opts.WorkspaceRootAllowSuid, "workspace-root-allow-suid", false, "Allow Folder workspaces although --workspace-root is not on a file system mounted nosuid,nodev: a setuid program or a device file a workload leaves in its folder then works for the host's users. Without it such a root refuses Folder workspaces (WorkspaceRootUnsafe).")
 	flag.BoolVar(&opts.WorkspaceRootShared, "workspace-root-shared", false, "The Docker engine sees --workspace-root at the same path as the controller. Needed for Folder workspaces when the engine is not on a local unix socket (tcp://, ssh://): they are refused otherwise.")
@@ -182,6 +186,17 @@ func run() int {
 	if err := sandboxIDs(&opts, sandboxIDRange); err != nil {
 		log.Error(err, "Invalid sandbox id range")
 		return 1
+	}
+	if opts.Runtimes, opts.DefaultRuntime, err = sandboxspec.ParseRuntimes(runtimes, defaultRuntime); err != nil {
+		log.Error(err, "Invalid runtimes")
+		return 1
+	}
+	for _, name := range opts.Runtimes {
+		if rt, err := engine.Runtime(ctx, name); err != nil {
+			log.Info("A runtime on --runtimes is not available: its sandboxes wait (RuntimeUnavailable)", "runtime", name, "error", err.Error())
+		} else {
+			log.Info("Runtime", "name", name, "path", rt.Path, "args", rt.Args, "userSpaceKernel", rt.UserSpaceKernel())
+		}
 	}
 	if err := controllers.CheckEgressSubnets(ctx, engine, opts.EgressSubnets); err != nil {
 		log.Error(err, "The egress subnets collide")

@@ -108,6 +108,9 @@ type Resolved struct {
 	// User is the uid:gid allocated to a sandbox without spec.user
 	// (AllocatedUser), recorded in the container's afe.uid label.
 	User string
+	// Runtime is the engine's runtime the sandbox runs under (RuntimeOf);
+	// a zero one is the engine's default.
+	Runtime docker.Runtime
 }
 
 // UserOf is the uid and gid the container of the sandbox runs as: spec.user,
@@ -175,6 +178,7 @@ func Container(sbx *afev1.Sandbox, id Identity, r Resolved) docker.ContainerSpec
 		ImageVolumes:    imageVolumes(id),
 	}
 	limitDisk(&c, spec.Resources, r.DiskEnforcement)
+	applyRuntime(&c, r.Runtime)
 	labels := id.Labels(afev1.RoleSandbox)
 	labels[afev1.LabelSpecHash] = Hash(c)
 	if spec.User == "" && r.User != "" {
@@ -187,6 +191,11 @@ func Container(sbx *afev1.Sandbox, id Identity, r Resolved) docker.ContainerSpec
 // Hash is the hash of everything in a container spec but its labels.
 func Hash(c docker.ContainerSpec) string {
 	c.Labels = nil
+	if c.Runtime == DefaultRuntime {
+		// runc is what every container ran under before runtimes were
+		// chosen: naming it changes nothing.
+		c.Runtime = ""
+	}
 	// Labels of the mounts too: they follow the identity, not the spec.
 	c.Mounts = append([]docker.Mount(nil), c.Mounts...)
 	for i := range c.Mounts {

@@ -300,6 +300,12 @@ func TestHashTracksTheSpec(t *testing.T) {
 		"env":     {change: func(_ *afev1.Sandbox, r *Resolved, _ *string) { r.Env = []string{"A=2"} }},
 		"network": {change: func(_ *afev1.Sandbox, r *Resolved, _ *string) { r.Network = "afe-x-net" }},
 		"ws":      {change: func(_ *afev1.Sandbox, r *Resolved, _ *string) { r.Workspace = "w" }},
+		"runtime": {change: func(_ *afev1.Sandbox, r *Resolved, _ *string) {
+			r.Runtime = docker.Runtime{Name: "runsc", Path: "/usr/bin/runsc"}
+		}},
+		// runc named is what every container ran under before runtimes
+		// were chosen: its containers are kept.
+		"runc named": {change: func(_ *afev1.Sandbox, r *Resolved, _ *string) { r.Runtime = docker.Runtime{Name: "runc", Path: "runc"} }, same: true},
 		// A label, not part of the container's behaviour.
 		"ticket": {change: func(s *afev1.Sandbox, _ *Resolved, _ *string) {
 			s.Spec.TicketRef = &afev1.TicketReference{Name: "other"}

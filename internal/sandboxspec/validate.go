@@ -35,6 +35,8 @@ var (
 	egressHost = regexp.MustCompile(EgressHostPattern)
 	envName    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	userRe     = regexp.MustCompile(`^([0-9]{1,10})(?::([0-9]{1,10}))?$`)
+	// runtimeName is the CRD's pattern of spec.runtime.
+	runtimeName = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$`)
 )
 
 // InvalidError says why a spec cannot be honoured and carries the condition
@@ -93,12 +95,22 @@ type Options struct {
 	// Passthrough are the names of --env-passthrough: true when the
 	// controller's environment has the variable, false when it does not.
 	Passthrough map[string]bool
+	// Runtimes is --runtimes: the OCI runtimes a sandbox may name (empty:
+	// DefaultRuntime); DefaultRuntime is --default-runtime.
+	Runtimes       []string
+	DefaultRuntime string
 }
 
 // Validate checks a sandbox spec.
 func Validate(spec *afev1.SandboxTemplateSpec, opts Options) error {
 	if strings.TrimSpace(spec.Image) == "" || strings.ContainsAny(spec.Image, " \t\n\r") {
 		return invalid(afev1.InvalidSpecReason, "Image %q is not a valid image reference", spec.Image)
+	}
+	if spec.Runtime != "" && !runtimeName.MatchString(spec.Runtime) {
+		return invalid(afev1.InvalidSpecReason, "Runtime %q is not a runtime name", spec.Runtime)
+	}
+	if err := validateRuntime(spec, opts); err != nil {
+		return err
 	}
 	if spec.User != "" { // unset: the controller allocates one
 		if _, _, err := ValidateUser(spec.User, opts); err != nil {

@@ -48,7 +48,7 @@ func (c *container) report(volumes map[string]*volume) *docker.Container {
 	out := &docker.Container{
 		ID: c.id, Name: c.spec.Name, Image: c.spec.Image, Labels: copyLabels(c.spec.Labels),
 		State: c.state, Running: c.running(), ExitCode: c.exitCode, StartedAt: c.startedAt,
-		IPs: map[string]string{}, User: c.spec.User,
+		IPs: map[string]string{}, User: c.spec.User, Runtime: c.spec.Runtime,
 	}
 	if c.running() {
 		out.Pid = c.pid
@@ -120,6 +120,9 @@ func (e *Engine) RunContainer(_ context.Context, spec docker.ContainerSpec) (*do
 			}
 		}
 		return existing.report(e.volumes), nil
+	}
+	if rt := spec.Runtime; rt != "" && rt != "runc" && !e.runtimes[rt] {
+		return nil, fmt.Errorf("create container %s: unknown runtime specified %s", spec.Name, rt)
 	}
 	c, err := e.create(spec)
 	if err != nil {

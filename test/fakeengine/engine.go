@@ -56,6 +56,7 @@ type Engine struct {
 	subs       map[*subscriber]struct{}
 	history    []docker.Event // the last maxHistory events, oldest first
 	exec       ExecFunc
+	runtimes   map[string]bool // besides runc
 }
 
 var _ docker.Engine = (*Engine)(nil)
@@ -70,6 +71,7 @@ func New(images ...string) *Engine {
 		networks:   map[string]*network{},
 		pools:      DefaultAddressPools,
 		subs:       map[*subscriber]struct{}{},
+		runtimes:   map[string]bool{},
 	}
 	for _, ref := range images {
 		e.images[ref] = true

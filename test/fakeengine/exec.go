@@ -241,3 +241,23 @@ func (e *Engine) OwnExec(string) bool { return true }
 
 // ForgetExec has nothing to forget.
 func (e *Engine) ForgetExec(string) {}
+
+// Runtime knows runc, and the runtimes AddRuntime added.
+func (e *Engine) Runtime(_ context.Context, name string) (docker.Runtime, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.check(OpRuntime); err != nil {
+		return docker.Runtime{}, err
+	}
+	if name == "runc" || e.runtimes[name] {
+		return docker.Runtime{Name: name, Path: name}, nil
+	}
+	return docker.Runtime{}, fmt.Errorf("the engine has no runtime %q: %w", name, docker.ErrNotFound)
+}
+
+// AddRuntime registers a runtime, as daemon.json and SIGHUP would.
+func (e *Engine) AddRuntime(name string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.runtimes[name] = true
+}

@@ -36,6 +36,7 @@ const (
 	OpStopContainer    Op = "StopContainer"
 	OpStartContainer   Op = "StartContainer"
 	OpRunningExecs     Op = "RunningExecs"
+	OpRuntime          Op = "Runtime"
 )
 
 // Fault makes calls of Op fail with Err, as the engine would: Err is one

@@ -1,0 +1,76 @@
+package docker
+
+import (
+	"context"
+	"path"
+	"strings"
+	"time"
+)
+
+// Runtime is an OCI runtime the engine has, as its daemon.json declares it.
+type Runtime struct {
+	Name string
+	// Path is the runtime's binary (a runc-compatible runtime), or empty.
+	Path string
+	// Args are the arguments the engine gives it (runtimeArgs).
+	Args []string
+	// Type is a containerd shim's name (runtimeType), or empty.
+	Type string
+}
+
+// UserSpaceKernel is true for gVisor (runsc): the container's processes
+// run on a kernel in user space, not as processes of the host.
+func (r Runtime) UserSpaceKernel() bool {
+	return strings.Contains(path.Base(r.Path), "runsc") || strings.Contains(r.Type, "runsc")
+}
+
+// runtimesTTL is how long the engine's list of runtimes is kept; a name
+// not on the kept list is looked up again once it is runtimesRecheck old,
+// so that a runtime registered with SIGHUP is seen soon.
+const (
+	runtimesTTL     = time.Minute
+	runtimesRecheck = time.Second
+)
+
+// Runtimes lists the OCI runtimes the engine has, by name.
+func (c *Client) Runtimes(ctx context.Context) (map[string]Runtime, error) {
+	return c.runtimes(ctx, "")
+}
+
+// runtimes returns the kept list when it is fresh and names want (any name
+// when want is empty), and asks the engine otherwise.
+func (c *Client) runtimes(ctx context.Context, want string) (map[string]Runtime, error) {
+	c.rtMu.Lock()
+	defer c.rtMu.Unlock()
+	age := time.Since(c.rtTime)
+	if c.rt != nil && age < runtimesTTL {
+		if _, ok := c.rt[want]; ok || want == "" || age < runtimesRecheck {
+			return c.rt, nil
+		}
+	}
+	c.count("info")
+	info, err := c.api.Info(ctx)
+	if err != nil {
+		return nil, wrap(err, "engine info")
+	}
+	out := make(map[string]Runtime, len(info.Runtimes))
+	for name, r := range info.Runtimes {
+		out[name] = Runtime{Name: name, Path: r.Path, Args: r.Args, Type: r.Type}
+	}
+	c.rt, c.rtTime = out, time.Now()
+	return out, nil
+}
+
+// Runtime returns the engine's runtime of that name; ErrNotFound when the
+// engine has none.
+func (c *Client) Runtime(ctx context.Context, name string) (Runtime, error) {
+	all, err := c.runtimes(ctx, name)
+	if err != nil {
+		return Runtime{}, err
+	}
+	r, ok := all[name]
+	if !ok {
+		return Runtime{}, errNotFoundf("the engine has no runtime %q", name)
+	}
+	return r, nil
+}

@@ -1,0 +1,143 @@
+package sandboxspec
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/docker"
+)
+
+func TestParseRuntimes(t *testing.T) {
+	tests := map[string]struct {
+		list, def string
+		want      []string
+		wantDef   string
+		wantErr   string
+	}{
+		"defaults":             {want: []string{"runc"}, wantDef: "runc"},
+		"both":                 {list: "runc,runsc", want: []string{"runc", "runsc"}, wantDef: "runc"},
+		"runsc the default":    {list: "runsc, runc", def: "runsc", want: []string{"runsc", "runc"}, wantDef: "runsc"},
+		"repeated":             {list: "runc,runc,", want: []string{"runc"}, wantDef: "runc"},
+		"runsc only":           {list: "runsc", def: "runsc", want: []string{"runsc"}, wantDef: "runsc"},
+		"default not listed":   {list: "runsc", wantErr: "not on --runtimes"},
+		"other default":        {list: "runc", def: "kata", wantErr: "not on --runtimes"},
+		"not a name":           {list: "runc,Run SC", wantErr: "not a runtime name"},
+		"a path is not a name": {list: "/usr/bin/runsc", wantErr: "not a runtime name"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, def, err := ParseRuntimes(tc.list, tc.def)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one with %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || !slices.Equal(got, tc.want) || def != tc.wantDef {
+				t.Fatalf("got %v %q %v, want %v %q", got, def, err, tc.want, tc.wantDef)
+			}
+		})
+	}
+}
+
+func TestValidateRuntime(t *testing.T) {
+	both := Options{Runtimes: []string{"runc", "runsc"}, DefaultRuntime: "runc"}
+	gvisorOnly := Options{Runtimes: []string{"runsc"}, DefaultRuntime: "runsc"}
+	tests := map[string]struct {
+		runtime    string
+		opts       Options
+		wantReason string
+		wantOf     string
+	}{
+		"unset: the default":             {opts: both, wantOf: "runc"},
+		"unset, no flags: runc":          {wantOf: "runc"},
+		"runsc allowed":                  {runtime: "runsc", opts: both, wantOf: "runsc"},
+		"runsc without --runtimes":       {runtime: "runsc", wantReason: afev1.RuntimeNotAllowedReason, wantOf: "runsc"},
+		"runc when only runsc is":        {runtime: "runc", opts: gvisorOnly, wantReason: afev1.RuntimeNotAllowedReason, wantOf: "runc"},
+		"unset when only runsc is":       {opts: gvisorOnly, wantOf: "runsc"},
+		"a name the CRD would refuse":    {runtime: "../runsc", opts: both, wantReason: afev1.InvalidSpecReason, wantOf: "../runsc"},
+		"upper case the CRD would fail":  {runtime: "RUNSC", opts: both, wantReason: afev1.InvalidSpecReason, wantOf: "RUNSC"},
+		"another engine's runtime named": {runtime: "kata", opts: both, wantReason: afev1.RuntimeNotAllowedReason, wantOf: "kata"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			spec := validSpec()
+			spec.Runtime = tc.runtime
+			if of := RuntimeOf(&spec, tc.opts); of != tc.wantOf {
+				t.Fatalf("RuntimeOf = %q, want %q", of, tc.wantOf)
+			}
+			err := Validate(&spec, tc.opts)
+			ie, _ := AsInvalid(err)
+			switch {
+			case tc.wantReason == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.wantReason != "" && (ie == nil || ie.Reason != tc.wantReason):
+				t.Fatalf("error %v, want reason %s", err, tc.wantReason)
+			}
+		})
+	}
+}
+
+func TestRuntimeAllowed(t *testing.T) {
+	opts := Options{Runtimes: []string{"runsc"}, DefaultRuntime: "runsc"}
+	for rt, want := range map[string]bool{"runsc": true, "runc": false, "": false} {
+		if got := RuntimeAllowed(rt, opts); got != want {
+			t.Errorf("RuntimeAllowed(%q) = %v, want %v", rt, got, want)
+		}
+	}
+	if !RuntimeAllowed("", Options{}) {
+		t.Error("a container of the engine's default is allowed by the default --runtimes")
+	}
+}
+
+// Under a user-space kernel the declared process limit is kept inside it
+// (RLIMIT_NPROC), and the host's pids limit only bounds the kernel's cost;
+// under runc the spec is the host's limit, as before.
+func TestContainerUnderAUserSpaceKernel(t *testing.T) {
+	sbx := testSandbox()
+	sbx.Spec.Resources.Pids = 64
+	id := IdentityOf(sbx, "default")
+	runc := Container(sbx, id, Resolved{Workspace: "v", Runtime: docker.Runtime{Name: "runc", Path: "runc"}})
+	if runc.Runtime != "runc" || runc.PidsLimit != 64 || hasUlimit(runc, "nproc") {
+		t.Fatalf("runc: runtime %q, pids %d, ulimits %v", runc.Runtime, runc.PidsLimit, runc.Ulimits)
+	}
+	gvisor := Container(sbx, id, Resolved{Workspace: "v", Runtime: docker.Runtime{Name: "gvisor", Path: "/usr/bin/runsc"}})
+	if gvisor.Runtime != "gvisor" {
+		t.Fatalf("runtime %q", gvisor.Runtime)
+	}
+	if want := int64(64*hostTasksPerProcess + hostTasksBase); gvisor.PidsLimit != want {
+		t.Fatalf("host pids limit %d, want %d", gvisor.PidsLimit, want)
+	}
+	i := slices.IndexFunc(gvisor.Ulimits, func(u docker.Ulimit) bool { return u.Name == "nproc" })
+	if i < 0 || gvisor.Ulimits[i].Soft != 64 || gvisor.Ulimits[i].Hard != 64 {
+		t.Fatalf("ulimits %v: want nproc 64:64", gvisor.Ulimits)
+	}
+	if gvisor.Labels[afev1.LabelSpecHash] == runc.Labels[afev1.LabelSpecHash] {
+		t.Fatal("the runtime is not in the spec hash")
+	}
+}
+
+func TestUserSpaceKernel(t *testing.T) {
+	for _, tc := range []struct {
+		rt   docker.Runtime
+		want bool
+	}{
+		{docker.Runtime{Name: "runc", Path: "runc"}, false},
+		{docker.Runtime{Name: "runsc", Path: "/usr/bin/runsc"}, true},
+		{docker.Runtime{Name: "gvisor", Path: "/opt/gvisor/runsc"}, true},
+		{docker.Runtime{Name: "gvisor-shim", Type: "io.containerd.runsc.v1"}, true},
+		{docker.Runtime{Name: "kata", Type: "io.containerd.kata.v2"}, false},
+		{docker.Runtime{Name: "crun", Path: "/usr/bin/crun"}, false},
+		{docker.Runtime{Name: "runsc-lookalike", Path: "/usr/local/bin/runc"}, false},
+	} {
+		if got := tc.rt.UserSpaceKernel(); got != tc.want {
+			t.Errorf("%+v: UserSpaceKernel = %v, want %v", tc.rt, got, tc.want)
+		}
+	}
+}
+
+func hasUlimit(c docker.ContainerSpec, name string) bool {
+	return slices.ContainsFunc(c.Ulimits, func(u docker.Ulimit) bool { return u.Name == name })
+}
