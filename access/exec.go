@@ -18,6 +18,7 @@ import (
 	"k8s.io/streaming/pkg/httpstream/spdy"
 
 	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/runexec"
 	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/internal/telemetry"
 )
@@ -110,8 +111,12 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, req *request)
 		case <-ctx.Done():
 		}
 	}()
+	cmd := o.command
+	if t.userSpaceKernel && t.sbx.Spec.Resources.CPUSeconds > 0 {
+		cmd = runexec.RearmCPULimit(cmd)
+	}
 	spec := docker.StreamSpec{
-		Cmd:        o.command,
+		Cmd:        cmd,
 		User:       t.user,
 		WorkingDir: sandboxspec.WorkspacePath,
 		TTY:        o.tty,

@@ -38,6 +38,7 @@ type Engine interface {
 	InspectContainer(ctx context.Context, name string) (*docker.Container, error)
 	ExecStream(ctx context.Context, containerID string, spec docker.StreamSpec) (int, error)
 	OpenFilesHelper(ctx context.Context, spec docker.FilesHelperSpec) (*docker.FilesHelper, error)
+	Runtime(ctx context.Context, name string) (docker.Runtime, error)
 }
 
 // Options configure the access API.

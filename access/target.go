@@ -29,6 +29,9 @@ type target struct {
 	uid, gid int
 	// mounts are the container's, as the engine reports them.
 	mounts []docker.MountPoint
+	// userSpaceKernel is true when the container runs under gVisor, as
+	// the engine reports its runtime.
+	userSpaceKernel bool
 }
 
 // statusError is an error with the HTTP status and reason it is answered
@@ -141,5 +144,13 @@ func containerFor(ctx context.Context, engine Engine, sbx *afev1.Sandbox, instan
 	if !ct.Running {
 		return nil, conflict("the container of sandbox %s is not running: wait until it is Ready", sbx.Name)
 	}
-	return &target{sbx: sbx, containerID: ct.ID, user: fmt.Sprintf("%d:%d", uid, gid), uid: uid, gid: gid, mounts: ct.Mounts}, nil
+	t := &target{sbx: sbx, containerID: ct.ID, user: fmt.Sprintf("%d:%d", uid, gid), uid: uid, gid: gid, mounts: ct.Mounts}
+	if ct.Runtime != "" {
+		rt, err := engine.Runtime(ctx, ct.Runtime)
+		if err != nil {
+			return nil, fmt.Errorf("the runtime of sandbox %s: %w", sbx.Name, err)
+		}
+		t.userSpaceKernel = rt.UserSpaceKernel()
+	}
+	return t, nil
 }

@@ -56,6 +56,7 @@ exit 1`
 // or executed is reported on stderr after ExecFailedPrefix, exit code 127,
 // as the engine would have refused it.
 const StepScript = `g="$1"; shift
+` + rearmCPULimit + `
 case "$1" in
 */*) [ -f "$1" ] && [ -x "$1" ] ;;
 *) found=""; rest="$PATH:"
@@ -88,6 +89,21 @@ while [ "$n" -lt 100 ]; do
   n=$((n + 1))
 done
 exit "$rc"`
+
+// rearmCPULimit sets the soft CPU-time limit (RLIMIT_CPU,
+// resources.cpuSeconds) to the value it has. Under the host's kernel that
+// changes nothing; gVisor (Debian's runsc, 20221219) enforces the limit only
+// from a setrlimit on, not the limit a process starts with, so without it a
+// command under runsc would run past its CPU seconds. Its children inherit
+// the limit and are held to it.
+const rearmCPULimit = `ulimit -S -t "$(ulimit -S -t)" 2>/dev/null`
+
+// RearmCPULimit wraps an exec's command so that the sandbox's CPU-time
+// limit holds for it under gVisor too (see rearmCPULimit): a shell sets it,
+// then becomes the command.
+func RearmCPULimit(command []string) []string {
+	return append([]string{"/bin/sh", "-c", rearmCPULimit + `; exec "$@"`, "afe-exec"}, command...)
+}
 
 // ExecFailedPrefix starts StepScript's message for a program it cannot
 // execute.
