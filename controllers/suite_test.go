@@ -50,6 +50,10 @@ const testDeniedGID = 4711
 
 var testAllowedIDs = sandboxspec.IDRanges{{Min: 1, Max: 60000}, sandboxspec.DefaultSandboxIDs}
 
+// missingRuntime is on the suite manager's --runtimes and on no engine:
+// its sandboxes are RuntimeUnavailable.
+const missingRuntime = "afe-test-missing"
+
 // testEngine is the suite's client of the engine.
 var testEngine *docker.Client
 
@@ -163,7 +167,7 @@ var _ = BeforeSuite(func() {
 		AllowedGIDs:    testAllowedIDs,
 		EnvPassthrough: map[string]*string{testPassthrough: ptr.To(testPassthroughValue), "AFE_TEST_UNSET": nil},
 		Telemetry:      testTelemetry,
-		Runtimes:       dockertest.Runtimes(),
+		Runtimes:       append(dockertest.Runtimes(), missingRuntime),
 	})).To(Succeed())
 	go func() {
 		defer GinkgoRecover()

@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"fmt"
 	"path"
 	"strings"
 	"time"
@@ -70,7 +71,7 @@ func (c *Client) Runtime(ctx context.Context, name string) (Runtime, error) {
 	}
 	r, ok := all[name]
 	if !ok {
-		return Runtime{}, errNotFoundf("the engine has no runtime %q", name)
+		return Runtime{}, fmt.Errorf("the engine has no runtime %q: %w", name, ErrNotFound)
 	}
 	return r, nil
 }

@@ -24,6 +24,7 @@ var terminalReasons = map[string]bool{
 	afev1.SecretNotFoundReason:         true,
 	afev1.SecretNotAllowedReason:       true,
 	afev1.UserNotAllowedReason:         true,
+	afev1.RuntimeNotAllowedReason:      true,
 	afev1.WorkspaceOutsideRootReason:   true,
 	afev1.NameConflictReason:           true,
 	afev1.SnapshotNotFoundReason:       true,
@@ -41,6 +42,7 @@ var waitingReasons = map[string]bool{
 	afev1.EngineUnavailableReason:    true,
 	afev1.EgressNetworkMissingReason: true,
 	afev1.ProxyNotAnsweringReason:    true,
+	afev1.RuntimeUnavailableReason:   true,
 }
 
 // SummarizeSandbox sets the Ready condition and the phase from the other
