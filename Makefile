@@ -148,6 +148,10 @@ build: ## Build the manager binary.
 LOCAL_WORKSPACES ?= $(LOCALBIN)/local/workspaces
 LOCALCP_ARGS = --manifests config/rbac/access_roles.yaml --workspace-root $(LOCAL_WORKSPACES)
 
+# make run lets sandboxes name runsc when the engine has it (make runsc);
+# RUN_ARGS="--default-runtime=runsc" puts every sandbox that names none on it.
+RUN_RUNTIMES ?= $(shell docker info --format '{{range $$k, $$v := .Runtimes}}{{$$k}} {{end}}' 2>/dev/null | grep -qw runsc && echo --runtimes=runc,runsc)
+
 .PHONY: run
 run: manifests generate build kubectl-afe envtest images ## Run the controller; without KUBECONFIG on a local control plane kept under bin/local (NODES=3: a manager per node).
 ifeq ($(KUBECONFIG),)
@@ -157,7 +161,7 @@ ifeq ($(filter-out 0,$(NODES)),)
 	@# API server: an ExternalName Service to localhost at a free port.
 	exec $(LOCALBIN)/localcp --assets $(ENVTEST_DIR) --dir $(LOCALBIN)/local --crds config/crd/bases $(LOCALCP_ARGS) -- $(LOCALBIN)/manager \
 		--workspace-root=$(LOCAL_WORKSPACES) --access-bind-address=127.0.0.1:0 --access-register --access-external-name=localhost --access-service=afe-local/access \
-		--run-log-dir=$(LOCALBIN)/local/run-logs --telemetry-db $(LOCALBIN)/local/telemetry.db $(RUN_ARGS)
+		--run-log-dir=$(LOCALBIN)/local/run-logs --telemetry-db $(LOCALBIN)/local/telemetry.db $(RUN_RUNTIMES) $(RUN_ARGS)
 else
 	@# localcp runs the manager once per node, appending --per-node
 	@# --instance=node-i, with {node} replaced by the node's name and an
@@ -168,7 +172,7 @@ else
 	@# not served in per-node mode (docs/per-node.md).
 	exec $(LOCALBIN)/localcp --assets $(ENVTEST_DIR) --dir $(LOCALBIN)/local --crds config/crd/bases $(LOCALCP_ARGS) --nodes $(NODES) -- $(LOCALBIN)/manager \
 		--workspace-root=$(LOCAL_WORKSPACES) --metrics-bind-address=0 --health-probe-bind-address=0 '{node-1}--metrics-bind-address=:8080' '{node-1}--health-probe-bind-address=:8081' \
-		--run-log-dir=$(LOCALBIN)/local/run-logs-{node} --telemetry-db $(LOCALBIN)/local/telemetry-{node}.db $(RUN_ARGS)
+		--run-log-dir=$(LOCALBIN)/local/run-logs-{node} --telemetry-db $(LOCALBIN)/local/telemetry-{node}.db $(RUN_RUNTIMES) $(RUN_ARGS)
 endif
 else
 	exec $(LOCALBIN)/manager $(RUN_ARGS)
