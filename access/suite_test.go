@@ -30,6 +30,7 @@ import (
 	"afe.dev/sandbox/access"
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/controllers"
+	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/localcp"
 	"afe.dev/sandbox/internal/runlog"
 	"afe.dev/sandbox/internal/telemetry"
@@ -55,7 +56,24 @@ var (
 	nsA, nsB   string
 	// spoolDir is the access API's SpoolDir.
 	spoolDir string
+	// testEngine is the suite's client of the engine.
+	testEngine *docker.Client
 )
+
+// forEachRuntime declares the specs of body once for each runtime of
+// dockertest.Runtimes (AFE_TEST_RUNTIMES), in a container named after it
+// and labelled with it: exec, shell, cp and telemetry hold under every
+// runtime the suite is asked for. body gets the runtime's name, for
+// spec.runtime; decorators (Ordered) go on each container.
+func forEachRuntime(body func(runtime string), decorators ...interface{}) {
+	for _, rt := range dockertest.Runtimes() {
+		args := append([]interface{}{Label("runtime-" + rt)}, decorators...)
+		Context("under "+rt, append(args, func() { body(rt) })...)
+	}
+}
+
+// userSpaceKernel tells whether the runtime is a user-space kernel (gVisor).
+func userSpaceKernel(runtime string) bool { return dockertest.UserSpaceKernel(testEngine, runtime) }
 
 // maxFileBytes is the suite's --access-max-file-bytes: a 50 MiB file fits.
 const maxFileBytes = 64 << 20
@@ -82,6 +100,10 @@ var _ = BeforeSuite(func() {
 	if skip != "" {
 		Skip(skip)
 	}
+	// A runtime the suite is asked to run under and the engine lacks is a
+	// failure, never a skip.
+	Expect(dockertest.RequireRuntimes(engine)).To(Succeed())
+	testEngine = engine
 	Expect(afev1.AddToScheme(scheme.Scheme)).To(Succeed())
 	testEnv = &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
@@ -113,6 +135,7 @@ var _ = BeforeSuite(func() {
 		ResyncPeriod:            30 * time.Second,
 		MaxConcurrentReconciles: 2,
 		ProxyImage:              "afe/egress-proxy:dev",
+		Runtimes:                dockertest.Runtimes(),
 	})).To(Succeed())
 	spoolDir = GinkgoT().TempDir()
 	accessServer, err = access.New(mgr, engine, access.Options{
@@ -195,11 +218,24 @@ func addUserWithRole(name, ns, role string) *rest.Config {
 	return u.Config()
 }
 
-// readySandbox creates a Sandbox in ns and waits until it is Ready.
+// readySandbox creates a Sandbox in ns (under the engine's default runtime)
+// and waits until it is Ready.
 func readySandbox(ctx context.Context, ns, name string) *afev1.Sandbox {
+	return readySandboxUnder(ctx, ns, name, "", nil)
+}
+
+// readySandboxUnder creates a Sandbox in ns with spec.runtime (empty: the
+// manager's default), changed by edit if not nil, and waits until it is
+// Ready.
+func readySandboxUnder(ctx context.Context, ns, name, runtime string, edit func(*afev1.Sandbox)) *afev1.Sandbox {
 	sbx := &afev1.Sandbox{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       afev1.SandboxSpec{SandboxTemplateSpec: afev1.SandboxTemplateSpec{Image: dockertest.TestImage, User: "1000:1000"}},
+		Spec: afev1.SandboxSpec{SandboxTemplateSpec: afev1.SandboxTemplateSpec{
+			Image: dockertest.TestImage, User: "1000:1000", Runtime: runtime,
+		}},
+	}
+	if edit != nil {
+		edit(sbx)
 	}
 	Expect(adminClient.Create(ctx, sbx)).To(Succeed())
 	Eventually(func(g Gomega) {
