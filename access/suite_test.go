@@ -30,7 +30,6 @@ import (
 	"afe.dev/sandbox/access"
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/controllers"
-	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/localcp"
 	"afe.dev/sandbox/internal/runlog"
 	"afe.dev/sandbox/internal/telemetry"
@@ -56,8 +55,6 @@ var (
 	nsA, nsB   string
 	// spoolDir is the access API's SpoolDir.
 	spoolDir string
-	// testEngine is the suite's client of the engine.
-	testEngine *docker.Client
 )
 
 // forEachRuntime declares the specs of body once for each runtime of
@@ -71,9 +68,6 @@ func forEachRuntime(body func(runtime string), decorators ...interface{}) {
 		Context("under "+rt, append(args, func() { body(rt) })...)
 	}
 }
-
-// userSpaceKernel tells whether the runtime is a user-space kernel (gVisor).
-func userSpaceKernel(runtime string) bool { return dockertest.UserSpaceKernel(testEngine, runtime) }
 
 // maxFileBytes is the suite's --access-max-file-bytes: a 50 MiB file fits.
 const maxFileBytes = 64 << 20
@@ -103,7 +97,6 @@ var _ = BeforeSuite(func() {
 	// A runtime the suite is asked to run under and the engine lacks is a
 	// failure, never a skip.
 	Expect(dockertest.RequireRuntimes(engine)).To(Succeed())
-	testEngine = engine
 	Expect(afev1.AddToScheme(scheme.Scheme)).To(Succeed())
 	testEnv = &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
@@ -220,8 +213,8 @@ func addUserWithRole(name, ns, role string) *rest.Config {
 
 // readySandbox creates a Sandbox in ns (under the engine's default runtime)
 // and waits until it is Ready.
-func readySandbox(ctx context.Context, ns, name string) *afev1.Sandbox {
-	return readySandboxUnder(ctx, ns, name, "", nil)
+func readySandbox(ctx context.Context, ns, name string) {
+	readySandboxUnder(ctx, ns, name, "", nil)
 }
 
 // readySandboxUnder creates a Sandbox in ns with spec.runtime (empty: the
