@@ -96,8 +96,6 @@ func startManager() {
 		"--metrics-bind-address", metricsAddr,
 		"--health-probe-bind-address", probeAddr,
 		"--resync-period", "30s",
-		// runsc is allowed: a spec runs a sandbox under gVisor.
-		"--runtimes", e2eRuntimes,
 		// The access API, as make run serves it (its Service is not
 		// config/default's, which a spec dry-runs here).
 		"--access-bind-address", "127.0.0.1:0",
