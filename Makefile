@@ -119,7 +119,7 @@ test-chaos: envtest images build ## A longer crash-convergence churn (CHURN_SEED
 
 BENCH_ARGS ?=
 .PHONY: bench
-bench: manifests envtest images build kubectl-afe ## The benchmark table: the controller against the docker CLI (BENCH_ARGS, e.g. "-idle 200 -profile").
+bench: manifests envtest images runsc build kubectl-afe ## The benchmark table: the controller against the docker CLI, and runsc against runc (BENCH_ARGS, e.g. "-idle 200 -profile").
 	go run ./hack/bench -assets $(ENVTEST_DIR) -manager $(LOCALBIN)/manager -plugin $(LOCALBIN)/kubectl-afe -out $(LOCALBIN)/bench $(BENCH_ARGS)
 
 # The fast tier: what needs neither Docker nor images, in well under 90 s.

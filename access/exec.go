@@ -31,6 +31,9 @@ const (
 	idleTimeout = 4 * time.Hour
 	// firstSizeWait is how long a terminal's command waits for its size.
 	firstSizeWait = time.Second
+	// statusLinger is how long an exec's connection stays open after its
+	// exit status was sent, for a client behind on the output to read it.
+	statusLinger = time.Minute
 )
 
 // execOptions are the query of an exec request, as client-go's
@@ -174,6 +177,20 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, req *request)
 	}
 	_ = streams[corev1.StreamTypeError].Close()
 	s.auditExec(ctx, req, t, o, code, err)
+	awaitClientClose(conn)
+}
+
+// awaitClientClose waits, at most statusLinger, for the client to close the
+// connection, which it does once it has read the exit status. Closing it
+// first loses the status when it is still on its way behind output the
+// client has not read (the API server's proxy tears down both sides when one
+// closes), and client-go takes a missing status for success: a command
+// that exited 3 would look like it succeeded.
+func awaitClientClose(conn httpstream.Connection) {
+	select {
+	case <-conn.CloseChan():
+	case <-time.After(statusLinger):
+	}
 }
 
 // awaitStreams collects the streams the options call for, by their

@@ -57,6 +57,18 @@ var (
 	spoolDir string
 )
 
+// forEachRuntime declares the specs of body once for each runtime of
+// dockertest.Runtimes (AFE_TEST_RUNTIMES), in a container named after it
+// and labelled with it: exec, shell, cp and telemetry hold under every
+// runtime the suite is asked for. body gets the runtime's name, for
+// spec.runtime; decorators (Ordered) go on each container.
+func forEachRuntime(body func(runtime string), decorators ...interface{}) {
+	for _, rt := range dockertest.Runtimes() {
+		args := append([]interface{}{Label("runtime-" + rt)}, decorators...)
+		Context("under "+rt, append(args, func() { body(rt) })...)
+	}
+}
+
 // maxFileBytes is the suite's --access-max-file-bytes: a 50 MiB file fits.
 const maxFileBytes = 64 << 20
 
@@ -82,6 +94,9 @@ var _ = BeforeSuite(func() {
 	if skip != "" {
 		Skip(skip)
 	}
+	// A runtime the suite is asked to run under and the engine lacks is a
+	// failure, never a skip.
+	Expect(dockertest.RequireRuntimes(engine)).To(Succeed())
 	Expect(afev1.AddToScheme(scheme.Scheme)).To(Succeed())
 	testEnv = &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
@@ -113,6 +128,7 @@ var _ = BeforeSuite(func() {
 		ResyncPeriod:            30 * time.Second,
 		MaxConcurrentReconciles: 2,
 		ProxyImage:              "afe/egress-proxy:dev",
+		Runtimes:                dockertest.Runtimes(),
 	})).To(Succeed())
 	spoolDir = GinkgoT().TempDir()
 	accessServer, err = access.New(mgr, engine, access.Options{
@@ -195,11 +211,24 @@ func addUserWithRole(name, ns, role string) *rest.Config {
 	return u.Config()
 }
 
-// readySandbox creates a Sandbox in ns and waits until it is Ready.
-func readySandbox(ctx context.Context, ns, name string) *afev1.Sandbox {
+// readySandbox creates a Sandbox in ns (under the engine's default runtime)
+// and waits until it is Ready.
+func readySandbox(ctx context.Context, ns, name string) {
+	readySandboxUnder(ctx, ns, name, "", nil)
+}
+
+// readySandboxUnder creates a Sandbox in ns with spec.runtime (empty: the
+// manager's default), changed by edit if not nil, and waits until it is
+// Ready.
+func readySandboxUnder(ctx context.Context, ns, name, runtime string, edit func(*afev1.Sandbox)) *afev1.Sandbox {
 	sbx := &afev1.Sandbox{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       afev1.SandboxSpec{SandboxTemplateSpec: afev1.SandboxTemplateSpec{Image: dockertest.TestImage, User: "1000:1000"}},
+		Spec: afev1.SandboxSpec{SandboxTemplateSpec: afev1.SandboxTemplateSpec{
+			Image: dockertest.TestImage, User: "1000:1000", Runtime: runtime,
+		}},
+	}
+	if edit != nil {
+		edit(sbx)
 	}
 	Expect(adminClient.Create(ctx, sbx)).To(Succeed())
 	Eventually(func(g Gomega) {

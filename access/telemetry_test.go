@@ -22,10 +22,9 @@ import (
 	"afe.dev/sandbox/internal/telemetry"
 )
 
-// telemetryRequest reads the records of the sandbox "tele" (or the ticket
-// of that name) through the API server as the config's user.
-func telemetryRequest(ctx context.Context, cfg *rest.Config, ns, resource string) (*telemetry.RecordList, int) {
-	const name = "tele"
+// telemetryRequest reads the records of the sandbox (or the ticket) of
+// that name through the API server as the config's user.
+func telemetryRequest(ctx context.Context, cfg *rest.Config, ns, resource, name string) (*telemetry.RecordList, int) {
 	base, _, err := rest.DefaultServerUrlFor(cfg)
 	Expect(err).NotTo(HaveOccurred())
 	u := *base
@@ -45,121 +44,124 @@ func telemetryRequest(ctx context.Context, cfg *rest.Config, ns, resource string
 	return list, resp.StatusCode
 }
 
-var _ = Describe("Command telemetry through the access API", Ordered, func() {
-	var ctx context.Context
-	var cancel context.CancelFunc
-	BeforeAll(func() {
-		ctx, cancel = context.WithTimeout(context.Background(), 5*time.Minute)
-		DeferCleanup(func() { cancel() })
-		readySandbox(ctx, nsA, "tele")
-		readySandbox(ctx, nsB, "tele")
-	})
+var _ = Describe("Command telemetry through the access API", func() {
+	forEachRuntime(func(runtime string) {
+		box := "tele-" + runtime
+		var ctx context.Context
+		var cancel context.CancelFunc
+		BeforeAll(func() {
+			ctx, cancel = context.WithTimeout(context.Background(), 5*time.Minute)
+			DeferCleanup(func() { cancel() })
+			readySandboxUnder(ctx, nsA, box, runtime, nil)
+			readySandboxUnder(ctx, nsB, box, runtime, nil)
+		})
 
-	It("records an exec through the API with the caller's name, and serves a sandbox's records to its own namespace only", func() {
-		res := execIn(ctx, alice, nsA, "tele", []string{"sh", "-c", "echo hello; exit 3"}, remotecommand.StreamOptions{})
-		Expect(res.err).NotTo(HaveOccurred())
-		Expect(res.code).To(Equal(3))
-		var recs []telemetry.Record
-		Eventually(func() []telemetry.Record {
-			list, code := telemetryRequest(ctx, alice, nsA, "sandboxes")
-			Expect(code).To(Equal(http.StatusOK))
-			recs = list.Items
-			return recs
-		}).Should(HaveLen(1))
-		// Once: the engine's exec events of the API's own exec are not
-		// recorded again as an engine exec.
-		Consistently(func() int {
-			list, _ := telemetryRequest(ctx, alice, nsA, "sandboxes")
-			return len(list.Items)
-		}, "3s", "500ms").Should(Equal(1))
-		r := recs[0]
-		Expect(r.Source).To(Equal(telemetry.SourceAPI))
-		Expect(r.StartedBy).To(Equal("user alice"))
-		Expect(r.Command).To(Equal([]string{"sh", "-c", "echo hello; exit 3"}))
-		Expect(r.ExitCode).To(Equal(3))
-		Expect(r.User).To(Equal("1000:1000"))
-		Expect(r.Seq).To(BeEquivalentTo(1))
-		Expect(r.OutputBytes).To(BeEquivalentTo(len("hello\n")))
-		Expect(r.Namespace).To(Equal(nsA))
-
-		By("the ticket's records: a sandbox without ticket is its own")
-		list, code := telemetryRequest(ctx, alice, nsA, "tickets")
-		Expect(code).To(Equal(http.StatusOK))
-		Expect(list.Items).To(HaveLen(1))
-
-		By("refusing the other namespace and anonymous callers")
-		_, code = telemetryRequest(ctx, bob, nsA, "sandboxes")
-		Expect(code).To(Equal(http.StatusForbidden))
-		_, code = telemetryRequest(ctx, alice, nsB, "tickets")
-		Expect(code).To(Equal(http.StatusForbidden))
-		_, code = telemetryRequest(ctx, anonymous(), nsA, "sandboxes")
-		Expect(code).To(BeElementOf(http.StatusForbidden, http.StatusUnauthorized))
-	})
-
-	It("records 200 commands of 4 sandboxes at once, Runs, API execs and raw engine execs, each sequence without gaps", func() {
-		const sandboxes, runs, apiExecs, engineExecs = 4, 15, 15, 20 // 50 per sandbox
-		var sbxs []*afev1.Sandbox
-		for i := 0; i < sandboxes; i++ {
-			sbxs = append(sbxs, readySandbox(ctx, nsA, fmt.Sprintf("many-%d", i)))
-		}
-		var wg sync.WaitGroup
-		for i, sbx := range sbxs {
-			wg.Add(3)
-			go func() {
-				defer GinkgoRecover()
-				defer wg.Done()
-				var created []*afev1.Run
-				for j := 0; j < runs; j++ {
-					run := &afev1.Run{ObjectMeta: metav1.ObjectMeta{Namespace: nsA, Name: fmt.Sprintf("many-%d-%d", i, j)},
-						Spec: afev1.RunSpec{SandboxRef: afev1.SandboxReference{Name: sbx.Name}, Command: []string{"true"}}}
-					Expect(adminClient.Create(ctx, run)).To(Succeed())
-					created = append(created, run)
-				}
-				for _, run := range created {
-					Eventually(func(g Gomega) {
-						g.Expect(adminClient.Get(ctx, client.ObjectKeyFromObject(run), run)).To(Succeed())
-						g.Expect(run.Status.Phase).To(Equal(afev1.RunCompleted))
-					}, "2m").Should(Succeed())
-				}
-			}()
-			go func() {
-				defer GinkgoRecover()
-				defer wg.Done()
-				for j := 0; j < apiExecs; j++ {
-					res := execIn(ctx, alice, nsA, sbx.Name, []string{"sh", "-c", fmt.Sprintf("exit %d", j%3)}, remotecommand.StreamOptions{})
-					Expect(res.err).NotTo(HaveOccurred())
-					Expect(res.code).To(Equal(j % 3))
-				}
-			}()
-			go func() {
-				defer GinkgoRecover()
-				defer wg.Done()
-				for j := 0; j < engineExecs; j++ {
-					out, err := exec.Command("docker", "exec", sbx.Status.ContainerName, "true").CombinedOutput()
-					Expect(err).NotTo(HaveOccurred(), string(out))
-				}
-			}()
-		}
-		wg.Wait()
-		total := 0
-		for _, sbx := range sbxs {
+		It("records an exec through the API with the caller's name, and serves a sandbox's records to its own namespace only", func() {
+			res := execIn(ctx, alice, nsA, box, []string{"sh", "-c", "echo hello; exit 3"}, remotecommand.StreamOptions{})
+			Expect(res.err).NotTo(HaveOccurred())
+			Expect(res.code).To(Equal(3))
 			var recs []telemetry.Record
-			Eventually(func(g Gomega) []telemetry.Record {
-				var err error
-				recs, err = store.List(ctx, telemetry.Filter{Namespace: nsA, Sandbox: sbx.Name})
-				g.Expect(err).NotTo(HaveOccurred())
+			Eventually(func() []telemetry.Record {
+				list, code := telemetryRequest(ctx, alice, nsA, "sandboxes", box)
+				Expect(code).To(Equal(http.StatusOK))
+				recs = list.Items
 				return recs
-			}, "30s").Should(HaveLen(runs + apiExecs + engineExecs))
-			sources := map[string]int{}
-			for k, r := range recs {
-				Expect(r.Seq).To(BeEquivalentTo(k+1), "the sequence of %s has no gap", sbx.Name)
-				Expect(r.SandboxUID).To(Equal(string(sbx.UID)))
-				sources[r.Source]++
+			}).Should(HaveLen(1))
+			// Once: the engine's exec events of the API's own exec are not
+			// recorded again as an engine exec.
+			Consistently(func() int {
+				list, _ := telemetryRequest(ctx, alice, nsA, "sandboxes", box)
+				return len(list.Items)
+			}, "3s", "500ms").Should(Equal(1))
+			r := recs[0]
+			Expect(r.Source).To(Equal(telemetry.SourceAPI))
+			Expect(r.StartedBy).To(Equal("user alice"))
+			Expect(r.Command).To(Equal([]string{"sh", "-c", "echo hello; exit 3"}))
+			Expect(r.ExitCode).To(Equal(3))
+			Expect(r.User).To(Equal("1000:1000"))
+			Expect(r.Seq).To(BeEquivalentTo(1))
+			Expect(r.OutputBytes).To(BeEquivalentTo(len("hello\n")))
+			Expect(r.Namespace).To(Equal(nsA))
+
+			By("the ticket's records: a sandbox without ticket is its own")
+			list, code := telemetryRequest(ctx, alice, nsA, "tickets", box)
+			Expect(code).To(Equal(http.StatusOK))
+			Expect(list.Items).To(HaveLen(1))
+
+			By("refusing the other namespace and anonymous callers")
+			_, code = telemetryRequest(ctx, bob, nsA, "sandboxes", box)
+			Expect(code).To(Equal(http.StatusForbidden))
+			_, code = telemetryRequest(ctx, alice, nsB, "tickets", box)
+			Expect(code).To(Equal(http.StatusForbidden))
+			_, code = telemetryRequest(ctx, anonymous(), nsA, "sandboxes", box)
+			Expect(code).To(BeElementOf(http.StatusForbidden, http.StatusUnauthorized))
+		})
+
+		It("records 200 commands of 4 sandboxes at once, Runs, API execs and raw engine execs, each sequence without gaps", func() {
+			const sandboxes, runs, apiExecs, engineExecs = 4, 15, 15, 20 // 50 per sandbox
+			var sbxs []*afev1.Sandbox
+			for i := 0; i < sandboxes; i++ {
+				sbxs = append(sbxs, readySandboxUnder(ctx, nsA, fmt.Sprintf("many-%s-%d", runtime, i), runtime, nil))
 			}
-			Expect(sources).To(Equal(map[string]int{telemetry.SourceRun: runs, telemetry.SourceAPI: apiExecs, telemetry.SourceEngine: engineExecs}))
-			total += len(recs)
-		}
-		Expect(total).To(Equal(200))
-		Expect(store.Dropped()).To(BeZero())
-	})
+			var wg sync.WaitGroup
+			for _, sbx := range sbxs {
+				wg.Add(3)
+				go func() {
+					defer GinkgoRecover()
+					defer wg.Done()
+					var created []*afev1.Run
+					for j := 0; j < runs; j++ {
+						run := &afev1.Run{ObjectMeta: metav1.ObjectMeta{Namespace: nsA, Name: fmt.Sprintf("%s-%d", sbx.Name, j)},
+							Spec: afev1.RunSpec{SandboxRef: afev1.SandboxReference{Name: sbx.Name}, Command: []string{"true"}}}
+						Expect(adminClient.Create(ctx, run)).To(Succeed())
+						created = append(created, run)
+					}
+					for _, run := range created {
+						Eventually(func(g Gomega) {
+							g.Expect(adminClient.Get(ctx, client.ObjectKeyFromObject(run), run)).To(Succeed())
+							g.Expect(run.Status.Phase).To(Equal(afev1.RunCompleted))
+						}, "2m").Should(Succeed())
+					}
+				}()
+				go func() {
+					defer GinkgoRecover()
+					defer wg.Done()
+					for j := 0; j < apiExecs; j++ {
+						res := execIn(ctx, alice, nsA, sbx.Name, []string{"sh", "-c", fmt.Sprintf("exit %d", j%3)}, remotecommand.StreamOptions{})
+						Expect(res.err).NotTo(HaveOccurred())
+						Expect(res.code).To(Equal(j % 3))
+					}
+				}()
+				go func() {
+					defer GinkgoRecover()
+					defer wg.Done()
+					for j := 0; j < engineExecs; j++ {
+						out, err := exec.Command("docker", "exec", sbx.Status.ContainerName, "true").CombinedOutput()
+						Expect(err).NotTo(HaveOccurred(), string(out))
+					}
+				}()
+			}
+			wg.Wait()
+			total := 0
+			for _, sbx := range sbxs {
+				var recs []telemetry.Record
+				Eventually(func(g Gomega) []telemetry.Record {
+					var err error
+					recs, err = store.List(ctx, telemetry.Filter{Namespace: nsA, Sandbox: sbx.Name})
+					g.Expect(err).NotTo(HaveOccurred())
+					return recs
+				}, "30s").Should(HaveLen(runs + apiExecs + engineExecs))
+				sources := map[string]int{}
+				for k, r := range recs {
+					Expect(r.Seq).To(BeEquivalentTo(k+1), "the sequence of %s has no gap", sbx.Name)
+					Expect(r.SandboxUID).To(Equal(string(sbx.UID)))
+					sources[r.Source]++
+				}
+				Expect(sources).To(Equal(map[string]int{telemetry.SourceRun: runs, telemetry.SourceAPI: apiExecs, telemetry.SourceEngine: engineExecs}))
+				total += len(recs)
+			}
+			Expect(total).To(Equal(200))
+			Expect(store.Dropped()).To(BeZero())
+		})
+	}, Ordered)
 })

@@ -320,6 +320,7 @@ func TestBenchSmoke(t *testing.T) {
 		Image: dockertest.TestImage, ProxyImage: "afe/egress-proxy:dev", Out: t.TempDir(),
 		Reps: 2, EgressReps: 1, Tickets: 3, LossReps: 2, RunReps: 2, ResumeReps: 1, Idle: 3, IdleFor: 3 * time.Second,
 		EgressScale: 3, UserTickets: []int{2}, Kubectl: true, PlacementTickets: 3,
+		RuntimeReps: 1, RuntimeFiles: 100, RuntimeIdle: 1,
 		// A resync of 1s would show in the idle seconds if a Ready sandbox
 		// were looked at on its own (the sweep runs every 10 s at most).
 		Resync:   time.Second,
@@ -337,8 +338,16 @@ func TestBenchSmoke(t *testing.T) {
 	t.Logf("\n%s", table.String())
 	// Every scenario has its rows; each timing row its figures.
 	var idle *row
-	var egressScale, memory, requests, placement []row
+	var egressScale, memory, requests, placement, runtimes []row
 	for i, r := range rows {
+		if strings.HasPrefix(r.Scenario, "runsc against runc: ") {
+			runtimes = append(runtimes, r)
+			if !strings.HasPrefix(r.Controller, "runsc ") && !regexp.MustCompile(`^\d`).MatchString(r.Controller) ||
+				!strings.HasPrefix(r.Baseline, "runc ") || !strings.HasSuffix(r.Ratio, "x") {
+				t.Errorf("runtime row without figures: %+v", r)
+			}
+			continue
+		}
 		switch {
 		case strings.Contains(r.Scenario, "Ready sandboxes idle for"):
 			idle = &rows[i]
@@ -360,9 +369,9 @@ func TestBenchSmoke(t *testing.T) {
 			}
 		}
 	}
-	if len(rows) != 21 || idle == nil || len(egressScale) != 3 || len(memory) != 2 || len(requests) != 1 || len(placement) != 2 {
-		t.Fatalf("want 21 rows (the exec row, an idle row, 3 of egress at scale, 2 of memory a suspension frees, "+
-			"4 of the user's tickets, 2 of placement), got %d:\n%+v", len(rows), rows)
+	if len(rows) != 29 || idle == nil || len(egressScale) != 3 || len(memory) != 2 || len(requests) != 1 || len(placement) != 2 || len(runtimes) != 8 {
+		t.Fatalf("want 29 rows (the exec row, an idle row, 3 of egress at scale, 2 of memory a suspension frees, "+
+			"4 of the user's tickets, 2 of placement, 8 of runsc against runc), got %d:\n%+v", len(rows), rows)
 	}
 	if r := requests[0]; !strings.Contains(r.Controller, "container_create") || !strings.Contains(r.Controller, "sandboxes/status") {
 		t.Errorf("the requests per ticket name neither the container's creation nor the sandbox's status: %+v", r)

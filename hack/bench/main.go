@@ -50,6 +50,11 @@ type config struct {
 	// Kubectl times them with kubectl apply and kubectl wait.
 	UserTickets []int
 	Kubectl     bool
+	// RuntimeReps is how many times each timing of runsc against runc is
+	// taken under each runtime; RuntimeFiles the size of the syscall-heavy
+	// tree; RuntimeIdle the idle sandboxes per runtime whose memory is
+	// measured.
+	RuntimeReps, RuntimeFiles, RuntimeIdle int
 	// Scenarios are the names of the scenarios to run; empty runs all.
 	Scenarios []string
 }
@@ -78,9 +83,12 @@ func main() {
 	flag.IntVar(&cfg.Parallel, "parallel", 4, "Commands the parallel CLI baseline runs at once.")
 	flag.IntVar(&cfg.Concurrency, "max-concurrent-reconciles", 8, "The manager's --max-concurrent-reconciles (its default).")
 	flag.BoolVar(&cfg.Profile, "profile", false, "Save CPU and heap profiles of the manager in -out.")
+	flag.IntVar(&cfg.RuntimeReps, "runtime-reps", 5, "Repetitions of each timing of runsc against runc, under each runtime.")
+	flag.IntVar(&cfg.RuntimeFiles, "runtime-files", 10000, "Small files in the syscall-heavy tree (tar, git commit) of runsc against runc.")
+	flag.IntVar(&cfg.RuntimeIdle, "runtime-idle", 5, "Idle sandboxes per runtime whose host memory is measured.")
 	userTickets := flag.String("user-tickets", "20,50", "Tickets created at once in the user scenario, against the plain docker run script; a comma-separated list of sizes.")
 	flag.BoolVar(&cfg.Kubectl, "kubectl", true, "The user scenario applies its Tickets with kubectl and waits with kubectl wait, as a user does (false: the bench's client and a watch).")
-	scenarios := flag.String("scenarios", "", "Comma-separated scenarios to run (sandbox, egress, loss, run, resume, exec, tickets, user, idle, egress-scale, placement); empty runs all.")
+	scenarios := flag.String("scenarios", "", "Comma-separated scenarios to run (sandbox, egress, loss, run, resume, exec, runtimes, tickets, user, idle, egress-scale, placement); empty runs all.")
 	flag.Parse()
 	for _, f := range strings.Split(*userTickets, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -212,6 +220,7 @@ func run(ctx context.Context, cfg config, log io.Writer) (rows []row, err error)
 		{"run", b.runTrue},
 		{"resume", b.resume},
 		{"exec", b.execTrue},
+		{"runtimes", b.runtimes},
 		{"tickets", b.manyTickets},
 		{"user", b.userTickets},
 		{"idle", b.idle},
@@ -263,6 +272,8 @@ func (b *bench) startManager(kubeconfig string) error {
 		"--proxy-image", b.cfg.ProxyImage,
 		"--max-concurrent-reconciles", fmt.Sprint(b.cfg.Concurrency),
 		"--resync-period", b.cfg.Resync.String(),
+		// runsc against runc (the runtimes scenario).
+		"--runtimes", strings.Join(benchRuntimes[:], ","),
 		"--zap-time-encoding", "rfc3339nano",
 		// The access API, as make run serves it.
 		"--access-bind-address", "127.0.0.1:0",

@@ -30,12 +30,18 @@ func (b *bench) sandboxObject(name string, egress []afev1.EgressHost) *afev1.San
 // createSandbox creates a Sandbox and returns it once Ready, with the time
 // from the create call to Ready seen through a watch.
 func (b *bench) createSandbox(ctx context.Context, name string, egress []afev1.EgressHost) (*afev1.Sandbox, time.Duration, error) {
+	return b.createSandboxObject(ctx, b.sandboxObject(name, egress))
+}
+
+// createSandboxObject creates the Sandbox and returns it once Ready, with
+// the time from the create call to Ready seen through a watch.
+func (b *bench) createSandboxObject(ctx context.Context, sbx *afev1.Sandbox) (*afev1.Sandbox, time.Duration, error) {
+	name := sbx.Name
 	w, err := b.watch(ctx, &afev1.SandboxList{})
 	if err != nil {
 		return nil, 0, err
 	}
 	start := time.Now()
-	sbx := b.sandboxObject(name, egress)
 	if err := b.c.Create(ctx, sbx); err != nil {
 		w.w.Stop()
 		return nil, 0, err
@@ -247,13 +253,7 @@ func (b *bench) execTrue(ctx context.Context) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	plugin := func() error {
-		cmd := exec.CommandContext(ctx, b.cfg.Plugin, "--kubeconfig", b.kubeconfig, "-n", b.ns, "exec", sbx.Name, "--", "true")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("kubectl afe exec: %w: %s", err, strings.TrimSpace(string(out)))
-		}
-		return nil
-	}
+	plugin := func() error { return b.pluginExec(ctx, sbx.Name) }
 	// Once unmeasured: the APIService's discovery and the first TLS
 	// sessions.
 	if err := waitFor(ctx, time.Minute, plugin); err != nil {
@@ -275,6 +275,15 @@ func (b *bench) execTrue(ctx context.Context) ([]row, error) {
 		baseline = append(baseline, d)
 	}
 	return []row{timing(title, controller, baseline, "`docker exec C true`")}, nil
+}
+
+// pluginExec runs `kubectl afe exec SANDBOX -- true` as a whole process.
+func (b *bench) pluginExec(ctx context.Context, sandbox string) error {
+	cmd := exec.CommandContext(ctx, b.cfg.Plugin, "--kubeconfig", b.kubeconfig, "-n", b.ns, "exec", sandbox, "--", "true")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("kubectl afe exec: %w: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }
 
 // waitFor retries f until it succeeds or the timeout passes.

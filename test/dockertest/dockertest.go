@@ -63,6 +63,8 @@ type Inspected struct {
 		Pid int
 	}
 	HostConfig struct {
+		// Runtime is the container's OCI runtime (runc, runsc).
+		Runtime        string
 		NetworkMode    string
 		CapDrop        []string
 		CapAdd         []string
