@@ -57,9 +57,19 @@ func (c *Client) Processes(ctx context.Context, container string) ([]Process, er
 
 // kernelProcessesScript prints the Pid, State and Gid lines of every
 // process's status file, as the user-space kernel serves them, with
-// nothing but the shell's builtins.
-const kernelProcessesScript = `for f in /proc/[0-9]*/status; do ` +
-	`while IFS= read -r l; do case "$l" in Pid:*|State:*|Gid:*) echo "$l";; esac; done < "$f" 2>/dev/null; echo; done`
+// nothing but the shell's builtins. It reads /proc kernelProcessesPasses
+// times: a scan is slow under gVisor, and a process that forks and exits
+// (a fork-hopper) is often gone by the time its entry, listed when the
+// scan began, is read, while its child was not listed yet; a controller
+// that took one such miss, twice, for "no process left" ended a Run at its
+// deadline with the hopper still running (the spec "ends a fork-hopper"
+// under runsc). Each pass misses it at random, so the passes together
+// seldom do.
+const kernelProcessesScript = `for pass in ` + kernelProcessesPasses + `; do for f in /proc/[0-9]*/status; do ` +
+	`while IFS= read -r l; do case "$l" in Pid:*|State:*|Gid:*) echo "$l";; esac; done < "$f" 2>/dev/null; echo; done; done`
+
+// kernelProcessesPasses are the passes of kernelProcessesScript over /proc.
+const kernelProcessesPasses = "1 2 3"
 
 // kernelProcessesMax bounds what the list may print (a few lines a process,
 // for at most 65536 of them).
@@ -90,9 +100,13 @@ func (c *Client) kernelProcesses(ctx context.Context, id string) ([]Process, err
 
 // parseStatus reads the blocks kernelProcessesScript prints: a process's
 // Pid, State and Gid lines, then an empty line. A process that ended
-// while it was read leaves an empty or partial block, which is skipped.
+// while it was read leaves an empty or partial block, which is skipped. A
+// process read by several passes is listed once, as the last pass saw it
+// (so one that ended between passes may still be listed: a list may hold
+// a process too many, never one too few).
 func parseStatus(s string) ([]Process, error) {
 	var out []Process
+	at := map[int]int{}
 	for _, block := range strings.Split(s, "\n\n") {
 		var p Process
 		var pid, state, gid bool
@@ -129,7 +143,13 @@ func parseStatus(s string) ([]Process, error) {
 				gid = true
 			}
 		}
-		if pid && state && gid {
+		if !pid || !state || !gid {
+			continue
+		}
+		if i, seen := at[p.PID]; seen {
+			out[i] = p
+		} else {
+			at[p.PID] = len(out)
 			out = append(out, p)
 		}
 	}

@@ -37,12 +37,16 @@ func TestParseStatus(t *testing.T) {
 	out := "Pid:\t1\nState:\tS (sleeping)\nGid:\t1000\t1000\t1000\t1000\n\n" +
 		"Pid:\t7\nState:\tZ (zombie)\nGid:\t2000000123\t2000000123\t2000000123\t2000000123\n\n" +
 		"\n" + // a process that ended while it was read
-		"Pid:\t9\n\n" // and one that ended half-way
+		"Pid:\t9\n\n" + // and one that ended half-way
+		// The next pass: process 1 again, now a zombie, and a new one.
+		"Pid:\t1\nState:\tZ (zombie)\nGid:\t1000\t1000\t1000\t1000\n\n" +
+		"Pid:\t12\nState:\tR (running)\nGid:\t1000\t1000\t1000\t1000\n\n"
 	got, err := parseStatus(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Process{{PID: 1, RGID: 1000, EGID: 1000, SGID: 1000, State: "S"}, {PID: 7, RGID: 2000000123, EGID: 2000000123, SGID: 2000000123, State: "Z"}}
+	want := []Process{{PID: 1, RGID: 1000, EGID: 1000, SGID: 1000, State: "Z"}, {PID: 7, RGID: 2000000123, EGID: 2000000123, SGID: 2000000123, State: "Z"},
+		{PID: 12, RGID: 1000, EGID: 1000, SGID: 1000, State: "R"}}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Fatal(d)
 	}
