@@ -53,6 +53,12 @@ var _ = Describe("Egress at scale", func() {
 		ns = newNamespace(ctx)
 	})
 
+	// Under the default runtime only: the sandbox's side of egress is
+	// checked under every runtime in "Sandbox egress"; this one is about
+	// the engine's address pools and the controller's networks and
+	// proxies, which the runtime does not change, and a second run under
+	// runsc (passed once by hand: 40 Ready in 40 s, 64 s in all) would
+	// add a minute to the suite.
 	It("runs more sandboxes with egress than the engine's pools hold, each reaching only its own host, and removes them all", func() {
 		By("serving every sandbox's host from a web server of the test's own on the egress network")
 		label := "afe.test=egress-scale-" + ns

@@ -55,83 +55,91 @@ var _ = Describe("Builtin Snapshot", func() {
 		ns = newNamespace(ctx)
 	})
 
-	It("copies the workspace into a new volume a new sandbox can start from", func() {
-		src := newSandbox(ns, "src")
-		Expect(k8sClient.Create(ctx, src)).To(Succeed())
-		src = waitReady(ctx, src)
-		defer deleteAndWaitGone(ctx, src)
-		c := src.Status.ContainerName
-		inContainer(c, `mkdir -p /workspace/d && echo old > /workspace/d/f && head -c 52428800 /dev/urandom > /workspace/big && chmod 640 /workspace/d/f`)
-		// The copy helpers are created and never started: nothing of the
-		// workload's image runs beside its two volumes.
-		helpers, err := dockertest.RecordEvents(afev1.LabelRole + "=" + afev1.RoleSnapshotCopy)
-		Expect(err).NotTo(HaveOccurred())
-		defer func() {
-			var actions []string
-			for _, e := range helpers.Stop() {
-				if e.Labels[afev1.LabelNamespace] == ns {
-					actions = append(actions, e.Action)
+	// The copy reads the volumes on the engine's side, with helpers under
+	// the engine's default runtime that are never started: the sandboxes'
+	// runtime must not matter, a runsc sandbox's workspace (written through
+	// gVisor's file proxy) included.
+	forEachRuntime(func(runtime string) {
+		It("copies the workspace into a new volume a new sandbox can start from", func() {
+			src := newSandbox(ns, "src")
+			src.Spec.Runtime = runtime
+			Expect(k8sClient.Create(ctx, src)).To(Succeed())
+			src = waitReady(ctx, src)
+			defer deleteAndWaitGone(ctx, src)
+			c := src.Status.ContainerName
+			inContainer(c, `mkdir -p /workspace/d && echo old > /workspace/d/f && head -c 52428800 /dev/urandom > /workspace/big && chmod 640 /workspace/d/f`)
+			// The copy helpers are created and never started: nothing of the
+			// workload's image runs beside its two volumes.
+			helpers, err := dockertest.RecordEvents(afev1.LabelRole + "=" + afev1.RoleSnapshotCopy)
+			Expect(err).NotTo(HaveOccurred())
+			defer func() {
+				var actions []string
+				for _, e := range helpers.Stop() {
+					if e.Labels[afev1.LabelNamespace] == ns {
+						actions = append(actions, e.Action)
+					}
 				}
-			}
-			Expect(actions).To(ContainElement("create"), "the recorder saw the copy helpers")
-			Expect(actions).NotTo(ContainElement("start"), "a copy helper was started")
-		}()
+				Expect(actions).To(ContainElement("create"), "the recorder saw the copy helpers")
+				Expect(actions).NotTo(ContainElement("start"), "a copy helper was started")
+			}()
 
-		name, run := takeSnapshot(ctx, ns, "snap", src.Name)
-		key := naming.Key(ns, src.Name)
-		Expect(name).To(Equal(naming.Snapshot(key, 1)))
-		GinkgoWriter.Printf("Snapshot of a 50 MiB workspace: %dms\n", run.Status.DurationMilliseconds)
-		Eventually(func(g Gomega) []afev1.SandboxSnapshot {
-			return getSandbox(ctx, src)(g).Status.Snapshots
-		}).Should(ConsistOf(HaveField("Name", name)))
-		Expect(getSandbox(ctx, src)(Default).Status.Snapshots[0].Run).To(Equal("snap"))
-		labels := volumeLabels(name)
-		Expect(labels).To(HaveKeyWithValue(afev1.LabelRole, afev1.RoleSnapshot))
-		Expect(labels).To(HaveKeyWithValue(afev1.LabelSandboxUID, string(src.UID)))
-		Expect(labels).To(HaveKeyWithValue(afev1.LabelRun, "snap"))
-		Expect(dockertest.Objects(afev1.LabelRole+"="+afev1.RoleSnapshotCopy+","+afev1.LabelNamespace+"="+ns)).To(BeEmpty(), "no copy helper is left")
+			name, run := takeSnapshot(ctx, ns, "snap", src.Name)
+			key := naming.Key(ns, src.Name)
+			Expect(name).To(Equal(naming.Snapshot(key, 1)))
+			GinkgoWriter.Printf("Snapshot of a 50 MiB workspace: %dms\n", run.Status.DurationMilliseconds)
+			Eventually(func(g Gomega) []afev1.SandboxSnapshot {
+				return getSandbox(ctx, src)(g).Status.Snapshots
+			}).Should(ConsistOf(HaveField("Name", name)))
+			Expect(getSandbox(ctx, src)(Default).Status.Snapshots[0].Run).To(Equal("snap"))
+			labels := volumeLabels(name)
+			Expect(labels).To(HaveKeyWithValue(afev1.LabelRole, afev1.RoleSnapshot))
+			Expect(labels).To(HaveKeyWithValue(afev1.LabelSandboxUID, string(src.UID)))
+			Expect(labels).To(HaveKeyWithValue(afev1.LabelRun, "snap"))
+			Expect(dockertest.Objects(afev1.LabelRole+"="+afev1.RoleSnapshotCopy+","+afev1.LabelNamespace+"="+ns)).To(BeEmpty(), "no copy helper is left")
 
-		By("executing it again after a crash: the same snapshot, made again")
-		reexecute(ctx, run, src)
-		again := waitRunPhase(ctx, run, afev1.RunCompleted)
-		Expect(result(again)).To(HaveKeyWithValue("snapshot", name))
+			By("executing it again after a crash: the same snapshot, made again")
+			reexecute(ctx, run, src)
+			again := waitRunPhase(ctx, run, afev1.RunCompleted)
+			Expect(result(again)).To(HaveKeyWithValue("snapshot", name))
 
-		By("changing the workspace, and taking a second snapshot")
-		inContainer(c, `echo new > /workspace/d/f && rm /workspace/big`)
-		second, _ := takeSnapshot(ctx, ns, "snap2", src.Name)
-		Expect(second).To(Equal(naming.Snapshot(key, 2)))
+			By("changing the workspace, and taking a second snapshot")
+			inContainer(c, `echo new > /workspace/d/f && rm /workspace/big`)
+			second, _ := takeSnapshot(ctx, ns, "snap2", src.Name)
+			Expect(second).To(Equal(naming.Snapshot(key, 2)))
 
-		By("starting a new sandbox from the first snapshot")
-		dst := newSandbox(ns, "dst")
-		dst.Spec.Workspace.FromSnapshot = name
-		t0 := time.Now()
-		Expect(k8sClient.Create(ctx, dst)).To(Succeed())
-		dst = waitReady(ctx, dst)
-		GinkgoWriter.Printf("Sandbox from a 50 MiB snapshot, creation to Ready: %s\n", time.Since(t0))
-		defer deleteAndWaitGone(ctx, dst)
-		// Each has an id of its own: the source's files are the new one's.
-		srcUser, _ := containerUser(src.Status.ContainerName)
-		dstUser, _ := containerUser(dst.Status.ContainerName)
-		Expect(dstUser).NotTo(Equal(srcUser))
-		uid, _, _ := strings.Cut(dstUser, ":")
-		Expect(inContainer(dst.Status.ContainerName, `cat /workspace/d/f; stat -c '%u %a' /workspace/d/f /workspace; wc -c < /workspace/big; touch /workspace/writable`)).
-			To(Equal("old\n" + uid + " 640\n" + uid + " 755\n52428800"))
-		Expect(findCondition(dst.Status.Conditions, afev1.WorkspaceReadyCondition).Message).To(ContainSubstring("made from snapshot " + name))
+			By("starting a new sandbox from the first snapshot")
+			dst := newSandbox(ns, "dst")
+			dst.Spec.Runtime = runtime
+			dst.Spec.Workspace.FromSnapshot = name
+			t0 := time.Now()
+			Expect(k8sClient.Create(ctx, dst)).To(Succeed())
+			dst = waitReady(ctx, dst)
+			GinkgoWriter.Printf("Sandbox from a 50 MiB snapshot, creation to Ready: %s\n", time.Since(t0))
+			defer deleteAndWaitGone(ctx, dst)
+			// Each has an id of its own: the source's files are the new one's.
+			srcUser, _ := containerUser(src.Status.ContainerName)
+			dstUser, _ := containerUser(dst.Status.ContainerName)
+			Expect(dstUser).NotTo(Equal(srcUser))
+			uid, _, _ := strings.Cut(dstUser, ":")
+			Expect(inContainer(dst.Status.ContainerName, `cat /workspace/d/f; stat -c '%u %a' /workspace/d/f /workspace; wc -c < /workspace/big; touch /workspace/writable`)).
+				To(Equal("old\n" + uid + " 640\n" + uid + " 755\n52428800"))
+			Expect(findCondition(dst.Status.Conditions, afev1.WorkspaceReadyCondition).Message).To(ContainSubstring("made from snapshot " + name))
 
-		By("recreating it from the snapshot when its container is lost")
-		inContainer(dst.Status.ContainerName, `echo lost-soon > /workspace/d/f`)
-		Expect(dockertest.RemoveContainer(dst.Status.ContainerName)).To(Succeed())
-		Eventually(func(g Gomega) {
-			cur := getSandbox(ctx, dst)(g)
-			g.Expect(cur.Status.Recreations).To(Equal(int32(1)))
-			g.Expect(cur.Status.Phase).To(Equal(afev1.SandboxReady))
-		}).Should(Succeed())
-		Expect(inContainer(dst.Status.ContainerName, `cat /workspace/d/f`)).To(Equal("old"))
+			By("recreating it from the snapshot when its container is lost")
+			inContainer(dst.Status.ContainerName, `echo lost-soon > /workspace/d/f`)
+			Expect(dockertest.RemoveContainer(dst.Status.ContainerName)).To(Succeed())
+			Eventually(func(g Gomega) {
+				cur := getSandbox(ctx, dst)(g)
+				g.Expect(cur.Status.Recreations).To(Equal(int32(1)))
+				g.Expect(cur.Status.Phase).To(Equal(afev1.SandboxReady))
+			}).Should(Succeed())
+			Expect(inContainer(dst.Status.ContainerName, `cat /workspace/d/f`)).To(Equal("old"))
 
-		By("removing the snapshots of a sandbox without ticket once it is deleted")
-		deleteAndWaitGone(ctx, src)
-		Expect(volumeExists(name) || volumeExists(second)).To(BeFalse(), "removed with the Sandbox, not later by the sweep")
-		Expect(getSandbox(ctx, dst)(Default).Status.Phase).To(Equal(afev1.SandboxReady), "a sandbox made from it keeps its copy")
+			By("removing the snapshots of a sandbox without ticket once it is deleted")
+			deleteAndWaitGone(ctx, src)
+			Expect(volumeExists(name) || volumeExists(second)).To(BeFalse(), "removed with the Sandbox, not later by the sweep")
+			Expect(getSandbox(ctx, dst)(Default).Status.Phase).To(Equal(afev1.SandboxReady), "a sandbox made from it keeps its copy")
+		})
 	})
 
 	It("leaves no partial snapshot volume when the copy times out, and replaces the helpers a crash left", func() {

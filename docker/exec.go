@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
@@ -57,18 +58,14 @@ func (c *Client) Exec(ctx context.Context, containerName string, spec ExecSpec) 
 		_, err := stdcopy.StdCopy(stdout, stderr, attach.Reader)
 		copied <- err
 	}()
+	watch, unwatch := context.WithCancel(ctx)
+	defer unwatch()
+	stopped := c.watchStop(watch, containerName)
 	select {
 	case <-ctx.Done():
-		// Abandoned (a process may hold the stream open for ever): the
-		// stream is closed, and nothing is written to Stdout or Stderr
-		// once Exec has returned.
-		_ = attach.CloseWrite()
-		attach.Close()
-		if err := <-copied; err != nil && !errors.Is(err, io.EOF) {
-			// A read cut short by the close: expected here.
-			return -1, errors.Join(ctx.Err(), err)
-		}
-		return -1, ctx.Err()
+		return -1, abandon(&attach, copied, ctx.Err())
+	case err := <-stopped:
+		return -1, abandon(&attach, copied, err)
 	case err := <-copied:
 		if err != nil && !errors.Is(err, io.EOF) {
 			return -1, fmt.Errorf("read exec output: %w", err)
@@ -76,6 +73,72 @@ func (c *Client) Exec(ctx context.Context, containerName string, spec ExecSpec) 
 	}
 	// The stream ends a little before the engine records the exit code.
 	return c.execExitCode(ctx, created.ID, containerName)
+}
+
+// abandon closes the stream of an exec no longer waited for (a process may
+// hold it open for ever), and nothing is written to Stdout or Stderr once
+// Exec has returned; it returns why.
+func abandon(attach interface {
+	CloseWrite() error
+	Close()
+}, copied <-chan error, why error) error {
+	_ = attach.CloseWrite()
+	attach.Close()
+	if err := <-copied; err != nil && !errors.Is(err, io.EOF) {
+		// A read cut short by the close: expected here.
+		return errors.Join(why, err)
+	}
+	return why
+}
+
+// Under gVisor (runsc 20221219) the engine may never end the output of an
+// exec whose container stopped under it (its shell had a child: seen with
+// `sh -c 'sleep 120'`, not with `sleep 120`): an exec still streaming after
+// execStopGrace is watched, every execStopPoll, when its container runs
+// under a user-space kernel, and abandoned once the container no longer
+// runs. Under runc the stream ends with the container: one inspect for an
+// exec that lasts, none for the others.
+const (
+	execStopGrace = 2 * time.Second
+	execStopPoll  = 2 * time.Second
+)
+
+// watchStop reports, once, that the container of a lasting exec under a
+// user-space kernel stopped or went away; it stops watching with ctx (Exec
+// ends it as it returns), or at once for any other runtime.
+func (c *Client) watchStop(ctx context.Context, container string) <-chan error {
+	stopped := make(chan error, 1)
+	go func() {
+		wait := time.NewTimer(execStopGrace)
+		defer wait.Stop()
+		userSpace := false
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-wait.C:
+			}
+			have, err := c.InspectContainer(ctx, container)
+			if ctx.Err() != nil {
+				return
+			}
+			if !userSpace {
+				if err != nil || have.Runtime == "" {
+					return
+				}
+				if rt, err := c.Runtime(ctx, have.Runtime); err != nil || !rt.UserSpaceKernel() {
+					return
+				}
+				userSpace = true
+			}
+			if errors.Is(err, ErrNotFound) || (err == nil && !have.Running) {
+				stopped <- fmt.Errorf("exec in %s: the container stopped under it, and its user-space kernel left the output open", container)
+				return
+			}
+			wait.Reset(execStopPoll)
+		}
+	}()
+	return stopped
 }
 
 func errNotFoundf(format string, args ...any) error {
