@@ -110,9 +110,10 @@ var _ = Describe("Hostile workloads", Serial, func() {
 		// 137 and the controller recreates it (a loss), where runc's kill ends
 		// one process. The Run, cut short by the loss, is not executed again
 		// (maxAttempts 1: its next attempt would be the same hog). The exec
-		// of a gVisor sandbox that died may hang instead of ending; the step
-		// watches its container and ends with it, so the Run ends at once,
-		// its attempts exhausted, long before its deadline.
+		// of a gVisor sandbox that died may hang instead of ending; the
+		// engine client watches the container of a lasting exec under
+		// gVisor and ends with it, so the Run ends at once, its attempts
+		// exhausted, long before its deadline.
 		sandboxOOMKilled := func(hog *afev1.Run, before *afev1.Sandbox) {
 			var got *afev1.Run
 			Eventually(func(g Gomega) {

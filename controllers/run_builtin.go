@@ -110,8 +110,6 @@ func (r *RunReconciler) checkMerge(ctx context.Context, run *afev1.Run, a *attem
 		sandbox:     a.sandbox,
 		container:   a.container,
 		containerID: a.containerID,
-
-		userSpaceKernel: a.userSpaceKernel,
 	}
 	chk := builtin.NewCheck(merge.Lanes)
 	code, ok := r.step(ctx, ca, uid, timedOut, o, docker.ExecSpec{

@@ -232,13 +232,7 @@ func (r *RunReconciler) start(ctx context.Context, before, run *afev1.Run, sbx *
 		cpuSeconds:  sbx.Spec.Resources.CPUSeconds,
 		ticket:      sandboxspec.IdentityOf(sbx, r.Options.Instance).Ticket,
 	}
-	if ct.Runtime != "" {
-		rt, err := r.Engine.Runtime(ctx, ct.Runtime)
-		if err != nil {
-			return err
-		}
-		a.userSpaceKernel = rt.UserSpaceKernel()
-	}
+
 	a.gid = runexec.GID(string(run.UID), a.number)
 
 	now := metav1.Now()

@@ -54,9 +54,6 @@ type attempt struct {
 	cpuSeconds int64
 	// ticket is the sandbox's ticket, for the telemetry.
 	ticket string
-	// userSpaceKernel is true when the container runs under gVisor, whose
-	// execs may never end once the sandbox died: the step watches it.
-	userSpaceKernel bool
 }
 
 // outcome is how an attempt ended.
@@ -208,20 +205,9 @@ func (r *RunReconciler) step(ctx context.Context, a *attempt, uid int, timedOut 
 	// command started outlives it (processes that left the output stream
 	// included), and the exec's end is the step's.
 	spec.Cmd = runexec.StepCommand(a.gid, spec.Cmd)
-	execCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var died atomic.Bool
-	if a.userSpaceKernel {
-		go r.watchContainer(execCtx, a, &died, cancel)
-	}
-	code, err := r.Engine.Exec(execCtx, a.containerID, spec)
+	code, err := r.Engine.Exec(ctx, a.containerID, spec)
 	if err != nil || code >= 128 {
 		o.unclean = true
-	}
-	if died.Load() && ctx.Err() == nil {
-		logf.FromContext(ctx).Info("Run attempt interrupted: its sandbox container ended under it", "container", a.container)
-		o.lost = true
-		return code, false
 	}
 	switch {
 	case ctx.Err() != nil && timedOut.Load():
@@ -264,32 +250,6 @@ func execFailure(code int, output string) string {
 		return strings.TrimSpace(output)
 	}
 	return ""
-}
-
-// deathCheckPeriod is how often a step under a user-space kernel looks at
-// its container.
-const deathCheckPeriod = time.Second
-
-// watchContainer ends a step (cancel) whose container no longer runs, and
-// says so in died. Under gVisor an exec in a sandbox that died (its kernel
-// killed at the memory limit) may never end, where runc's ends with the
-// container; without it the Run would wait out its deadline.
-func (r *RunReconciler) watchContainer(ctx context.Context, a *attempt, died *atomic.Bool, cancel context.CancelFunc) {
-	t := time.NewTicker(deathCheckPeriod)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		c, err := r.Engine.InspectContainer(ctx, a.containerID)
-		if errors.Is(err, docker.ErrNotFound) || (err == nil && !c.Running) {
-			died.Store(true)
-			cancel()
-			return
-		}
-	}
 }
 
 // containerGone tells whether the attempt's container died under it. A

@@ -79,6 +79,7 @@ func (r *SandboxReconciler) reconcileEgress(ctx context.Context, s *sandboxScope
 		EgressNetwork: egressNet.Name,
 		AllowPrivate:  r.Options.EgressAllowPrivate,
 		DenyIPs:       deny,
+		Runtime:       s.resolved.Runtime,
 	})
 	if res, err := r.ensureProxy(ctx, s, want); err != nil || !res.IsZero() {
 		return res, err

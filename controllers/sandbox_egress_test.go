@@ -150,11 +150,9 @@ var _ = Describe("Sandbox egress", func() {
 			Expect(p.NetworkSettings.Networks).To(HaveKey(got.Status.NetworkName))
 			Expect(p.NetworkSettings.Networks).To(HaveKey(egressNetwork))
 			Expect(p.Config.Labels).To(HaveKeyWithValue(afev1.LabelRole, afev1.RoleProxy))
-			By("running the sandbox under its runtime, the proxy under the engine's default whatever the sandbox's")
+			By("running the sandbox and its proxy under the sandbox's runtime")
 			Expect(engineRuntime(name)).To(Equal(runtime))
-			def, err := exec.Command("docker", "info", "-f", "{{.DefaultRuntime}}").Output()
-			Expect(err).NotTo(HaveOccurred())
-			Expect(engineRuntime(got.Status.ProxyName)).To(Equal(strings.TrimSpace(string(def))))
+			Expect(engineRuntime(got.Status.ProxyName)).To(Equal(runtime))
 
 			By("fetching an allowed host through the proxy")
 			Expect(fetch(name, "http://allowed.test/", true)).To(Equal("hello-from-test-web"))

@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"os/exec"
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -74,7 +73,7 @@ var _ = Describe("Sandbox runtime", func() {
 		Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
 		got := waitReady(ctx, sbx)
 		Expect(got.Status.Runtime).To(Equal("runc"), "the suite's --default-runtime")
-		Expect(runtimeOf(got.Status.ContainerName)).To(Equal("runc"))
+		Expect(engineRuntime(got.Status.ContainerName)).To(Equal("runc"))
 		_, err := inSandbox(got.Status.ContainerName, "echo kept > /workspace/mark")
 		Expect(err).NotTo(HaveOccurred())
 		for _, rt := range append(runtimes[1:], runtimes[0]) {
@@ -91,7 +90,7 @@ var _ = Describe("Sandbox runtime", func() {
 				g.Expect(got.Status.Runtime).To(Equal(rt))
 				g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, afev1.SandboxReadyCondition)).To(BeTrue())
 			}).Should(Succeed())
-			Expect(runtimeOf(got.Status.ContainerName)).To(Equal(rt))
+			Expect(engineRuntime(got.Status.ContainerName)).To(Equal(rt))
 			out, err := inSandbox(got.Status.ContainerName, "cat /workspace/mark")
 			Expect(err).NotTo(HaveOccurred())
 			Expect(out).To(Equal("kept"))
@@ -99,10 +98,3 @@ var _ = Describe("Sandbox runtime", func() {
 		deleteAndWaitGone(ctx, sbx)
 	})
 })
-
-// runtimeOf is the runtime the engine runs the container under.
-func runtimeOf(container string) string {
-	out, err := exec.Command("docker", "inspect", "-f", "{{.HostConfig.Runtime}}", container).Output()
-	Expect(err).NotTo(HaveOccurred())
-	return strings.TrimSpace(string(out))
-}

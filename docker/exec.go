@@ -94,18 +94,19 @@ func abandon(attach interface {
 // Under gVisor (runsc 20221219) the engine may never end the output of an
 // exec whose container stopped under it (its shell had a child: seen with
 // `sh -c 'sleep 120'`, not with `sleep 120`): an exec still streaming after
-// execStopGrace is watched, every execStopPoll, when its container runs
-// under a user-space kernel, and abandoned once the container no longer
-// runs. Under runc the stream ends with the container: one inspect for an
-// exec that lasts, none for the others.
+// execStopGrace is abandoned once its container no longer runs, looked at
+// every execStopPoll when it runs under a user-space kernel. Under runc the
+// stream ends with the container: one inspect for an exec that lasts, none
+// for the others.
 const (
 	execStopGrace = 2 * time.Second
 	execStopPoll  = 2 * time.Second
 )
 
-// watchStop reports, once, that the container of a lasting exec under a
-// user-space kernel stopped or went away; it stops watching with ctx (Exec
-// ends it as it returns), or at once for any other runtime.
+// watchStop reports, once, that the container of a lasting exec stopped or
+// went away: looked at once after execStopGrace whatever the runtime, then
+// every execStopPoll under a user-space kernel only. It stops watching with
+// ctx (Exec ends it as it returns).
 func (c *Client) watchStop(ctx context.Context, container string) <-chan error {
 	stopped := make(chan error, 1)
 	go func() {
@@ -122,6 +123,13 @@ func (c *Client) watchStop(ctx context.Context, container string) <-chan error {
 			if ctx.Err() != nil {
 				return
 			}
+			if errors.Is(err, ErrNotFound) || (err == nil && !have.Running) {
+				// Nothing of the exec can run any more, whatever the
+				// runtime (a gVisor sandbox that died may be gone, and
+				// made again, before the first look).
+				stopped <- fmt.Errorf("exec in %s: the container stopped under it, and the engine left the output open", container)
+				return
+			}
 			if !userSpace {
 				if err != nil || have.Runtime == "" {
 					return
@@ -130,10 +138,6 @@ func (c *Client) watchStop(ctx context.Context, container string) <-chan error {
 					return
 				}
 				userSpace = true
-			}
-			if errors.Is(err, ErrNotFound) || (err == nil && !have.Running) {
-				stopped <- fmt.Errorf("exec in %s: the container stopped under it, and its user-space kernel left the output open", container)
-				return
 			}
 			wait.Reset(execStopPoll)
 		}

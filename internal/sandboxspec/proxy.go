@@ -40,6 +40,10 @@ type ProxyOptions struct {
 	AllowPrivate  bool
 	// DenyIPs are addresses of the engine host, always refused.
 	DenyIPs []string
+	// Runtime is the sandbox's runtime: squid, which parses what the
+	// workload sends, runs under the same kernel boundary as the workload
+	// (docs/security.md). A zero one is the engine's default.
+	Runtime docker.Runtime
 }
 
 // Network is the internal network of a sandbox with egress; the host has no
@@ -63,7 +67,8 @@ func ProxyEnvFor() []string {
 
 // Proxy is the hardened egress proxy container of a sandbox: squid as the
 // image's non-root user, every capability dropped, no-new-privileges, a
-// read-only root with a small /tmp, memory and pids limits. It sits on the
+// read-only root with a small /tmp, memory and pids limits, under the
+// sandbox's runtime. It sits on the
 // sandbox's internal network (as ProxyAlias) and on the egress network.
 func Proxy(sbx *afev1.Sandbox, id Identity, opts ProxyOptions) docker.ContainerSpec {
 	hosts := make([]string, 0, len(sbx.Spec.Egress))
@@ -96,6 +101,7 @@ func Proxy(sbx *afev1.Sandbox, id Identity, opts ProxyOptions) docker.ContainerS
 		Init:            true,
 		Log:             ProxyLog(sbx.Spec.Resources),
 	}
+	applyRuntime(&c, opts.Runtime)
 	labels := id.Labels(afev1.RoleProxy)
 	// The host's addresses are not hashed: they come and go with the
 	// engine's networks, and a proxy that refuses an address no longer the

@@ -141,3 +141,24 @@ func TestUserSpaceKernel(t *testing.T) {
 func hasUlimit(c docker.ContainerSpec, name string) bool {
 	return slices.ContainsFunc(c.Ulimits, func(u docker.Ulimit) bool { return u.Name == name })
 }
+
+// The proxy, which parses what the workload sends, runs under the
+// sandbox's runtime, its process limit kept the same way.
+func TestProxyRunsUnderTheSandboxsRuntime(t *testing.T) {
+	sbx := testSandbox()
+	id := IdentityOf(sbx, "default")
+	runc := Proxy(sbx, id, ProxyOptions{Image: "p", EgressNetwork: "e", Runtime: docker.Runtime{Name: "runc", Path: "runc"}})
+	gvisor := Proxy(sbx, id, ProxyOptions{Image: "p", EgressNetwork: "e", Runtime: docker.Runtime{Name: "runsc", Path: "/usr/bin/runsc"}})
+	if runc.Runtime != "runc" || gvisor.Runtime != "runsc" {
+		t.Fatalf("runtimes %q %q", runc.Runtime, gvisor.Runtime)
+	}
+	if runc.PidsLimit != 128 || gvisor.PidsLimit != 128*hostTasksPerProcess+hostTasksBase || !hasUlimit(gvisor, "nproc") {
+		t.Fatalf("pids: runc %d, runsc %d %v", runc.PidsLimit, gvisor.PidsLimit, gvisor.Ulimits)
+	}
+	if runc.Labels[afev1.LabelSpecHash] == gvisor.Labels[afev1.LabelSpecHash] {
+		t.Fatal("the runtime is not in the proxy's hash")
+	}
+	if none := Proxy(sbx, id, ProxyOptions{Image: "p", EgressNetwork: "e"}); none.Labels[afev1.LabelSpecHash] != runc.Labels[afev1.LabelSpecHash] {
+		t.Fatal("runc named changed the hash of a proxy made before runtimes were chosen")
+	}
+}
