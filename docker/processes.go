@@ -71,9 +71,9 @@ const kernelProcessesScript = `for pass in ` + kernelProcessesPasses + `; do for
 // kernelProcessesPasses are the passes of kernelProcessesScript over /proc.
 const kernelProcessesPasses = "1 2 3"
 
-// kernelProcessesMax bounds what the list may print (a few lines a process,
-// for at most 65536 of them).
-const kernelProcessesMax = 8 << 20
+// kernelProcessesMax bounds what the list may print: three lines of at
+// most 80 bytes a process, for at most 65536 of them, in each pass.
+const kernelProcessesMax = 3 * 3 * 80 << 16
 
 // kernelProcesses lists the processes of a container under a user-space
 // kernel (gVisor). The engine's `docker top` is wrong there: it matches the
