@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Process is one process of a container, as the engine's host sees it.
@@ -71,6 +72,9 @@ const kernelProcessesScript = `for pass in ` + kernelProcessesPasses + `; do for
 // kernelProcessesPasses are the passes of kernelProcessesScript over /proc.
 const kernelProcessesPasses = "1 2 3"
 
+// kernelProcessesTimeout bounds how long the kernel's list may take.
+const kernelProcessesTimeout = 2 * time.Second
+
 // kernelProcessesMax bounds what the list may print: three lines of at
 // most 80 bytes a process, for at most 65536 of them, in each pass.
 const kernelProcessesMax = 3 * 3 * 80 << 16
@@ -85,6 +89,11 @@ const kernelProcessesMax = 3 * 3 * 80 << 16
 // is the image's root-owned shell, as the Run's kill does
 // (docs/threat-model.md). The IDs are the kernel's, not the host's.
 func (c *Client) kernelProcesses(ctx context.Context, id string) ([]Process, error) {
+	// A list slower than this (a fork-hopper filling /proc on a loaded
+	// machine) is no answer: its caller's schedule of kills, and their
+	// fallback, hold.
+	ctx, cancel := context.WithTimeout(ctx, kernelProcessesTimeout)
+	defer cancel()
 	var out, errOut bytes.Buffer
 	stdout := &limitedBuffer{buf: &out, max: kernelProcessesMax}
 	code, err := c.Exec(ctx, id, ExecSpec{Cmd: []string{"/bin/sh", "-c", kernelProcessesScript}, User: "0:0",

@@ -82,13 +82,25 @@ func validateRuntime(spec *afev1.SandboxTemplateSpec, opts Options) error {
 }
 
 // hostTasksPerProcess is how many host tasks (threads and processes) a
-// process under gVisor's ptrace platform costs at most: the kernel's
-// goroutines' threads and the process's stub. Measured on Debian's runsc
-// (0.0~20221219): about 9 a process at 40 processes, 38 with none.
+// process under gVisor's ptrace platform may cost: the stub of its address
+// space and the kernel's own threads, which multiply when the sandbox's
+// CPU is throttled. Measured on Debian's runsc (0.0~20221219): about 40
+// idle, 8 a process unthrottled, 43 a process for a fork bomb of 32 at
+// half a CPU. hostTasksMax bounds a sandbox's share of the host's process
+// IDs (32768 on many hosts) whatever its declared limit: past it gVisor's
+// kernel cannot make a thread and the sandbox ends, its own loss, never the
+// host's.
 const (
-	hostTasksPerProcess = 12
-	hostTasksBase       = 256
+	hostTasksPerProcess = 64
+	hostTasksBase       = 1024
+	hostTasksMax        = 4096
 )
+
+// hostPidsLimit is the host's pids limit of a sandbox under gVisor whose
+// declared limit is pids.
+func hostPidsLimit(pids int64) int64 {
+	return min(pids*hostTasksPerProcess+hostTasksBase, hostTasksMax)
+}
 
 // applyRuntime sets the container's runtime, and what a user-space kernel
 // needs to keep the limits the spec declares. Under gVisor the host's pids
@@ -103,6 +115,6 @@ func applyRuntime(c *docker.ContainerSpec, rt docker.Runtime) {
 		return
 	}
 	pids := c.PidsLimit
-	c.PidsLimit = pids*hostTasksPerProcess + hostTasksBase
+	c.PidsLimit = hostPidsLimit(pids)
 	c.Ulimits = append(c.Ulimits, docker.Ulimit{Name: "nproc", Soft: pids, Hard: pids})
 }

@@ -107,7 +107,7 @@ func TestContainerUnderAUserSpaceKernel(t *testing.T) {
 	if gvisor.Runtime != "gvisor" {
 		t.Fatalf("runtime %q", gvisor.Runtime)
 	}
-	if want := int64(64*hostTasksPerProcess + hostTasksBase); gvisor.PidsLimit != want {
+	if want := hostPidsLimit(64); gvisor.PidsLimit != want || want != hostTasksMax {
 		t.Fatalf("host pids limit %d, want %d", gvisor.PidsLimit, want)
 	}
 	i := slices.IndexFunc(gvisor.Ulimits, func(u docker.Ulimit) bool { return u.Name == "nproc" })
@@ -152,7 +152,7 @@ func TestProxyRunsUnderTheSandboxsRuntime(t *testing.T) {
 	if runc.Runtime != "runc" || gvisor.Runtime != "runsc" {
 		t.Fatalf("runtimes %q %q", runc.Runtime, gvisor.Runtime)
 	}
-	if runc.PidsLimit != 128 || gvisor.PidsLimit != 128*hostTasksPerProcess+hostTasksBase || !hasUlimit(gvisor, "nproc") {
+	if runc.PidsLimit != 128 || gvisor.PidsLimit != hostTasksMax || !hasUlimit(gvisor, "nproc") {
 		t.Fatalf("pids: runc %d, runsc %d %v", runc.PidsLimit, gvisor.PidsLimit, gvisor.Ulimits)
 	}
 	if runc.Labels[afev1.LabelSpecHash] == gvisor.Labels[afev1.LabelSpecHash] {
@@ -160,5 +160,13 @@ func TestProxyRunsUnderTheSandboxsRuntime(t *testing.T) {
 	}
 	if none := Proxy(sbx, id, ProxyOptions{Image: "p", EgressNetwork: "e"}); none.Labels[afev1.LabelSpecHash] != runc.Labels[afev1.LabelSpecHash] {
 		t.Fatal("runc named changed the hash of a proxy made before runtimes were chosen")
+	}
+}
+
+func TestHostPidsLimit(t *testing.T) {
+	for pids, want := range map[int64]int64{16: 2048, 32: 3072, 48: 4096, 512: hostTasksMax, 65536: hostTasksMax} {
+		if got := hostPidsLimit(pids); got != want {
+			t.Errorf("hostPidsLimit(%d) = %d, want %d", pids, got, want)
+		}
 	}
 }
