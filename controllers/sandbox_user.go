@@ -13,7 +13,8 @@ import (
 // removeRefusedContainer removes the sandbox's container when it runs as a
 // user the controller's policy refuses, as after a change of --deny-gids,
 // --allowed-uids or --allowed-gids, or under a runtime no longer on
-// --runtimes: what is refused is refused also for a container made earlier. A container of an earlier spec whose user is
+// --runtimes: what is refused is refused also for a container made
+// earlier. A container of an earlier spec whose user is
 // allowed is kept, like for any spec that cannot be honoured.
 func (r *SandboxReconciler) removeRefusedContainer(ctx context.Context, s *sandboxScope) error {
 	name := s.containerName()
