@@ -110,6 +110,9 @@ func TestContainerUnderAUserSpaceKernel(t *testing.T) {
 	if want := hostPidsLimit(64); gvisor.PidsLimit != want || want != hostTasksMax {
 		t.Fatalf("host pids limit %d, want %d", gvisor.PidsLimit, want)
 	}
+	if gvisor.MemoryBytes != runc.MemoryBytes+kernelMemoryOverhead {
+		t.Fatalf("memory %d, want runc's %d and gVisor's kernel's", gvisor.MemoryBytes, runc.MemoryBytes)
+	}
 	i := slices.IndexFunc(gvisor.Ulimits, func(u docker.Ulimit) bool { return u.Name == "nproc" })
 	if i < 0 || gvisor.Ulimits[i].Soft != 64 || gvisor.Ulimits[i].Hard != 64 {
 		t.Fatalf("ulimits %v: want nproc 64:64", gvisor.Ulimits)
