@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -27,14 +28,8 @@ func (r *SandboxReconciler) removeRefusedContainer(ctx context.Context, s *sandb
 		return err
 	}
 	if !sandboxspec.RuntimeAllowed(c.Runtime, vopts) {
-		logf.FromContext(ctx).Info("Removing a container whose runtime is refused", "container", name, "runtime", c.Runtime)
-		if err := r.Engine.RemoveContainer(ctx, c.ID); err != nil {
-			return err
-		}
-		s.sbx.Status.ContainerID = ""
-		r.Recorder.Eventf(s.sbx, nil, corev1.EventTypeWarning, afev1.RuntimeNotAllowedReason, "Remove",
-			"Removed container %s: its runtime %s is not on the controller's --runtimes; the workspace is kept", name, c.Runtime)
-		return nil
+		return r.removeRefused(ctx, s, c.ID, afev1.RuntimeNotAllowedReason,
+			fmt.Sprintf("its runtime %s is not on the controller's --runtimes", c.Runtime))
 	}
 	if _, _, err := sandboxspec.ValidateUser(c.User, vopts); err == nil {
 		return nil
@@ -43,12 +38,20 @@ func (r *SandboxReconciler) removeRefusedContainer(ctx context.Context, s *sandb
 	if _, err := sandboxspec.ValidateAllocated(c.User, vopts); err == nil && c.Labels[afev1.LabelUser] == c.User {
 		return nil
 	}
-	logf.FromContext(ctx).Info("Removing a container whose user is refused", "container", name, "user", c.User)
-	if err := r.Engine.RemoveContainer(ctx, c.ID); err != nil {
+	return r.removeRefused(ctx, s, c.ID, afev1.UserNotAllowedReason,
+		fmt.Sprintf("its user %s is refused by the controller's policy", c.User))
+}
+
+// removeRefused removes the sandbox's container, which the policy refuses
+// for the reason why says, keeping the workspace, and says so in an Event.
+func (r *SandboxReconciler) removeRefused(ctx context.Context, s *sandboxScope, id, reason, why string) error {
+	name := s.containerName()
+	logf.FromContext(ctx).Info("Removing a container the controller's policy refuses", "container", name, "reason", reason, "why", why)
+	if err := r.Engine.RemoveContainer(ctx, id); err != nil {
 		return err
 	}
 	s.sbx.Status.ContainerID = ""
-	r.Recorder.Eventf(s.sbx, nil, corev1.EventTypeWarning, afev1.UserNotAllowedReason, "Remove",
-		"Removed container %s: its user %s is refused by the controller's policy; the workspace is kept", name, c.User)
+	r.Recorder.Eventf(s.sbx, nil, corev1.EventTypeWarning, reason, "Remove",
+		"Removed container %s: %s; the workspace is kept", name, why)
 	return nil
 }
