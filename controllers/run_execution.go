@@ -279,16 +279,21 @@ func (r *RunReconciler) endAttempt(ctx context.Context, a *attempt, uid int) boo
 		kctx, cancel := context.WithTimeout(ctx, killRound)
 		r.kill(kctx, a, uid)
 		cancel()
-		left, err := r.survivors(ctx, a)
+		// A list slower than the grace left is no answer: the deadline
+		// holds, with the container's removal if it must.
+		lctx, cancel := context.WithDeadline(ctx, until.Add(killRound))
+		left, err := r.survivors(lctx, a)
 		if err == nil && left == 0 {
 			// A fork-hopper's newest process can be ahead of the engine's
 			// scan of the container's processes while its parent, behind
 			// it, has exited: a clean list counts only when a second one,
 			// a moment later, agrees.
 			time.Sleep(survivorsRecheck)
-			if left, err = r.survivors(ctx, a); err == nil && left == 0 {
-				return false
-			}
+			left, err = r.survivors(lctx, a)
+		}
+		cancel()
+		if err == nil && left == 0 {
+			return false
 		}
 		if errors.Is(err, docker.ErrNotFound) {
 			return false // the container, and everything in it, is gone
@@ -330,11 +335,8 @@ func (r *RunReconciler) sweepAttempt(ctx context.Context, run *afev1.Run, a *att
 			sandboxGID: a.sandboxGID, sandbox: a.sandbox, container: a.container, containerID: a.containerID})
 	}
 	for _, g := range groups {
-		if !unclean {
-			left, err := r.survivors(ctx, g)
-			if errors.Is(err, docker.ErrNotFound) || (err == nil && left == 0) {
-				continue
-			}
+		if !unclean && r.noneLeft(ctx, g) {
+			continue
 		}
 		logf.FromContext(ctx).Info("Killing what is left of the Run's processes after its end", "gid", g.gid)
 		if r.endAttempt(ctx, g, uid) {
@@ -342,6 +344,32 @@ func (r *RunReconciler) sweepAttempt(ctx context.Context, run *afev1.Run, a *att
 		}
 	}
 	return false
+}
+
+// sweepTries is how many times the check for survivors of an attempt that
+// ended cleanly is tried before a list that fails counts as unknown. Its
+// step's own kill ran: a slow engine (each exec under gVisor starts a
+// process of the runtime on the host, seconds apart on a loaded host) is
+// no sign of survivors, and taking it for one removed sandboxes running
+// many Runs at once.
+const sweepTries = 3
+
+// noneLeft tells whether the engine lists no process of the attempt's group
+// (or no longer has its container), trying a failing list sweepTries
+// times.
+func (r *RunReconciler) noneLeft(ctx context.Context, a *attempt) bool {
+	for try := 1; ; try++ {
+		left, err := r.survivors(ctx, a)
+		switch {
+		case errors.Is(err, docker.ErrNotFound):
+			return true
+		case err == nil:
+			return left == 0
+		case try == sweepTries || ctx.Err() != nil:
+			logf.FromContext(ctx).Info("Cannot list what is left of the Run's processes", "gid", a.gid, "error", err.Error())
+			return false
+		}
+	}
 }
 
 // containerStopped tells whether the attempt's container exists and does not
@@ -358,13 +386,13 @@ const survivorsRecheck = 100 * time.Millisecond
 // survivors counts the live processes of the attempt's group in its
 // container, as the engine sees them.
 func (r *RunReconciler) survivors(ctx context.Context, a *attempt) (int, error) {
-	ps, err := r.Engine.Processes(ctx, a.containerID)
+	ps, err := r.Engine.GroupProcesses(ctx, a.containerID, a.gid)
 	if err != nil {
 		return 0, err
 	}
 	n := 0
 	for _, p := range ps {
-		if p.HasGroup(a.gid) && !p.Zombie() {
+		if !p.Zombie() {
 			n++
 		}
 	}

@@ -419,6 +419,62 @@ func testProcessesSeesEveryGroupFromOutside(t *testing.T, runtime string) {
 	}
 }
 
+// GroupProcesses lists exactly the processes of a group under every
+// runtime: one that made itself undumpable (its /proc directory may then be
+// root's) included, the lister itself (under gVisor, a shell with the
+// group) never.
+func TestGroupProcessesFindsEveryProcessOfTheGroup(t *testing.T) {
+	forEachRuntime(t, testGroupProcessesFindsEveryProcessOfTheGroup)
+}
+
+func testGroupProcessesFindsEveryProcessOfTheGroup(t *testing.T, runtime string) {
+	ctx := context.Background()
+	c, err := engine.RunContainer(ctx, ContainerSpec{
+		Name: uniqueName(), Image: testImage, Labels: testLabels(t), Network: "none", Command: []string{"sleep", "600"},
+		User: "1000:1000", Runtime: runtime,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const gid, other = 2000000124, 2000000125
+	for _, e := range []struct {
+		gid int
+		cmd string
+	}{
+		{gid, "sleep 300 >/dev/null 2>&1 & afe-undumpable 300 >/dev/null 2>&1 &"},
+		{other, "sleep 300 >/dev/null 2>&1 &"},
+	} {
+		if _, err := engine.Exec(ctx, c.ID, ExecSpec{Cmd: []string{"sh", "-c", e.cmd}, User: fmt.Sprintf("1000:%d", e.gid)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range []struct{ gid, n int }{{gid, 2}, {other, 1}, {2000000126, 0}} {
+		ps, err := engine.GroupProcesses(ctx, c.ID, want.gid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		live := 0
+		for _, p := range ps {
+			if !p.HasGroup(want.gid) {
+				t.Fatalf("group %d: listed %+v", want.gid, p)
+			}
+			if !p.Zombie() {
+				live++
+			}
+		}
+		if live != want.n {
+			t.Fatalf("group %d: want %d processes, got %+v", want.gid, want.n, ps)
+		}
+	}
+	all, err := engine.Processes(ctx, c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) < 4 {
+		t.Fatalf("want the keep-alive and three processes, got %+v", all)
+	}
+}
+
 // hostProcessesOfGroup counts the host's processes (as this test sees the
 // host's /proc: the engine is local) whose real, effective or saved group
 // is gid.

@@ -70,6 +70,10 @@ type Engine interface {
 	// user-space kernel (gVisor) that kernel's own.
 	Processes(ctx context.Context, container string) ([]Process, error)
 
+	// GroupProcesses lists, as Processes does, the processes that have the
+	// group gid (real, effective or saved).
+	GroupProcesses(ctx context.Context, container string, gid int) ([]Process, error)
+
 	// Runtime returns the engine's OCI runtime of that name; ErrNotFound
 	// when the engine has none.
 	Runtime(ctx context.Context, name string) (Runtime, error)

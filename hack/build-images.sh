@@ -101,6 +101,9 @@ build_busybox() {
 	mkdir -p "${rootfs}/opt/suid"
 	(cd "${ROOT}" && CGO_ENABLED=0 go build -trimpath -o "${rootfs}/opt/suid/euid" ./test/tools/euid)
 	chmod 4755 "${rootfs}/opt/suid/euid"
+	# A process that hides its /proc directory's owner (root's, once
+	# undumpable): the kill of a Run's processes still finds it.
+	(cd "${ROOT}" && CGO_ENABLED=0 go build -trimpath -o "${rootfs}/bin/afe-undumpable" ./test/tools/undumpable)
 	import_rootfs "${rootfs}" "${BUSYBOX_IMG}" "${hash}" /bin
 }
 

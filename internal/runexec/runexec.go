@@ -52,7 +52,14 @@ exit 1`
 // engine would have executed (found on PATH, never a shell builtin), in a
 // child; the script exits with its code, and writes nothing of its own
 // once the command has ended (processes vanishing under the scan are no
-// output of the Run). A program that cannot be found
+// output of the Run). The kernel gives a process's /proc directory its
+// effective uid and gid (root's, once it made itself undumpable), and the
+// script runs with the Run's group as the sandbox's uid: a directory of
+// the group is a process of the Run, one of the uid with another group is
+// none (its three groups are one, which it cannot change), and only the
+// others' status files are read, a byte at a time (under gVisor each byte
+// is a system call the ptrace platform intercepts). A program that cannot
+// be found
 // or executed is reported on stderr after ExecFailedPrefix, exit code 127,
 // as the engine would have refused it.
 const StepScript = `g="$1"; shift
@@ -72,9 +79,14 @@ exec 2>/dev/null
 n=0
 while [ "$n" -lt 100 ]; do
   found=0
-  for s in /proc/[0-9]*/status; do
-    p="${s#/proc/}"; p="${p%/status}"
+  for d in /proc/[0-9]*; do
+    p="${d#/proc/}"
     [ "$p" = "$$" ] && continue
+    if [ -G "$d" ]; then
+      kill -9 "$p" 2>/dev/null && found=1
+      continue
+    fi
+    [ -O "$d" ] && continue
     while read -r k a b rest; do
       if [ "$k" = "Gid:" ]; then
         if [ "$a" = "$g" ] || [ "$b" = "$g" ]; then
@@ -82,7 +94,7 @@ while [ "$n" -lt 100 ]; do
         fi
         break
       fi
-    done < "$s" 2>/dev/null
+    done < "$d/status" 2>/dev/null
   done
   [ "$found" = 0 ] && break
   n=$((n + 1))

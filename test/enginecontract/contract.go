@@ -53,6 +53,7 @@ func Run(t *testing.T, e docker.Engine, h Harness) {
 		"EventsOfTheLabelsOnly":                 eventsOfTheLabelsOnly,
 		"EventsSinceReplayTheGap":               eventsSinceReplayTheGap,
 		"ProcessesHaveTheUsersGroup":            processesHaveTheUsersGroup,
+		"GroupProcessesOnlyTheGroup":            groupProcessesOnlyTheGroup,
 		"CopyWorkspaceLeavesNoHelper":           copyWorkspaceLeavesNoHelper,
 		"CopyWorkspaceRefusesAForeignHelper":    copyWorkspaceRefusesAForeignHelper,
 	}
@@ -528,6 +529,25 @@ func processesHaveTheUsersGroup(t *testing.T, f *fixture) {
 		if !p.HasGroup(1000) || p.Zombie() || p.PID <= 0 {
 			t.Fatalf("a process of a container running as 1000:1000: %+v", p)
 		}
+	}
+}
+
+func groupProcessesOnlyTheGroup(t *testing.T, f *fixture) {
+	c := f.run(t, f.spec("c"))
+	ps, err := f.e.GroupProcesses(f.ctx, c.ID, 1000)
+	must(t, err, "GroupProcesses")
+	if len(ps) == 0 {
+		t.Fatal("a container running as 1000:1000 has no process of group 1000")
+	}
+	for _, p := range ps {
+		if !p.HasGroup(1000) {
+			t.Fatalf("a process of group 1000: %+v", p)
+		}
+	}
+	ps, err = f.e.GroupProcesses(f.ctx, c.ID, 4242)
+	must(t, err, "GroupProcesses")
+	if len(ps) != 0 {
+		t.Fatalf("no process has group 4242: %+v", ps)
 	}
 }
 

@@ -84,6 +84,21 @@ func (e *Engine) Processes(_ context.Context, name string) ([]docker.Process, er
 	return append(out, c.processes...), nil
 }
 
+// GroupProcesses lists the processes of Processes that have the group.
+func (e *Engine) GroupProcesses(ctx context.Context, name string, gid int) ([]docker.Process, error) {
+	ps, err := e.Processes(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	var out []docker.Process
+	for _, p := range ps {
+		if p.HasGroup(gid) {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
 // AddProcess adds a process to a running container, as a command started
 // in it would; it goes when the container stops.
 func (e *Engine) AddProcess(name string, p docker.Process) error {
