@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"afe.dev/sandbox/access"
@@ -47,6 +48,9 @@ var scheme = runtime.NewScheme()
 func init() {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(afev1.AddToScheme(scheme))
+	// The engine's request count, beside the controller's own metrics
+	// (internal/metrics, which links no Docker SDK).
+	crmetrics.Registry.MustRegister(docker.Requests)
 }
 
 func main() {
