@@ -252,17 +252,29 @@ func (c *Client) InspectContainer(ctx context.Context, name string) (*Container,
 	if info.HostConfig != nil {
 		out.Runtime = info.HostConfig.Runtime
 	}
-	for _, m := range info.Mounts {
-		out.Mounts = append(out.Mounts, MountPoint{Type: MountType(m.Type), Source: m.Source, Destination: m.Destination, Name: m.Name})
-	}
+	out.Mounts = mountPoints(info.Mounts)
 	if info.NetworkSettings != nil {
-		for n, ep := range info.NetworkSettings.Networks {
-			if ep != nil {
-				out.IPs[n] = ep.IPAddress
-			}
-		}
+		addIPs(out.IPs, info.NetworkSettings.Networks)
 	}
 	return out, nil
+}
+
+// mountPoints is our form of the engine's report of a container's mounts.
+func mountPoints(ms []container.MountPoint) []MountPoint {
+	var out []MountPoint
+	for _, m := range ms {
+		out = append(out, MountPoint{Type: MountType(m.Type), Source: m.Source, Destination: m.Destination, Name: m.Name})
+	}
+	return out
+}
+
+// addIPs adds to ips the container's IPv4 address on each of its networks.
+func addIPs(ips map[string]string, networks map[string]*network.EndpointSettings) {
+	for n, ep := range networks {
+		if ep != nil {
+			ips[n] = ep.IPAddress
+		}
+	}
 }
 
 // ListContainers returns the containers carrying all the labels.
@@ -286,15 +298,9 @@ func (c *Client) ListContainers(ctx context.Context, labels map[string]string) (
 		if len(s.Names) > 0 {
 			ct.Name = strings.TrimPrefix(s.Names[0], "/")
 		}
-		for _, m := range s.Mounts {
-			ct.Mounts = append(ct.Mounts, MountPoint{Type: MountType(m.Type), Source: m.Source, Destination: m.Destination, Name: m.Name})
-		}
+		ct.Mounts = mountPoints(s.Mounts)
 		if s.NetworkSettings != nil {
-			for n, ep := range s.NetworkSettings.Networks {
-				if ep != nil {
-					ct.IPs[n] = ep.IPAddress
-				}
-			}
+			addIPs(ct.IPs, s.NetworkSettings.Networks)
 		}
 		out = append(out, ct)
 	}
