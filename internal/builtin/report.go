@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
-	"sync"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 )
@@ -78,11 +77,10 @@ const (
 // can write well-formed lines too): what it says is verified against the
 // repository once the git part has exited (Verify).
 type Report struct {
-	mu     sync.Mutex
-	stream lines
-	lanes  []string
-	index  map[string]int
-	phase  phase
+	lockedLines
+	lanes []string
+	index map[string]int
+	phase phase
 	// next is the position in lanes the next lane named must be at, or
 	// after (while committing).
 	next int
@@ -110,24 +108,6 @@ func NewReport(lanes []string) *Report {
 	}
 	r.stream = lines{maxBytes: maxReportBytes, maxLines: maxReportLines, maxLine: maxReportLine, parse: r.parse}
 	return r
-}
-
-// Write parses complete lines; it never fails, so the output is drained
-// whatever it holds.
-func (r *Report) Write(p []byte) (int, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.stream.write(p)
-	return len(p), nil
-}
-
-// Invalid says why the report cannot be trusted: the first bound it went
-// past or the first line the script does not write. It is "" for a report
-// that can be.
-func (r *Report) Invalid() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.stream.invalid
 }
 
 // parse takes one line: "afe-builtin WORD ARGS...", where the last argument
@@ -174,35 +154,35 @@ func (r *Report) parseError(rest string) string {
 	return ""
 }
 
-// laneIn is the position of lane among the Run's lanes, for a line of word
-// that must come in phase p (else it says word when), or why the line is
-// refused.
-func (r *Report) laneIn(lane, word string, p phase, when string) (int, string) {
+// laneLine reads the "LANE COMMIT" of a line of word ("LANE" alone when
+// withCommit is false), which must come in phase p (else it says word
+// when) and name a lane at r.next, or after it unless strict. It returns
+// the lane, its commit and its position, or why the line is refused.
+func (r *Report) laneLine(word, rest string, p phase, when string, strict, withCommit bool) (lane, commit string, i int, why string) {
+	lane, commit, hasCommit := strings.Cut(rest, " ")
 	i, ok := r.index[lane]
 	switch {
 	case !ok:
-		return 0, "names a lane that is not one of this Run's lanes"
+		return "", "", 0, "names a lane that is not one of this Run's lanes"
 	case r.phase != p:
-		return 0, "says " + word + " " + when
+		return "", "", 0, "says " + word + " " + when
+	case i < r.next || strict && i != r.next:
+		return "", "", 0, "names lane " + lane + " again, or out of order"
+	case !withCommit && hasCommit:
+		return "", "", 0, "is not a line of the report"
+	case withCommit && !isCommit(commit):
+		return "", "", 0, "gives lane " + lane + " a commit that is not a hex object name"
 	}
-	return i, ""
+	return lane, commit, i, ""
 }
 
 // parseCommitted takes "unchanged LANE" and "committed LANE COMMIT" while
 // the lanes' worktrees are committed: each lane once at most, in the Run's
 // order, some perhaps skipped.
 func (r *Report) parseCommitted(word, rest string) string {
-	lane, commit, hasCommit := strings.Cut(rest, " ")
-	i, why := r.laneIn(lane, word, phaseCommit, "after the merge began")
-	switch {
-	case why != "":
+	lane, commit, i, why := r.laneLine(word, rest, phaseCommit, "after the merge began", false, word == "committed")
+	if why != "" {
 		return why
-	case i < r.next:
-		return "names lane " + lane + " again, or out of order"
-	case word == "unchanged" && hasCommit:
-		return "is not a line of the report"
-	case word == "committed" && !isCommit(commit):
-		return "gives lane " + lane + " a commit that is not a hex object name"
 	}
 	if word == "committed" {
 		r.Committed = append(r.Committed, LaneCommit{Lane: lane, Commit: commit})
@@ -228,15 +208,9 @@ func (r *Report) parseBase(rest string) string {
 // the lanes are merged: every lane in the Run's order, until one
 // conflicts.
 func (r *Report) parseMerged(word, rest string) string {
-	lane, commit, _ := strings.Cut(rest, " ")
-	i, why := r.laneIn(lane, word, phaseMerge, "out of place")
-	switch {
-	case why != "":
+	lane, commit, _, why := r.laneLine(word, rest, phaseMerge, "out of place", true, true)
+	if why != "" {
 		return why
-	case i != r.next:
-		return "names lane " + lane + " again, or out of order"
-	case !isCommit(commit):
-		return "gives lane " + lane + " a commit that is not a hex object name"
 	}
 	r.next++
 	if word == "merged" {
