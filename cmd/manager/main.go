@@ -81,7 +81,7 @@ func start(log logr.Logger, f *managerFlags) error {
 		return setupFailed(err, "Cannot configure the Docker client")
 	}
 	defer func() { _ = engine.Close() }()
-	if err := setupPolicy(log, f, engine.Host()); err != nil {
+	if err := setupPolicy(f, engine.Host()); err != nil {
 		return err
 	}
 	if err := checkEngine(ctx, log, engine, f.opts); err != nil {

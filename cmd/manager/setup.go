@@ -95,7 +95,7 @@ func setupOptions(log logr.Logger, f *managerFlags) error {
 
 // setupPolicy sets the options that bound a sandbox's user and runtime;
 // the socket of a local engine (host) is looked at for its group.
-func setupPolicy(log logr.Logger, f *managerFlags, host string) error {
+func setupPolicy(f *managerFlags, host string) error {
 	opts := &f.opts
 	if err := userPolicy(opts, host, f.denyGIDs, f.groupFile, f.allowedUIDs, f.allowedGIDs); err != nil {
 		return setupFailed(err, "Invalid sandbox user policy")
