@@ -78,25 +78,9 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, req *request)
 		writeError(w, err)
 		return
 	}
-	if _, err := httpstream.Handshake(r, w, []string{remotecommand.StreamProtocolV4Name}); err != nil {
-		// Handshake has answered.
-		return
-	}
-	if r.Header.Get(httpstream.HeaderProtocolVersion) == "" {
-		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, "exec needs the streaming protocol "+remotecommand.StreamProtocolV4Name)
-		return
-	}
-	opened := make(chan httpstream.Stream, 8)
-	conn := spdy.NewResponseUpgrader().UpgradeResponse(w, r, func(st httpstream.Stream, _ <-chan struct{}) error {
-		select {
-		case opened <- st:
-			return nil
-		default:
-			return fmt.Errorf("too many streams")
-		}
-	})
+	conn, opened := upgradeExec(w, r)
 	if conn == nil {
-		return // the upgrader has answered
+		return // answered
 	}
 	defer func() { _ = conn.Close() }()
 	conn.SetIdleTimeout(idleTimeout)
@@ -114,6 +98,42 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, req *request)
 		case <-ctx.Done():
 		}
 	}()
+	spec, measure := execSpec(ctx, t, o, streams)
+	s.runExec(ctx, req, t, o, spec, measure, streams)
+	awaitClientClose(conn)
+}
+
+// upgradeExec upgrades the request to the SPDY streaming protocol v4 and
+// returns the connection and the streams the client opens on it; a nil
+// connection when the request was answered instead (no such protocol).
+func upgradeExec(w http.ResponseWriter, r *http.Request) (httpstream.Connection, <-chan httpstream.Stream) {
+	if _, err := httpstream.Handshake(r, w, []string{remotecommand.StreamProtocolV4Name}); err != nil {
+		// Handshake has answered.
+		return nil, nil
+	}
+	if r.Header.Get(httpstream.HeaderProtocolVersion) == "" {
+		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, "exec needs the streaming protocol "+remotecommand.StreamProtocolV4Name)
+		return nil, nil
+	}
+	opened := make(chan httpstream.Stream, 8)
+	conn := spdy.NewResponseUpgrader().UpgradeResponse(w, r, func(st httpstream.Stream, _ <-chan struct{}) error {
+		select {
+		case opened <- st:
+			return nil
+		default:
+			return fmt.Errorf("too many streams")
+		}
+	})
+	if conn == nil {
+		return nil, nil // the upgrader has answered
+	}
+	return conn, opened
+}
+
+// execSpec is the exec of o in the target, attached to the client's
+// streams, and what measures its output for the telemetry. With a
+// terminal, it waits a little for the client's first size.
+func execSpec(ctx context.Context, t *target, o execOptions, streams map[string]httpstream.Stream) (docker.StreamSpec, *telemetry.Output) {
 	cmd := o.command
 	if t.userSpaceKernel && t.sbx.Spec.Resources.CPUSeconds > 0 {
 		cmd = runexec.RearmCPULimit(cmd)
@@ -155,6 +175,12 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, req *request)
 	if spec.Stderr != nil {
 		spec.Stderr = io.MultiWriter(spec.Stderr, measure)
 	}
+	return spec, measure
+}
+
+// runExec runs the exec, records and audits it, and sends its exit status
+// on the error stream.
+func (s *Server) runExec(ctx context.Context, req *request, t *target, o execOptions, spec docker.StreamSpec, measure *telemetry.Output, streams map[string]httpstream.Stream) {
 	started := time.Now()
 	// A line at the start too: a session the manager does not see end
 	// (it was killed) is still on record.
@@ -177,7 +203,6 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, req *request)
 	}
 	_ = streams[corev1.StreamTypeError].Close()
 	s.auditExec(ctx, req, t, o, code, err)
-	awaitClientClose(conn)
 }
 
 // awaitClientClose waits, at most statusLinger, for the client to close the

@@ -133,6 +133,18 @@ type transfer struct {
 
 // serveDownload answers with the tar of path.
 func (s *Server) serveDownload(w http.ResponseWriter, r *http.Request, req *request) {
+	_, _, err := s.runTransfer(r, req, DownloadReason, func(ctx context.Context, t *target, p string) (transfer, error) {
+		return s.download(ctx, w, t, p)
+	})
+	if err != nil {
+		writeError(w, err)
+	}
+}
+
+// runTransfer runs move on the request's sandbox and the workspace path its
+// query names, once both are found, and audits it under reason (also when
+// it failed before move). It returns the path and what move moved.
+func (s *Server) runTransfer(r *http.Request, req *request, reason string, move func(context.Context, *target, string) (transfer, error)) (string, transfer, error) {
 	ctx := r.Context()
 	p, err := workspacePath(r.URL.Query().Get("path"))
 	var t *target
@@ -141,12 +153,10 @@ func (s *Server) serveDownload(w http.ResponseWriter, r *http.Request, req *requ
 		t, err = s.target(ctx, req.namespace, req.name)
 	}
 	if err == nil {
-		tr, err = s.download(ctx, w, t, p)
+		tr, err = move(ctx, t, p)
 	}
-	s.auditFiles(ctx, req, t, DownloadReason, p, tr, err)
-	if err != nil {
-		writeError(w, err)
-	}
+	s.auditFiles(ctx, req, t, reason, p, tr, err)
+	return p, tr, err
 }
 
 // download writes the tar of p to w once it is whole and within the bound
@@ -210,17 +220,9 @@ func (s *Server) tarError(n int64, err error) error {
 
 // serveUpload extracts the request's tar into the folder path.
 func (s *Server) serveUpload(w http.ResponseWriter, r *http.Request, req *request) {
-	ctx := r.Context()
-	p, err := workspacePath(r.URL.Query().Get("path"))
-	var t *target
-	var tr transfer
-	if err == nil {
-		t, err = s.target(ctx, req.namespace, req.name)
-	}
-	if err == nil {
-		tr, err = s.upload(ctx, r.Body, t, p)
-	}
-	s.auditFiles(ctx, req, t, UploadReason, p, tr, err)
+	p, tr, err := s.runTransfer(r, req, UploadReason, func(ctx context.Context, t *target, p string) (transfer, error) {
+		return s.upload(ctx, r.Body, t, p)
+	})
 	if err != nil {
 		writeError(w, err)
 		return

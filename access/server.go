@@ -20,16 +20,18 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/pki"
 	"afe.dev/sandbox/internal/runlog"
 	"afe.dev/sandbox/internal/telemetry"
 )
 
-// The access API's group and version, and the name of its APIService.
+// The access API's group and version (written once, in api/v1alpha1), and
+// the name of its APIService.
 const (
-	Group          = "access.sandbox.afe.dev"
-	Version        = "v1alpha1"
+	Group          = afev1.AccessGroup
+	Version        = afev1.AccessVersion
 	APIServiceName = Version + "." + Group
 )
 

@@ -34,6 +34,7 @@ import (
 	"afe.dev/sandbox/internal/runlog"
 	"afe.dev/sandbox/internal/telemetry"
 	"afe.dev/sandbox/test/dockertest"
+	"afe.dev/sandbox/test/kubetest"
 )
 
 // The suite runs the controllers and the access API on envtest, as the
@@ -77,13 +78,6 @@ func TestAccess(t *testing.T) {
 	RunSpecs(t, "Access API Suite")
 }
 
-func assetsDir() string {
-	if d := os.Getenv("KUBEBUILDER_ASSETS"); d != "" {
-		return d
-	}
-	return filepath.Join("..", "bin", "envtest", "1.37.2")
-}
-
 var _ = BeforeSuite(func() {
 	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
 	SetDefaultEventuallyTimeout(60 * time.Second)
@@ -98,11 +92,8 @@ var _ = BeforeSuite(func() {
 	// failure, never a skip.
 	Expect(dockertest.RequireRuntimes(engine)).To(Succeed())
 	Expect(afev1.AddToScheme(scheme.Scheme)).To(Succeed())
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: assetsDir(),
-	}
+	testEnv, err = kubetest.Environment()
+	Expect(err).NotTo(HaveOccurred())
 	testEnv.ControlPlane.APIServer = &envtest.APIServer{}
 	Expect(localcp.EnableAggregation(testEnv.ControlPlane.APIServer, GinkgoT().TempDir())).To(Succeed())
 	adminConfig, err = testEnv.Start()

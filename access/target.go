@@ -2,6 +2,7 @@ package access
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -103,8 +104,11 @@ const resumeWait = 60 * time.Second
 
 // requestResume sets the Sandbox's resume-requested annotation to now.
 func (s *Server) requestResume(ctx context.Context, sbx *afev1.Sandbox) error {
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, afev1.ResumeRequestedAnnotation, time.Now().UTC().Format(time.RFC3339))
-	if err := s.writer.Patch(ctx, sbx.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+	patch, err := json.Marshal(afev1.ResumeRequestPatch(time.Now()))
+	if err != nil {
+		return fmt.Errorf("resume sandbox %s: %w", sbx.Name, err)
+	}
+	if err := s.writer.Patch(ctx, sbx.DeepCopy(), client.RawPatch(types.MergePatchType, patch)); err != nil {
 		return fmt.Errorf("resume sandbox %s: %w", sbx.Name, err)
 	}
 	s.log.Info("Resuming a sandbox for an access request", "namespace", sbx.Namespace, "sandbox", sbx.Name)

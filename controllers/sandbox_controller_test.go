@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -24,16 +23,13 @@ import (
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/test/dockertest"
+	"afe.dev/sandbox/test/kubetest"
 )
-
-var nsCounter atomic.Int32
 
 // newNamespace creates a namespace for one test. Namespaces never finish
 // deleting without kube-controller-manager, so they are left in place.
 func newNamespace(ctx context.Context) string {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("t%d-%d", os.Getpid(), nsCounter.Add(1))}}
-	Expect(k8sClient.Create(ctx, ns)).To(Succeed())
-	return ns.Name
+	return kubetest.NewNamespace(ctx, k8sClient, fmt.Sprintf("t%d-", os.Getpid()))
 }
 
 func newSandbox(ns, name string) *afev1.Sandbox {
@@ -49,34 +45,17 @@ func newSandbox(ns, name string) *afev1.Sandbox {
 }
 
 func getSandbox(ctx context.Context, sbx *afev1.Sandbox) func(Gomega) *afev1.Sandbox {
-	return func(g Gomega) *afev1.Sandbox {
-		got := &afev1.Sandbox{}
-		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(sbx), got)).To(Succeed())
-		return got
-	}
+	return kubetest.GetSandbox(ctx, k8sClient, sbx)
 }
 
 func waitReady(ctx context.Context, sbx *afev1.Sandbox) *afev1.Sandbox {
-	var got *afev1.Sandbox
-	Eventually(func(g Gomega) {
-		got = getSandbox(ctx, sbx)(g)
-		g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, afev1.SandboxReadyCondition)).To(BeTrue(), "conditions: %+v", got.Status.Conditions)
-		g.Expect(got.Status.Phase).To(Equal(afev1.SandboxReady))
-	}).Should(Succeed())
-	return got
+	return kubetest.WaitReady(ctx, k8sClient, sbx)
 }
 
 // waitCondition waits for a condition with the given status and reason.
 func waitCondition(ctx context.Context, sbx *afev1.Sandbox, condType string, status metav1.ConditionStatus, reason string) *metav1.Condition {
-	var c *metav1.Condition
-	Eventually(func(g Gomega) {
-		got := getSandbox(ctx, sbx)(g)
-		c = meta.FindStatusCondition(got.Status.Conditions, condType)
-		g.Expect(c).NotTo(BeNil())
-		g.Expect(c.Status).To(Equal(status))
-		g.Expect(c.Reason).To(Equal(reason))
-	}).Should(Succeed())
-	return c
+	got := kubetest.WaitCondition(ctx, k8sClient, sbx, condType, status, reason)
+	return meta.FindStatusCondition(got.Status.Conditions, condType)
 }
 
 func uidLabel(sbx *afev1.Sandbox) string {

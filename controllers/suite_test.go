@@ -28,6 +28,7 @@ import (
 	"afe.dev/sandbox/internal/subnets"
 	"afe.dev/sandbox/internal/telemetry"
 	"afe.dev/sandbox/test/dockertest"
+	"afe.dev/sandbox/test/testenv"
 	"afe.dev/sandbox/test/wsroot"
 )
 
@@ -89,10 +90,9 @@ func TestControllers(t *testing.T) {
 
 // assetsDir is where `make envtest` puts kube-apiserver and etcd.
 func assetsDir() string {
-	if d := os.Getenv("KUBEBUILDER_ASSETS"); d != "" {
-		return d
-	}
-	return filepath.Join("..", "bin", "envtest", "1.37.2")
+	d, err := testenv.AssetsDir()
+	Expect(err).NotTo(HaveOccurred())
+	return d
 }
 
 var _ = BeforeSuite(func() {

@@ -154,6 +154,8 @@ func (c *Client) chownMountPoint(ctx context.Context, id string, m Mount) error 
 	return nil
 }
 
+// containerConfig is the engine's form of spec: the container's config,
+// its host config and the endpoint on its first network.
 func containerConfig(spec ContainerSpec) (*container.Config, *container.HostConfig, *network.NetworkingConfig) {
 	cfg := &container.Config{
 		Image:      spec.Image,
@@ -199,7 +201,15 @@ func containerConfig(spec ContainerSpec) (*container.Config, *container.HostConf
 	for _, u := range spec.Ulimits {
 		hc.Ulimits = append(hc.Ulimits, &container.Ulimit{Name: u.Name, Soft: u.Soft, Hard: u.Hard})
 	}
-	for _, m := range spec.Mounts {
+	hc.Mounts = engineMounts(spec.Mounts)
+	return cfg, hc, networkingConfig(spec)
+}
+
+// engineMounts are the engine's form of the mounts: binds private, volumes
+// labelled and kept from the image's content as asked.
+func engineMounts(ms []Mount) []mount.Mount {
+	var out []mount.Mount
+	for _, m := range ms {
 		mm := mount.Mount{Type: mount.Type(m.Type), Source: m.Source, Target: m.Target}
 		if m.Type == MountBind {
 			mm.BindOptions = &mount.BindOptions{Propagation: mount.PropagationRPrivate}
@@ -207,17 +217,22 @@ func containerConfig(spec ContainerSpec) (*container.Config, *container.HostConf
 		if m.Type == MountVolume && (len(m.Labels) > 0 || m.NoCopy) {
 			mm.VolumeOptions = &mount.VolumeOptions{Labels: m.Labels, NoCopy: m.NoCopy}
 		}
-		hc.Mounts = append(hc.Mounts, mm)
+		out = append(out, mm)
 	}
-	var nc *network.NetworkingConfig
-	if spec.Network != "" && spec.Network != "none" {
-		ep := &network.EndpointSettings{Aliases: spec.Aliases}
-		if spec.IPv4Address != "" {
-			ep.IPAMConfig = &network.EndpointIPAMConfig{IPv4Address: spec.IPv4Address}
-		}
-		nc = &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{spec.Network: ep}}
+	return out
+}
+
+// networkingConfig is the container's endpoint on its first network (its
+// aliases and fixed address there), nil for none.
+func networkingConfig(spec ContainerSpec) *network.NetworkingConfig {
+	if spec.Network == "" || spec.Network == "none" {
+		return nil
 	}
-	return cfg, hc, nc
+	ep := &network.EndpointSettings{Aliases: spec.Aliases}
+	if spec.IPv4Address != "" {
+		ep.IPAMConfig = &network.EndpointIPAMConfig{IPv4Address: spec.IPv4Address}
+	}
+	return &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{spec.Network: ep}}
 }
 
 // InspectContainer returns ErrNotFound when the container does not exist.
@@ -252,17 +267,29 @@ func (c *Client) InspectContainer(ctx context.Context, name string) (*Container,
 	if info.HostConfig != nil {
 		out.Runtime = info.HostConfig.Runtime
 	}
-	for _, m := range info.Mounts {
-		out.Mounts = append(out.Mounts, MountPoint{Type: MountType(m.Type), Source: m.Source, Destination: m.Destination, Name: m.Name})
-	}
+	out.Mounts = mountPoints(info.Mounts)
 	if info.NetworkSettings != nil {
-		for n, ep := range info.NetworkSettings.Networks {
-			if ep != nil {
-				out.IPs[n] = ep.IPAddress
-			}
-		}
+		addIPs(out.IPs, info.NetworkSettings.Networks)
 	}
 	return out, nil
+}
+
+// mountPoints is our form of the engine's report of a container's mounts.
+func mountPoints(ms []container.MountPoint) []MountPoint {
+	var out []MountPoint
+	for _, m := range ms {
+		out = append(out, MountPoint{Type: MountType(m.Type), Source: m.Source, Destination: m.Destination, Name: m.Name})
+	}
+	return out
+}
+
+// addIPs adds to ips the container's IPv4 address on each of its networks.
+func addIPs(ips map[string]string, networks map[string]*network.EndpointSettings) {
+	for n, ep := range networks {
+		if ep != nil {
+			ips[n] = ep.IPAddress
+		}
+	}
 }
 
 // ListContainers returns the containers carrying all the labels.
@@ -286,15 +313,9 @@ func (c *Client) ListContainers(ctx context.Context, labels map[string]string) (
 		if len(s.Names) > 0 {
 			ct.Name = strings.TrimPrefix(s.Names[0], "/")
 		}
-		for _, m := range s.Mounts {
-			ct.Mounts = append(ct.Mounts, MountPoint{Type: MountType(m.Type), Source: m.Source, Destination: m.Destination, Name: m.Name})
-		}
+		ct.Mounts = mountPoints(s.Mounts)
 		if s.NetworkSettings != nil {
-			for n, ep := range s.NetworkSettings.Networks {
-				if ep != nil {
-					ct.IPs[n] = ep.IPAddress
-				}
-			}
+			addIPs(ct.IPs, s.NetworkSettings.Networks)
 		}
 		out = append(out, ct)
 	}

@@ -59,29 +59,11 @@ func (c *Client) CopyWorkspace(ctx context.Context, spec CopySpec) (int64, error
 		name string
 		m    Mount
 	}{{from, spec.From}, {to, spec.To}} {
-		if err := c.removeStaleHelper(ctx, h.name, spec.Labels); err != nil {
+		id, err := c.createHelper(ctx, "copy helper", h.name, spec.Image, spec.Labels, h.m)
+		if err != nil {
 			return 0, err
 		}
-		m := h.m
-		m.Target, m.Owner = copyPath, nil
-		cfg, hc, _ := containerConfig(ContainerSpec{
-			Name:            h.name,
-			Image:           spec.Image,
-			Entrypoint:      []string{},
-			Command:         []string{"/afe-never-started"},
-			User:            "65534:65534",
-			Labels:          spec.Labels,
-			Mounts:          []Mount{m},
-			Network:         "none",
-			CapDrop:         []string{"ALL"},
-			NoNewPrivileges: true,
-		})
-		c.count("container_create")
-		resp, err := c.api.ContainerCreate(ctx, cfg, hc, nil, nil, h.name)
-		if err != nil {
-			return 0, wrap(err, "create copy helper "+h.name)
-		}
-		created = append(created, resp.ID)
+		created = append(created, id)
 	}
 	c.count("copy_from_container")
 	rc, _, err := c.api.CopyFromContainer(ctx, created[0], copyPath)
@@ -122,6 +104,36 @@ func (c *Client) CopyWorkspace(ctx context.Context, spec CopySpec) (int64, error
 
 // errCopyEnded stops the stream of a copy whose writing side has ended.
 var errCopyEnded = errors.New("the copy ended")
+
+// createHelper creates a helper container, never started, whose only mount
+// is m at copyPath (m's Target and Owner are ignored): nothing of image
+// runs, and the engine's archive API reads and writes the tree there. A
+// helper of the name left by a crash is replaced first (removeStaleHelper).
+// what names the helper in errors.
+func (c *Client) createHelper(ctx context.Context, what, name, image string, labels map[string]string, m Mount) (string, error) {
+	if err := c.removeStaleHelper(ctx, name, labels); err != nil {
+		return "", err
+	}
+	m.Target, m.Owner = copyPath, nil
+	cfg, hc, _ := containerConfig(ContainerSpec{
+		Name:            name,
+		Image:           image,
+		Entrypoint:      []string{},
+		Command:         []string{"/afe-never-started"},
+		User:            "65534:65534",
+		Labels:          labels,
+		Mounts:          []Mount{m},
+		Network:         "none",
+		CapDrop:         []string{"ALL"},
+		NoNewPrivileges: true,
+	})
+	c.count("container_create")
+	resp, err := c.api.ContainerCreate(ctx, cfg, hc, nil, nil, name)
+	if err != nil {
+		return "", wrap(err, "create "+what+" "+name)
+	}
+	return resp.ID, nil
+}
 
 // removeStaleHelper removes a helper of the name that an earlier copy left
 // (a crash cut it short) when it carries the labels of this copy; a

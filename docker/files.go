@@ -53,31 +53,15 @@ func (c *Client) OpenFilesHelper(ctx context.Context, spec FilesHelperSpec) (*Fi
 	if err := c.ensureFilesImage(ctx); err != nil {
 		return nil, err
 	}
-	if err := c.removeStaleHelper(ctx, spec.Name, spec.Labels); err != nil {
-		return nil, err
-	}
 	m := spec.Workspace
 	// NoCopy: an empty workspace must not get the image's /workspace (and
 	// its root owner) copied into it.
-	m.Target, m.Owner, m.NoCopy = copyPath, nil, true
-	cfg, hc, _ := containerConfig(ContainerSpec{
-		Name:            spec.Name,
-		Image:           FilesImage,
-		Entrypoint:      []string{},
-		Command:         []string{"/afe-never-started"},
-		User:            "65534:65534",
-		Labels:          spec.Labels,
-		Mounts:          []Mount{m},
-		Network:         "none",
-		CapDrop:         []string{"ALL"},
-		NoNewPrivileges: true,
-	})
-	c.count("container_create")
-	resp, err := c.api.ContainerCreate(ctx, cfg, hc, nil, nil, spec.Name)
+	m.NoCopy = true
+	id, err := c.createHelper(ctx, "files helper", spec.Name, FilesImage, spec.Labels, m)
 	if err != nil {
-		return nil, wrap(err, "create files helper "+spec.Name)
+		return nil, err
 	}
-	return &FilesHelper{c: c, ID: resp.ID}, nil
+	return &FilesHelper{c: c, ID: id}, nil
 }
 
 // Close removes the helper.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
 )
@@ -41,23 +42,8 @@ type StreamSpec struct {
 // and returns ctx's error; as with Exec, the engine cannot kill the command
 // (a terminal's command gets a hangup when its terminal closes).
 func (c *Client) ExecStream(ctx context.Context, containerID string, spec StreamSpec) (int, error) {
-	opts := container.ExecOptions{
-		Cmd:          spec.Cmd,
-		User:         spec.User,
-		WorkingDir:   spec.WorkingDir,
-		Env:          spec.Env,
-		Tty:          spec.TTY,
-		AttachStdin:  spec.Stdin != nil,
-		AttachStdout: true,
-		AttachStderr: true,
-	}
-	if spec.TTY && spec.Size != nil {
-		// Engines from API 1.42 start the terminal at that size; older
-		// ones get the resize below, just after the command started.
-		opts.ConsoleSize = &[2]uint{uint(spec.Size.Height), uint(spec.Size.Width)}
-	}
 	c.count("container_exec_create")
-	created, err := c.api.ContainerExecCreate(ctx, containerID, opts)
+	created, err := c.api.ContainerExecCreate(ctx, containerID, streamOptions(spec))
 	if err != nil {
 		return -1, fmt.Errorf("%w: %w", ErrExecNotCreated, wrap(err, "exec in "+containerID))
 	}
@@ -74,9 +60,39 @@ func (c *Client) ExecStream(ctx context.Context, containerID string, spec Stream
 			_ = attach.CloseWrite()
 		}()
 	}
+	c.resizeTerminal(ctx, created.ID, spec)
+	if err := copyOutput(ctx, &attach, spec); err != nil {
+		return -1, err
+	}
+	return c.execExitCode(ctx, created.ID, containerID)
+}
+
+// streamOptions are the engine's options of the exec of spec.
+func streamOptions(spec StreamSpec) container.ExecOptions {
+	opts := container.ExecOptions{
+		Cmd:          spec.Cmd,
+		User:         spec.User,
+		WorkingDir:   spec.WorkingDir,
+		Env:          spec.Env,
+		Tty:          spec.TTY,
+		AttachStdin:  spec.Stdin != nil,
+		AttachStdout: true,
+		AttachStderr: true,
+	}
+	if spec.TTY && spec.Size != nil {
+		// Engines from API 1.42 start the terminal at that size; older
+		// ones get the resize below, just after the command started.
+		opts.ConsoleSize = &[2]uint{uint(spec.Size.Height), uint(spec.Size.Width)}
+	}
+	return opts
+}
+
+// resizeTerminal gives the exec's terminal (TTY only) its size at start,
+// and then the sizes spec.Resize receives, until ctx ends.
+func (c *Client) resizeTerminal(ctx context.Context, execID string, spec StreamSpec) {
 	resize := func(size TerminalSize) {
 		c.count("container_exec_resize")
-		_ = c.api.ContainerExecResize(ctx, created.ID, container.ResizeOptions{Width: uint(size.Width), Height: uint(size.Height)})
+		_ = c.api.ContainerExecResize(ctx, execID, container.ResizeOptions{Width: uint(size.Width), Height: uint(size.Height)})
 	}
 	var applied *TerminalSize
 	if spec.TTY && spec.Size != nil {
@@ -86,6 +102,11 @@ func (c *Client) ExecStream(ctx context.Context, containerID string, spec Stream
 	if spec.TTY && spec.Resize != nil {
 		go resizeEvery(ctx, spec.Resize, applied, ResizeInterval, resize)
 	}
+}
+
+// copyOutput copies the exec's output to spec's writers until it ends.
+// Ending ctx closes attach and returns ctx's error.
+func copyOutput(ctx context.Context, attach *types.HijackedResponse, spec StreamSpec) error {
 	stdout, stderr := orDiscard(spec.Stdout), orDiscard(spec.Stderr)
 	copied := make(chan error, 1)
 	go func() {
@@ -102,15 +123,15 @@ func (c *Client) ExecStream(ctx context.Context, containerID string, spec Stream
 		attach.Close()
 		if err := <-copied; err != nil && !errors.Is(err, io.EOF) {
 			// A read cut short by the close: expected here.
-			return -1, errors.Join(ctx.Err(), err)
+			return errors.Join(ctx.Err(), err)
 		}
-		return -1, ctx.Err()
+		return ctx.Err()
 	case err := <-copied:
 		if err != nil && !errors.Is(err, io.EOF) {
-			return -1, fmt.Errorf("read exec output: %w", err)
+			return fmt.Errorf("read exec output: %w", err)
 		}
 	}
-	return c.execExitCode(ctx, created.ID, containerID)
+	return nil
 }
 
 // ResizeInterval is the least time between two resizes of an exec's

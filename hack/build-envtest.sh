@@ -13,9 +13,12 @@
 # packages they share are compiled once.
 set -euo pipefail
 
-KUBE_VERSION="${KUBE_VERSION:-v1.37.2}"
-ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+# The versions are the Makefile's (make envtest passes them); run on its own,
+# the script reads them there, so that they are written in one place.
+makefile_var() { sed -n "s/^$1 *?= *//p" "${ROOT}/Makefile"; }
+KUBE_VERSION="${KUBE_VERSION:-$(makefile_var KUBE_VERSION)}"
+ETCD_VERSION="${ETCD_VERSION:-$(makefile_var ETCD_VERSION)}"
 OUT="${ROOT}/bin/envtest/${KUBE_VERSION#v}"
 CACHE="${AFE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/afe}/envtest/${KUBE_VERSION#v}-etcd-${ETCD_VERSION#v}"
 

@@ -17,6 +17,15 @@ const SandboxFinalizer = "sandbox.afe.dev/cleanup"
 // later than now counts as now.
 const ResumeRequestedAnnotation = "sandbox.afe.dev/resume-requested"
 
+// ResumeRequestPatch is the JSON merge patch that asks for a Sandbox's
+// resume at now: ResumeRequestedAnnotation set to now, in UTC. `kubectl afe
+// resume` adds spec.suspend to it; the access API sends it as it is.
+func ResumeRequestPatch(now time.Time) map[string]any {
+	return map[string]any{"metadata": map[string]any{"annotations": map[string]string{
+		ResumeRequestedAnnotation: now.UTC().Format(time.RFC3339),
+	}}}
+}
+
 // WorkspaceType says where a sandbox's /workspace lives.
 // +kubebuilder:validation:Enum=Volume;Folder
 type WorkspaceType string

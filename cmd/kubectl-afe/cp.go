@@ -63,6 +63,21 @@ func filesURL(cfg *rest.Config, ns, sandbox, p string) (string, *http.Client, er
 	return u.String(), hc, err
 }
 
+// doOK sends req and returns the answer when it is 200 OK, for the caller
+// to read and close; any other answer is an error with its Status's
+// message (apiError), its body closed.
+func doOK(hc *http.Client, req *http.Request) (*http.Response, error) {
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer func() { _ = resp.Body.Close() }()
+		return nil, apiError(resp)
+	}
+	return resp, nil
+}
+
 // apiError is the message of a Status answer.
 func apiError(resp *http.Response) error {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
@@ -90,14 +105,11 @@ func upload(cfg *rest.Config, ns, sandbox, local, remote string) error {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/x-tar")
-	resp, err := hc.Do(req)
+	resp, err := doOK(hc, req)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return apiError(resp)
-	}
+	_ = resp.Body.Close()
 	return nil
 }
 
@@ -169,14 +181,15 @@ func download(cfg *rest.Config, ns, sandbox, remote, local string) error {
 	if err != nil {
 		return err
 	}
-	resp, err := hc.Get(u)
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := doOK(hc, req)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return apiError(resp)
-	}
 	dest, top := downloadTarget(local)
 	return extractTar(resp.Body, dest, top)
 }

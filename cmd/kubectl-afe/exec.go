@@ -15,24 +15,20 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
-)
 
-// The access API the plugin reaches through the Kubernetes API server
-// (the manager serves it; internal/access).
-const (
-	accessGroup   = "access.sandbox.afe.dev"
-	accessVersion = "v1alpha1"
+	afev1 "afe.dev/sandbox/api/v1alpha1"
 )
 
 // accessURL is the URL of a subresource of the access API, such as
-// sandboxes/NAME/exec.
+// sandboxes/NAME/exec: the API the manager serves (package access) and the
+// plugin reaches through the Kubernetes API server.
 func accessURL(cfg *rest.Config, ns, resource, name, subresource string) (*url.URL, error) {
 	base, _, err := rest.DefaultServerUrlFor(cfg)
 	if err != nil {
 		return nil, err
 	}
 	u := *base
-	u.Path = path.Join(base.Path, "/apis", accessGroup, accessVersion, "namespaces", ns, resource, name, subresource)
+	u.Path = path.Join(base.Path, "/apis", afev1.AccessGroup, afev1.AccessVersion, "namespaces", ns, resource, name, subresource)
 	return &u, nil
 }
 

@@ -18,12 +18,11 @@ import (
 // to resume a sandbox its idle timeout suspended (whose spec.suspend is
 // already false).
 func suspendPatch(suspend bool, now time.Time) ([]byte, error) {
-	p := map[string]any{"spec": map[string]any{"suspend": suspend}}
+	p := map[string]any{}
 	if !suspend {
-		p["metadata"] = map[string]any{"annotations": map[string]string{
-			afev1.ResumeRequestedAnnotation: now.UTC().Format(time.RFC3339),
-		}}
+		p = afev1.ResumeRequestPatch(now)
 	}
+	p["spec"] = map[string]any{"suspend": suspend}
 	return json.Marshal(p)
 }
 

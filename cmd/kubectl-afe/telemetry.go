@@ -74,14 +74,11 @@ func getTelemetry(cfg *rest.Config, u *url.URL) (*telemetry.RecordList, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := hc.Do(req)
+	resp, err := doOK(hc, req)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return nil, apiError(resp)
-	}
 	list := &telemetry.RecordList{}
 	if err := json.NewDecoder(resp.Body).Decode(list); err != nil {
 		return nil, fmt.Errorf("read the telemetry: %w", err)

@@ -22,6 +22,7 @@ import (
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/test/dockertest"
+	"afe.dev/sandbox/test/testenv"
 )
 
 func TestQuantiles(t *testing.T) {
@@ -291,16 +292,7 @@ func TestBenchSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		assets = filepath.Join(root, "bin", "envtest", "1.37.2")
-	}
-	if _, err := os.Stat(filepath.Join(assets, "kube-apiserver")); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI is set and the envtest binaries are missing: %v", err)
-		}
-		t.Skipf("no envtest binaries (run `make envtest`): %v", err)
-	}
+	assets := testenv.RequireAssets(t, "kube-apiserver")
 	manager := os.Getenv("AFE_MANAGER_BIN")
 	if manager == "" {
 		manager = filepath.Join(t.TempDir(), "manager")

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"afe.dev/sandbox/internal/nosuidroot"
+	"afe.dev/sandbox/test/testenv"
 )
 
 // `make run` without KUBECONFIG: the control plane comes up with the CRDs,
@@ -158,19 +159,7 @@ wait`
 
 func assets(t *testing.T, binaries ...string) string {
 	t.Helper()
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		assets = filepath.Join("..", "..", "bin", "envtest", "1.37.2")
-	}
-	for _, b := range binaries {
-		if _, err := os.Stat(filepath.Join(assets, b)); err != nil {
-			if os.Getenv("CI") != "" {
-				t.Fatalf("no %s in %s (make envtest)", b, assets)
-			}
-			t.Skipf("no %s in %s (make envtest)", b, assets)
-		}
-	}
-	return assets
+	return testenv.RequireAssets(t, binaries...)
 }
 
 func buildLocalcp(t *testing.T) string {

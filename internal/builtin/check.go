@@ -6,7 +6,6 @@ import (
 	"hash/fnv"
 	"strconv"
 	"strings"
-	"sync"
 )
 
 // CheckScript reads, once the git part has exited, what the repository says
@@ -66,8 +65,7 @@ type LaneState struct {
 // base and "done"; anything else makes it invalid. Commit names are "" where
 // a ref names no commit. It is an io.Writer, fed as the output comes.
 type Check struct {
-	mu          sync.Mutex
-	stream      lines
+	lockedLines
 	lanes       []string
 	Lanes       []LaneState
 	Integration string
@@ -83,21 +81,6 @@ func NewCheck(lanes []string) *Check {
 	c := &Check{lanes: lanes}
 	c.stream = lines{maxBytes: maxCheckBytes, maxLines: maxCheckLines, maxLine: maxCheckLine, parse: c.parse}
 	return c
-}
-
-// Write parses complete lines; it never fails.
-func (c *Check) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.stream.write(p)
-	return len(p), nil
-}
-
-// Invalid says why the check's output cannot be read, or "".
-func (c *Check) Invalid() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.stream.invalid
 }
 
 func (c *Check) parse(line string) string {

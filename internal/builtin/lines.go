@@ -3,6 +3,7 @@ package builtin
 import (
 	"bytes"
 	"fmt"
+	"sync"
 )
 
 // lines cuts what a channel carries into lines, within bounds. The first
@@ -54,4 +55,30 @@ func (l *lines) write(p []byte) {
 		}
 		l.buf = l.buf[:0]
 	}
+}
+
+// lockedLines is a stream of lines fed from one goroutine (the output as
+// it comes) and read from another; what embeds it is an io.Writer. mu
+// also guards what the stream's parse writes.
+type lockedLines struct {
+	mu     sync.Mutex
+	stream lines
+}
+
+// Write parses complete lines; it never fails, so the output is drained
+// whatever it holds.
+func (l *lockedLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.stream.write(p)
+	return len(p), nil
+}
+
+// Invalid says why the output cannot be trusted: the first bound it went
+// past or the first line the script does not write. It is "" for output
+// that can be.
+func (l *lockedLines) Invalid() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.stream.invalid
 }

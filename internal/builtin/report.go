@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
-	"sync"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 )
@@ -78,11 +77,10 @@ const (
 // can write well-formed lines too): what it says is verified against the
 // repository once the git part has exited (Verify).
 type Report struct {
-	mu     sync.Mutex
-	stream lines
-	lanes  []string
-	index  map[string]int
-	phase  phase
+	lockedLines
+	lanes []string
+	index map[string]int
+	phase phase
 	// next is the position in lanes the next lane named must be at, or
 	// after (while committing).
 	next int
@@ -112,24 +110,6 @@ func NewReport(lanes []string) *Report {
 	return r
 }
 
-// Write parses complete lines; it never fails, so the output is drained
-// whatever it holds.
-func (r *Report) Write(p []byte) (int, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.stream.write(p)
-	return len(p), nil
-}
-
-// Invalid says why the report cannot be trusted: the first bound it went
-// past or the first line the script does not write. It is "" for a report
-// that can be.
-func (r *Report) Invalid() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.stream.invalid
-}
-
 // parse takes one line: "afe-builtin WORD ARGS...", where the last argument
 // of "file" and "error" runs to the end of the line. It returns why the
 // line is refused, or "". A lane is named in refusals only when it is one
@@ -145,99 +125,150 @@ func (r *Report) parse(line string) string {
 	word, rest, _ := strings.Cut(rest, " ")
 	switch word {
 	case "error":
-		if lane, ok := strings.CutPrefix(rest, "ref-not-found lane "); ok {
-			if _, ok := r.index[lane]; !ok {
-				return "names a lane that is not one of this Run's lanes"
-			}
-		}
-		r.Failure = failure(rest)
-		r.phase = phaseEnd
+		return r.parseError(rest)
 	case "unchanged", "committed":
-		lane, commit, hasCommit := strings.Cut(rest, " ")
-		i, ok := r.index[lane]
-		switch {
-		case !ok:
-			return "names a lane that is not one of this Run's lanes"
-		case r.phase != phaseCommit:
-			return "says " + word + " after the merge began"
-		case i < r.next:
-			return "names lane " + lane + " again, or out of order"
-		case word == "unchanged" && hasCommit:
-			return "is not a line of the report"
-		case word == "committed" && !isCommit(commit):
-			return "gives lane " + lane + " a commit that is not a hex object name"
-		}
-		if word == "committed" {
-			r.Committed = append(r.Committed, LaneCommit{Lane: lane, Commit: commit})
-		}
-		r.next = i + 1
+		return r.parseCommitted(word, rest)
 	case "base":
-		if r.phase != phaseCommit {
-			return "says base twice, or late"
-		}
-		if !isCommit(rest) {
-			return "gives a base that is not a hex object name"
-		}
-		r.Base, r.phase, r.next = rest, phaseMerge, 0
+		return r.parseBase(rest)
 	case "merged", "conflict":
-		lane, commit, _ := strings.Cut(rest, " ")
-		i, ok := r.index[lane]
-		switch {
-		case !ok:
-			return "names a lane that is not one of this Run's lanes"
-		case r.phase != phaseMerge:
-			return "says " + word + " out of place"
-		case i != r.next:
-			return "names lane " + lane + " again, or out of order"
-		case !isCommit(commit):
-			return "gives lane " + lane + " a commit that is not a hex object name"
-		}
-		r.next++
-		if word == "merged" {
-			r.Merged = append(r.Merged, LaneCommit{Lane: lane, Commit: commit})
-			break
-		}
-		r.Conflict, r.conflictAt, r.phase = &Conflict{Lane: lane, Files: []string{}}, commit, phaseFiles
+		return r.parseMerged(word, rest)
 	case "file", "truncated":
-		if r.phase != phaseFiles || r.Conflict.FilesTruncated {
-			return "says " + word + " out of place"
-		}
-		lane, file, _ := strings.Cut(rest, " ")
-		if lane != r.Conflict.Lane {
-			return "names another lane than the one that conflicted"
-		}
-		if word == "truncated" {
-			if file != "" {
-				return "is not a line of the report"
-			}
-			r.Conflict.FilesTruncated = true
-			break
-		}
-		r.names += len(file)
-		if len(r.Conflict.Files) == MaxConflictFiles || r.names > MaxConflictNames {
-			return "lists more conflicting files than the script does"
-		}
-		r.Conflict.Files = append(r.Conflict.Files, unquotePath(file))
+		return r.parseFile(word, rest)
 	case "integration":
-		if r.phase != phaseFiles && (r.phase != phaseMerge || r.next != len(r.lanes)) {
-			return "says integration before every lane merged or one conflicted"
-		}
-		if !isCommit(rest) {
-			return "gives an integration commit that is not a hex object name"
-		}
-		r.Integration, r.phase = rest, phaseIntegrated
+		return r.parseIntegration(rest)
 	case "done":
-		want := "merged"
-		if r.Conflict != nil {
-			want = "conflict"
-		}
-		if r.phase != phaseIntegrated || rest != want {
-			return "says done out of place"
-		}
-		r.Done, r.phase = true, phaseEnd
-	default:
-		return "is not a line of the report"
+		return r.parseDone(rest)
 	}
+	return "is not a line of the report"
+}
+
+// parseError takes "error REASON...", the end of the report.
+func (r *Report) parseError(rest string) string {
+	if lane, ok := strings.CutPrefix(rest, "ref-not-found lane "); ok {
+		if _, ok := r.index[lane]; !ok {
+			return "names a lane that is not one of this Run's lanes"
+		}
+	}
+	r.Failure = failure(rest)
+	r.phase = phaseEnd
+	return ""
+}
+
+// laneLine reads the "LANE COMMIT" of a line of word ("LANE" alone when
+// withCommit is false), which must come in phase p (else it says word
+// when) and name a lane at r.next, or after it unless strict. It returns
+// the lane, its commit and its position, or why the line is refused.
+func (r *Report) laneLine(word, rest string, p phase, when string, strict, withCommit bool) (lane, commit string, i int, why string) {
+	lane, commit, hasCommit := strings.Cut(rest, " ")
+	i, ok := r.index[lane]
+	switch {
+	case !ok:
+		return "", "", 0, "names a lane that is not one of this Run's lanes"
+	case r.phase != p:
+		return "", "", 0, "says " + word + " " + when
+	case i < r.next || strict && i != r.next:
+		return "", "", 0, "names lane " + lane + " again, or out of order"
+	case !withCommit && hasCommit:
+		return "", "", 0, "is not a line of the report"
+	case withCommit && !isCommit(commit):
+		return "", "", 0, "gives lane " + lane + " a commit that is not a hex object name"
+	}
+	return lane, commit, i, ""
+}
+
+// parseCommitted takes "unchanged LANE" and "committed LANE COMMIT" while
+// the lanes' worktrees are committed: each lane once at most, in the Run's
+// order, some perhaps skipped.
+func (r *Report) parseCommitted(word, rest string) string {
+	lane, commit, i, why := r.laneLine(word, rest, phaseCommit, "after the merge began", false, word == "committed")
+	if why != "" {
+		return why
+	}
+	if word == "committed" {
+		r.Committed = append(r.Committed, LaneCommit{Lane: lane, Commit: commit})
+	}
+	r.next = i + 1
+	return ""
+}
+
+// parseBase takes "base COMMIT", which ends the commits and begins the
+// merge.
+func (r *Report) parseBase(rest string) string {
+	if r.phase != phaseCommit {
+		return "says base twice, or late"
+	}
+	if !isCommit(rest) {
+		return "gives a base that is not a hex object name"
+	}
+	r.Base, r.phase, r.next = rest, phaseMerge, 0
+	return ""
+}
+
+// parseMerged takes "merged LANE COMMIT" and "conflict LANE COMMIT" while
+// the lanes are merged: every lane in the Run's order, until one
+// conflicts.
+func (r *Report) parseMerged(word, rest string) string {
+	lane, commit, _, why := r.laneLine(word, rest, phaseMerge, "out of place", true, true)
+	if why != "" {
+		return why
+	}
+	r.next++
+	if word == "merged" {
+		r.Merged = append(r.Merged, LaneCommit{Lane: lane, Commit: commit})
+		return ""
+	}
+	r.Conflict, r.conflictAt, r.phase = &Conflict{Lane: lane, Files: []string{}}, commit, phaseFiles
+	return ""
+}
+
+// parseFile takes "file LANE PATH" and "truncated LANE", the files of the
+// lane that conflicted, within the bounds of the list.
+func (r *Report) parseFile(word, rest string) string {
+	if r.phase != phaseFiles || r.Conflict.FilesTruncated {
+		return "says " + word + " out of place"
+	}
+	lane, file, _ := strings.Cut(rest, " ")
+	if lane != r.Conflict.Lane {
+		return "names another lane than the one that conflicted"
+	}
+	if word == "truncated" {
+		if file != "" {
+			return "is not a line of the report"
+		}
+		r.Conflict.FilesTruncated = true
+		return ""
+	}
+	r.names += len(file)
+	if len(r.Conflict.Files) == MaxConflictFiles || r.names > MaxConflictNames {
+		return "lists more conflicting files than the script does"
+	}
+	r.Conflict.Files = append(r.Conflict.Files, unquotePath(file))
+	return ""
+}
+
+// parseIntegration takes "integration COMMIT", once every lane merged or
+// one conflicted.
+func (r *Report) parseIntegration(rest string) string {
+	if r.phase != phaseFiles && (r.phase != phaseMerge || r.next != len(r.lanes)) {
+		return "says integration before every lane merged or one conflicted"
+	}
+	if !isCommit(rest) {
+		return "gives an integration commit that is not a hex object name"
+	}
+	r.Integration, r.phase = rest, phaseIntegrated
+	return ""
+}
+
+// parseDone takes "done merged" or "done conflict", the end of the report.
+func (r *Report) parseDone(rest string) string {
+	want := "merged"
+	if r.Conflict != nil {
+		want = "conflict"
+	}
+	if r.phase != phaseIntegrated || rest != want {
+		return "says done out of place"
+	}
+	r.Done, r.phase = true, phaseEnd
 	return ""
 }
 

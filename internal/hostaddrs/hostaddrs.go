@@ -13,7 +13,7 @@ import (
 	"slices"
 	"strings"
 
-	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/enginespec"
 )
 
 // PrivateRanges are the ranges the proxy refuses unless
@@ -32,7 +32,7 @@ var linkLocal6 = netip.MustParsePrefix("fe80::/10")
 type Inputs struct {
 	// Networks are every network of the engine. The gateways of those
 	// where the host takes an address are the host's.
-	Networks []docker.Network
+	Networks []enginespec.Network
 	// Local are the addresses of this process's interfaces; they are the
 	// engine host's only when LocalEngine is set and they include one of
 	// the networks' gateways (this process shares the host's network
@@ -99,7 +99,7 @@ func DenyList(in Inputs) []string {
 // an address. The engine's default bridge (docker0) reports its subnet and
 // no gateway (Docker 20.10): a bridge without one counts the first address
 // of each of its subnets, where the engine puts the host.
-func gatewaysOf(networks []docker.Network) []netip.Prefix {
+func gatewaysOf(networks []enginespec.Network) []netip.Prefix {
 	var out []netip.Prefix
 	for _, n := range networks {
 		if n.NoHostAddress {
@@ -163,7 +163,7 @@ func mustPrefixes(s ...string) []netip.Prefix {
 
 // Engine is what Read asks of the engine.
 type Engine interface {
-	ListNetworks(ctx context.Context, labels map[string]string) ([]docker.Network, error)
+	ListNetworks(ctx context.Context, labels map[string]string) ([]enginespec.Network, error)
 }
 
 // Read asks the engine for its networks and this host for the addresses of

@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/enginespec"
 )
 
 func addrs(s ...string) []netip.Addr {
@@ -21,7 +21,7 @@ func TestDenyList(t *testing.T) {
 	// The engine of this kind of machine: docker0, a user's bridge, an
 	// internal network (the host holds its gateway too), a sandbox's network
 	// without a host address, host and none without gateways.
-	engine := []docker.Network{
+	engine := []enginespec.Network{
 		// docker0 reports its subnet only.
 		{Name: "bridge", Driver: "bridge", Subnets: []string{"172.17.0.0/16"}},
 		{Name: "afe-demo", Gateways: []string{"172.18.0.1"}},
@@ -63,7 +63,7 @@ func TestDenyList(t *testing.T) {
 			want: []string{"192.0.2.2", "2001:db8::7"},
 		},
 		"private refused, a bridge on a public range": {
-			in:   Inputs{Networks: append(engine, docker.Network{Name: "odd", Gateways: []string{"198.51.100.1"}})},
+			in:   Inputs{Networks: append(engine, enginespec.Network{Name: "odd", Gateways: []string{"198.51.100.1"}})},
 			want: []string{"198.51.100.1"},
 		},
 		"operator's addresses and ranges, sorted and once": {
@@ -76,15 +76,15 @@ func TestDenyList(t *testing.T) {
 			want: []string{"8.0.0.0/5"},
 		},
 		"gateways as some engines write them, and unparsable ones": {
-			in:   Inputs{Networks: []docker.Network{{Gateways: []string{"172.20.0.1/16", "nonsense", "::ffff:172.21.0.1"}}}, AllowPrivate: true},
+			in:   Inputs{Networks: []enginespec.Network{{Gateways: []string{"172.20.0.1/16", "nonsense", "::ffff:172.21.0.1"}}}, AllowPrivate: true},
 			want: []string{"172.20.0.1", "172.21.0.1"},
 		},
 		"docker0 alone, as a fresh engine has it: its first address, and the host's own": {
-			in:   Inputs{Networks: []docker.Network{{Name: "bridge", Driver: "bridge", Subnets: []string{"172.17.0.0/16"}}}, Local: hostIfaces, LocalEngine: true, AllowPrivate: true},
+			in:   Inputs{Networks: []enginespec.Network{{Name: "bridge", Driver: "bridge", Subnets: []string{"172.17.0.0/16"}}}, Local: hostIfaces, LocalEngine: true, AllowPrivate: true},
 			want: []string{"10.10.0.1", "127.0.0.1", "172.17.0.1", "172.18.0.1", "192.0.2.2", "::1", "2001:db8::7", "fd00::2", "fe80::/10"},
 		},
 		"a network of another driver without a gateway is not guessed": {
-			in:   Inputs{Networks: []docker.Network{{Name: "lan", Driver: "macvlan", Subnets: []string{"192.168.1.0/24"}}}, AllowPrivate: true},
+			in:   Inputs{Networks: []enginespec.Network{{Name: "lan", Driver: "macvlan", Subnets: []string{"192.168.1.0/24"}}}, AllowPrivate: true},
 			want: []string{},
 		},
 		"nothing": {
@@ -104,12 +104,12 @@ func TestDenyList(t *testing.T) {
 // The list does not change when a private network comes or goes while the
 // private ranges are refused: no proxy is recreated for it.
 func TestDenyListIgnoresPrivateNetworksWhenPrivateIsRefused(t *testing.T) {
-	before := DenyList(Inputs{Networks: []docker.Network{{Gateways: []string{"172.17.0.1"}}}})
-	after := DenyList(Inputs{Networks: []docker.Network{{Gateways: []string{"172.17.0.1"}}, {Gateways: []string{"192.168.5.1"}}}})
+	before := DenyList(Inputs{Networks: []enginespec.Network{{Gateways: []string{"172.17.0.1"}}}})
+	after := DenyList(Inputs{Networks: []enginespec.Network{{Gateways: []string{"172.17.0.1"}}, {Gateways: []string{"192.168.5.1"}}}})
 	if diff := cmp.Diff(before, after); diff != "" {
 		t.Fatal(diff)
 	}
-	open := DenyList(Inputs{Networks: []docker.Network{{Gateways: []string{"172.17.0.1"}}, {Gateways: []string{"192.168.5.1"}}}, AllowPrivate: true})
+	open := DenyList(Inputs{Networks: []enginespec.Network{{Gateways: []string{"172.17.0.1"}}, {Gateways: []string{"192.168.5.1"}}}, AllowPrivate: true})
 	if diff := cmp.Diff([]string{"172.17.0.1", "192.168.5.1"}, open); diff != "" {
 		t.Fatal(diff)
 	}

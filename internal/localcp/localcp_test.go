@@ -2,28 +2,19 @@ package localcp
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"afe.dev/sandbox/test/testenv"
 )
 
 func assets(t *testing.T) string {
-	d := os.Getenv("KUBEBUILDER_ASSETS")
-	if d == "" {
-		d = filepath.Join("..", "..", "bin", "envtest", "1.37.2")
-	}
-	if _, err := os.Stat(filepath.Join(d, "kube-apiserver")); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("no control plane binaries in %s (make envtest)", d)
-		}
-		t.Skipf("no control plane binaries in %s (make envtest)", d)
-	}
-	return d
+	t.Helper()
+	return testenv.RequireAssets(t, "kube-apiserver")
 }
 
 // The state of the control plane survives a restart, and each start writes a

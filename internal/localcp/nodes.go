@@ -106,16 +106,7 @@ func createNode(ctx context.Context, nodes typedcorev1.NodeInterface, name strin
 // update changes the Node's metadata and spec with change, again on a
 // conflict.
 func update(ctx context.Context, nodes typedcorev1.NodeInterface, name string, change func(*corev1.Node)) error {
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		n, err := nodes.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		change(n)
-		_, err = nodes.Update(ctx, n, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
+	if err := retryUpdate(ctx, nodes, name, change, nodes.Update); err != nil {
 		return fmt.Errorf("update node %s: %w", name, err)
 	}
 	return nil
@@ -124,19 +115,27 @@ func update(ctx context.Context, nodes typedcorev1.NodeInterface, name string, c
 // updateStatus changes the Node's status with change, through the status
 // subresource (the only way a status is written), again on a conflict.
 func updateStatus(ctx context.Context, nodes typedcorev1.NodeInterface, name string, change func(*corev1.NodeStatus)) error {
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		n, err := nodes.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		change(&n.Status)
-		_, err = nodes.UpdateStatus(ctx, n, metav1.UpdateOptions{})
-		return err
-	})
+	err := retryUpdate(ctx, nodes, name, func(n *corev1.Node) { change(&n.Status) }, nodes.UpdateStatus)
 	if err != nil {
 		return fmt.Errorf("update status of node %s: %w", name, err)
 	}
 	return nil
+}
+
+// retryUpdate reads the Node, changes it and writes it with write, again
+// on a conflict.
+func retryUpdate(ctx context.Context, nodes typedcorev1.NodeInterface, name string, change func(*corev1.Node),
+	write func(context.Context, *corev1.Node, metav1.UpdateOptions) (*corev1.Node, error),
+) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := nodes.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		change(n)
+		_, err = write(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
 }
 
 // kubeletLabels are the well-known labels a kubelet gives its Node.

@@ -5,8 +5,6 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-
-	"afe.dev/sandbox/docker"
 )
 
 var buckets = []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300}
@@ -50,6 +48,9 @@ var (
 	})
 )
 
+// init registers the controller's metrics. The engine's request count
+// (docker.Requests) is registered by the manager, which wires the engine:
+// this package stays free of the Docker SDK.
 func init() {
-	crmetrics.Registry.MustRegister(SandboxReady, SandboxRecovered, Recreations, TicketCleanup, RunDuration, Runs, docker.Requests, Usage, Commands, TelemetryDropped, APIWrites)
+	crmetrics.Registry.MustRegister(SandboxReady, SandboxRecovered, Recreations, TicketCleanup, RunDuration, Runs, Usage, Commands, TelemetryDropped, APIWrites)
 }

@@ -33,8 +33,14 @@ func Key(namespace, name string) string {
 	if len(k) <= maxKey {
 		return k
 	}
-	sum := sha256.Sum256([]byte(k))
-	return k[:maxKey-17] + "_" + hex.EncodeToString(sum[:8])
+	return k[:maxKey-17] + "_" + Hash(k)
+}
+
+// Hash is 16 hex digits of the SHA-256 of s: what ends a name cut to fit,
+// so that names cut alike stay distinct.
+func Hash(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:8])
 }
 
 // Container is the name of the sandbox container.

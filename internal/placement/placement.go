@@ -10,15 +10,13 @@
 package placement
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/internal/naming"
 )
 
 // PlaceholderLabel marks placeholder Pods (value "true"): the managers watch
@@ -36,8 +34,7 @@ func PodName(ticket string) string {
 	if len(n) <= maxName {
 		return n
 	}
-	sum := sha256.Sum256([]byte(ticket))
-	return n[:maxName-17] + "-" + hex.EncodeToString(sum[:8])
+	return n[:maxName-17] + "-" + naming.Hash(ticket)
 }
 
 // ProxyResources is what an egress proxy may use (its container's limits).

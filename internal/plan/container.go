@@ -5,7 +5,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/enginespec"
 	"afe.dev/sandbox/internal/sandboxspec"
 )
 
@@ -59,7 +59,7 @@ func (a ContainerAction) NeedsImage() bool {
 // Container decides what to do with the sandbox's container from the
 // sandbox's status, the container the engine has under its name (nil when
 // none) and the spec-hash the spec wants.
-func Container(st *afev1.SandboxStatus, have *docker.Container, id sandboxspec.Identity, wantHash string) ContainerAction {
+func Container(st *afev1.SandboxStatus, have *enginespec.Container, id sandboxspec.Identity, wantHash string) ContainerAction {
 	switch {
 	case have != nil && id.Stale(have.Labels, afev1.RoleSandbox):
 		return ContainerRemoveOrphan
@@ -86,7 +86,7 @@ func Container(st *afev1.SandboxStatus, have *docker.Container, id sandboxspec.I
 
 // lossPending is true while a recorded loss has no running replacement: a
 // container started after the loss is the replacement.
-func lossPending(st *afev1.SandboxStatus, have *docker.Container) bool {
+func lossPending(st *afev1.SandboxStatus, have *enginespec.Container) bool {
 	c := meta.FindStatusCondition(st.Conditions, afev1.ContainerReadyCondition)
 	if c == nil || c.Reason != afev1.SandboxLostReason || c.Status == metav1.ConditionTrue {
 		return false

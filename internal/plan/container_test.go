@@ -8,29 +8,29 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/enginespec"
 	"afe.dev/sandbox/internal/sandboxspec"
 )
 
 func TestContainer(t *testing.T) {
 	id := sandboxspec.Identity{Namespace: "ns", Name: "sbx", UID: "uid-1", Ticket: "sbx", Scope: "main", Instance: "default", Key: "ns.sbx"}
 	lostAt := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	ours := func(running bool, hash string, started time.Time) *docker.Container {
+	ours := func(running bool, hash string, started time.Time) *enginespec.Container {
 		l := id.Labels(afev1.RoleSandbox)
 		l[afev1.LabelSpecHash] = hash
-		return &docker.Container{ID: "c1", Labels: l, Running: running, StartedAt: started}
+		return &enginespec.Container{ID: "c1", Labels: l, Running: running, StartedAt: started}
 	}
-	earlier := func() *docker.Container {
+	earlier := func() *enginespec.Container {
 		old := id
 		old.UID = "uid-0"
-		return &docker.Container{ID: "c0", Labels: old.Labels(afev1.RoleSandbox), Running: true}
+		return &enginespec.Container{ID: "c0", Labels: old.Labels(afev1.RoleSandbox), Running: true}
 	}
-	others := func() *docker.Container {
+	others := func() *enginespec.Container {
 		other := id
 		other.Instance = "other"
-		return &docker.Container{ID: "c2", Labels: other.Labels(afev1.RoleSandbox), Running: true}
+		return &enginespec.Container{ID: "c2", Labels: other.Labels(afev1.RoleSandbox), Running: true}
 	}
-	proxy := &docker.Container{ID: "p", Labels: id.Labels(afev1.RoleProxy), Running: true}
+	proxy := &enginespec.Container{ID: "p", Labels: id.Labels(afev1.RoleProxy), Running: true}
 	lost := func(status metav1.ConditionStatus) afev1.SandboxStatus {
 		return afev1.SandboxStatus{
 			LastLostTime: &metav1.Time{Time: lostAt},
@@ -43,7 +43,7 @@ func TestContainer(t *testing.T) {
 	}
 	tests := map[string]struct {
 		status afev1.SandboxStatus
-		have   *docker.Container
+		have   *enginespec.Container
 		want   ContainerAction
 	}{
 		"new sandbox":                          {want: ContainerCreate},
@@ -61,7 +61,7 @@ func TestContainer(t *testing.T) {
 		"left by an earlier sandbox":           {status: afev1.SandboxStatus{ContainerID: "c0"}, have: earlier(), want: ContainerRemoveOrphan},
 		"another instance's":                   {have: others(), want: ContainerNotAdopted},
 		"ours in another role":                 {have: proxy, want: ContainerNotAdopted},
-		"unlabelled":                           {have: &docker.Container{ID: "x", Running: true}, want: ContainerNotAdopted},
+		"unlabelled":                           {have: &enginespec.Container{ID: "x", Running: true}, want: ContainerNotAdopted},
 		"suspended, stopped":                   {status: suspended, have: ours(false, "h1", lostAt), want: ContainerStart},
 		"suspended, stopped and drifted":       {status: suspended, have: ours(false, "h0", lostAt), want: ContainerRecreate},
 		"suspended, removed meanwhile":         {status: suspended, want: ContainerRecordLoss},

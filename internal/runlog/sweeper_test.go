@@ -15,22 +15,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/test/testenv"
 )
 
 // assets is where `make envtest` puts kube-apiserver and etcd; without
 // them the test is skipped, except under CI.
 func assets(t *testing.T) string {
-	d := os.Getenv("KUBEBUILDER_ASSETS")
-	if d == "" {
-		d = filepath.Join("..", "..", "bin", "envtest", "1.37.2")
-	}
-	if _, err := os.Stat(filepath.Join(d, "kube-apiserver")); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("no control plane binaries in %s (make envtest)", d)
-		}
-		t.Skipf("no control plane binaries in %s (make envtest)", d)
-	}
-	return d
+	t.Helper()
+	return testenv.RequireAssets(t, "kube-apiserver")
 }
 
 // apiServer is a client of a real API server with the project's CRDs.

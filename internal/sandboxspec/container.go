@@ -7,7 +7,7 @@ import (
 	"fmt"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/enginespec"
 	"afe.dev/sandbox/internal/naming"
 )
 
@@ -16,7 +16,7 @@ const WorkspacePath = "/workspace"
 
 // KeepAlive is the container's process when the spec has no command: it idles
 // and exits at once on SIGTERM. It blocks reading its stdin, which the
-// engine holds open and nobody writes (see docker.ContainerSpec.OpenStdin),
+// engine holds open and nobody writes (see enginespec.ContainerSpec.OpenStdin),
 // so it needs nothing in the image but /bin/sh; should that stdin ever end,
 // it sleeps instead.
 var KeepAlive = []string{"/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do read -r _ || { sleep 3600 & wait $!; }; done"}
@@ -110,7 +110,7 @@ type Resolved struct {
 	User string
 	// Runtime is the engine's runtime the sandbox runs under (RuntimeOf);
 	// a zero one is the engine's default.
-	Runtime docker.Runtime
+	Runtime enginespec.Runtime
 }
 
 // UserOf is the uid and gid the container of the sandbox runs as: spec.user,
@@ -129,19 +129,19 @@ func UserOf(spec *afev1.SandboxTemplateSpec, r Resolved) (uid, gid int, err erro
 // no-new-privileges, a non-root user, CPU, memory (swap off) and pids limits,
 // an init process, the workspace as the only mount, only the declared env,
 // and no network unless it has egress. Its labels carry the spec hash.
-func Container(sbx *afev1.Sandbox, id Identity, r Resolved) docker.ContainerSpec {
+func Container(sbx *afev1.Sandbox, id Identity, r Resolved) enginespec.ContainerSpec {
 	spec := sbx.Spec.SandboxTemplateSpec
 	uid, gid, _ := UserOf(&spec, r)
-	mount := docker.Mount{Type: docker.MountVolume, Source: r.Workspace, Target: WorkspacePath}
+	mount := enginespec.Mount{Type: enginespec.MountVolume, Source: r.Workspace, Target: WorkspacePath}
 	if spec.Workspace.Type == afev1.WorkspaceFolder {
-		mount.Type = docker.MountBind
+		mount.Type = enginespec.MountBind
 		if spec.User == "" {
 			// An allocated id: the folder is made its own, as a volume is
 			// (the folder itself, not what it holds).
-			mount.Owner = &docker.Owner{UID: uid, GID: gid}
+			mount.Owner = &enginespec.Owner{UID: uid, GID: gid}
 		}
 	} else {
-		mount.Owner = &docker.Owner{UID: uid, GID: gid}
+		mount.Owner = &enginespec.Owner{UID: uid, GID: gid}
 		mount.Labels = id.Labels(afev1.RoleWorkspace)
 	}
 	cmd, openStdin := spec.Command, false
@@ -153,7 +153,7 @@ func Container(sbx *afev1.Sandbox, id Identity, r Resolved) docker.ContainerSpec
 		network = "none"
 	}
 	env := append(append([]string{}, r.Env...), r.ProxyEnv...)
-	c := docker.ContainerSpec{
+	c := enginespec.ContainerSpec{
 		Name:  naming.Container(id.Key),
 		Image: spec.Image,
 		// The entrypoint is emptied so that the command is exactly what the
@@ -163,7 +163,7 @@ func Container(sbx *afev1.Sandbox, id Identity, r Resolved) docker.ContainerSpec
 		User:            formatUser(uid, gid),
 		WorkingDir:      WorkspacePath,
 		Env:             env,
-		Mounts:          []docker.Mount{mount},
+		Mounts:          []enginespec.Mount{mount},
 		Network:         network,
 		DNS:             dnsFor(network),
 		NanoCPUs:        cpuOf(spec.Resources) * 1_000_000,
@@ -189,7 +189,7 @@ func Container(sbx *afev1.Sandbox, id Identity, r Resolved) docker.ContainerSpec
 }
 
 // Hash is the hash of everything in a container spec but its labels.
-func Hash(c docker.ContainerSpec) string {
+func Hash(c enginespec.ContainerSpec) string {
 	c.Labels = nil
 	if c.Runtime == DefaultRuntime {
 		// runc is what every container ran under before runtimes were
@@ -197,7 +197,7 @@ func Hash(c docker.ContainerSpec) string {
 		c.Runtime = ""
 	}
 	// Labels of the mounts too: they follow the identity, not the spec.
-	c.Mounts = append([]docker.Mount(nil), c.Mounts...)
+	c.Mounts = append([]enginespec.Mount(nil), c.Mounts...)
 	for i := range c.Mounts {
 		c.Mounts[i].Labels = nil
 	}
@@ -207,23 +207,23 @@ func Hash(c docker.ContainerSpec) string {
 }
 
 // Volume is the workspace volume of a Volume workspace.
-func Volume(id Identity) docker.VolumeSpec {
-	return docker.VolumeSpec{Name: naming.Volume(id.Key), Labels: id.Labels(afev1.RoleWorkspace)}
+func Volume(id Identity) enginespec.VolumeSpec {
+	return enginespec.VolumeSpec{Name: naming.Volume(id.Key), Labels: id.Labels(afev1.RoleWorkspace)}
 }
 
 // ulimits are the file size and open file limits (defaults for objects
 // written before the fields existed).
-func ulimits(r afev1.SandboxResources) []docker.Ulimit {
-	var out []docker.Ulimit
+func ulimits(r afev1.SandboxResources) []enginespec.Ulimit {
+	var out []enginespec.Ulimit
 	fs := r.FileSizeOrDefault()
 	if v := fs.Value(); v > 0 {
-		out = append(out, docker.Ulimit{Name: "fsize", Soft: v, Hard: v})
+		out = append(out, enginespec.Ulimit{Name: "fsize", Soft: v, Hard: v})
 	}
 	n := r.OpenFilesOrDefault()
-	out = append(out, docker.Ulimit{Name: "nofile", Soft: n, Hard: n})
+	out = append(out, enginespec.Ulimit{Name: "nofile", Soft: n, Hard: n})
 	if r.CPUSeconds > 0 {
 		// SIGXCPU at the soft limit, SIGKILL a second later.
-		out = append(out, docker.Ulimit{Name: "cpu", Soft: r.CPUSeconds, Hard: r.CPUSeconds + 1})
+		out = append(out, enginespec.Ulimit{Name: "cpu", Soft: r.CPUSeconds, Hard: r.CPUSeconds + 1})
 	}
 	return out
 }
@@ -253,7 +253,7 @@ func formatUser(uid, gid int) string { return fmt.Sprintf("%d:%d", uid, gid) }
 // root filesystem with a tmpfs at /tmp of at most the limit and half the
 // memory (tmpfs is memory, charged to the container). Without a limit the
 // spec is left as it is.
-func limitDisk(c *docker.ContainerSpec, r afev1.SandboxResources, how afev1.DiskEnforcement) {
+func limitDisk(c *enginespec.ContainerSpec, r afev1.SandboxResources, how afev1.DiskEnforcement) {
 	if r.Disk == nil {
 		return
 	}

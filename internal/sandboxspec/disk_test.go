@@ -8,7 +8,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/enginespec"
 )
 
 func TestDiskLimit(t *testing.T) {
@@ -17,9 +17,9 @@ func TestDiskLimit(t *testing.T) {
 		ReadOnlyRootfs   bool
 		Tmpfs            map[string]string
 		StorageSizeBytes int64
-		Ulimits          []docker.Ulimit
+		Ulimits          []enginespec.Ulimit
 	}
-	nofile := docker.Ulimit{Name: "nofile", Soft: 4096, Hard: 4096}
+	nofile := enginespec.Ulimit{Name: "nofile", Soft: 4096, Hard: 4096}
 	tests := map[string]struct {
 		disk       string
 		how        afev1.DiskEnforcement
@@ -28,25 +28,25 @@ func TestDiskLimit(t *testing.T) {
 	}{
 		"no disk limit: as before, a writable root": {
 			how:  afev1.DiskReadOnlyRoot,
-			want: limits{Ulimits: []docker.Ulimit{{Name: "fsize", Soft: 1 << 30, Hard: 1 << 30}, nofile}},
+			want: limits{Ulimits: []enginespec.Ulimit{{Name: "fsize", Soft: 1 << 30, Hard: 1 << 30}, nofile}},
 		},
 		"read-only root, /tmp the limit": {
 			disk: "64Mi", how: afev1.DiskReadOnlyRoot,
 			want: limits{ReadOnlyRootfs: true, Tmpfs: map[string]string{"/tmp": "rw,nosuid,nodev,mode=1777,size=67108864"},
-				Ulimits: []docker.Ulimit{{Name: "fsize", Soft: 64 << 20, Hard: 64 << 20}, nofile}},
+				Ulimits: []enginespec.Ulimit{{Name: "fsize", Soft: 64 << 20, Hard: 64 << 20}, nofile}},
 		},
 		"read-only root, /tmp half the memory": {
 			disk: "10Gi", how: afev1.DiskReadOnlyRoot,
 			want: limits{ReadOnlyRootfs: true, Tmpfs: map[string]string{"/tmp": "rw,nosuid,nodev,mode=1777,size=134217728"},
-				Ulimits: []docker.Ulimit{{Name: "fsize", Soft: 1 << 30, Hard: 1 << 30}, nofile}},
+				Ulimits: []enginespec.Ulimit{{Name: "fsize", Soft: 1 << 30, Hard: 1 << 30}, nofile}},
 		},
 		"cpuSeconds: SIGXCPU at the limit, SIGKILL a second later": {
 			how: afev1.DiskReadOnlyRoot, cpuSeconds: 2,
-			want: limits{Ulimits: []docker.Ulimit{{Name: "fsize", Soft: 1 << 30, Hard: 1 << 30}, nofile, {Name: "cpu", Soft: 2, Hard: 3}}},
+			want: limits{Ulimits: []enginespec.Ulimit{{Name: "fsize", Soft: 1 << 30, Hard: 1 << 30}, nofile, {Name: "cpu", Soft: 2, Hard: 3}}},
 		},
 		"storage quota: a writable root the engine limits": {
 			disk: "2Gi", how: afev1.DiskStorageQuota,
-			want: limits{StorageSizeBytes: 2 << 30, Ulimits: []docker.Ulimit{{Name: "fsize", Soft: 1 << 30, Hard: 1 << 30}, nofile}},
+			want: limits{StorageSizeBytes: 2 << 30, Ulimits: []enginespec.Ulimit{{Name: "fsize", Soft: 1 << 30, Hard: 1 << 30}, nofile}},
 		},
 	}
 	for name, tc := range tests {
@@ -96,10 +96,10 @@ func TestLogBounds(t *testing.T) {
 			}
 			id := IdentityOf(sbx, "default")
 			c, p := Container(sbx, id, Resolved{}), Proxy(sbx, id, ProxyOptions{})
-			if d := cmp.Diff(&docker.LogConfig{MaxFileBytes: tc.sandbox, Files: 2}, c.Log); d != "" {
+			if d := cmp.Diff(&enginespec.LogConfig{MaxFileBytes: tc.sandbox, Files: 2}, c.Log); d != "" {
 				t.Errorf("sandbox: %s", d)
 			}
-			if d := cmp.Diff(&docker.LogConfig{MaxFileBytes: tc.proxy, Files: 2}, p.Log); d != "" {
+			if d := cmp.Diff(&enginespec.LogConfig{MaxFileBytes: tc.proxy, Files: 2}, p.Log); d != "" {
 				t.Errorf("proxy: %s", d)
 			}
 			want := c.Log.Bound()

@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/enginespec"
 	"afe.dev/sandbox/internal/runexec"
 )
 
@@ -137,7 +137,7 @@ func AllocateID(sandboxUID string, taken map[int]bool, opts Options) (int, error
 // allocated to the sandbox, which the container's afe.uid label records; a
 // container without the label, or whose user is not the label's, is
 // refused. c must be the sandbox's container, its labels verified.
-func ContainerUser(specUser string, c *docker.Container) (uid, gid int, err error) {
+func ContainerUser(specUser string, c *enginespec.Container) (uid, gid int, err error) {
 	if specUser != "" {
 		return ParseUser(specUser)
 	}
@@ -154,7 +154,7 @@ func ContainerUser(specUser string, c *docker.Container) (uid, gid int, err erro
 // ValidateContainerUser is ContainerUser checked against the policy: an
 // explicit user as ValidateUser checks it, an allocated one as
 // ValidateAllocated does.
-func ValidateContainerUser(specUser string, c *docker.Container, opts Options) (uid, gid int, err error) {
+func ValidateContainerUser(specUser string, c *enginespec.Container, opts Options) (uid, gid int, err error) {
 	if specUser != "" {
 		return ValidateUser(specUser, opts)
 	}

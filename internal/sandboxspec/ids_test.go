@@ -6,7 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/enginespec"
 )
 
 func TestParseIDRange(t *testing.T) {
@@ -178,17 +178,17 @@ func TestContainerUser(t *testing.T) {
 	type result struct{ UID, GID int }
 	tests := map[string]struct {
 		spec    string
-		c       docker.Container
+		c       enginespec.Container
 		want    result
 		wantErr bool
 	}{
-		"spec.user wins":          {spec: "1000:1001", c: docker.Container{User: "5:5", Labels: allocated}, want: result{1000, 1001}},
-		"the allocated id":        {c: docker.Container{User: "1900000007:1900000007", Labels: allocated}, want: result{1900000007, 1900000007}},
-		"no label":                {c: docker.Container{User: "1000:1000", Labels: map[string]string{}}, wantErr: true},
-		"label and user differ":   {c: docker.Container{User: "1000:1000", Labels: allocated}, wantErr: true},
-		"a label of two ids":      {c: docker.Container{User: "7:8", Labels: map[string]string{afev1.LabelUser: "7:8"}}, wantErr: true},
-		"a label naming root":     {c: docker.Container{User: "0:0", Labels: map[string]string{afev1.LabelUser: "0:0"}}, wantErr: true},
-		"an empty label and user": {c: docker.Container{Labels: map[string]string{afev1.LabelUser: ""}}, wantErr: true},
+		"spec.user wins":          {spec: "1000:1001", c: enginespec.Container{User: "5:5", Labels: allocated}, want: result{1000, 1001}},
+		"the allocated id":        {c: enginespec.Container{User: "1900000007:1900000007", Labels: allocated}, want: result{1900000007, 1900000007}},
+		"no label":                {c: enginespec.Container{User: "1000:1000", Labels: map[string]string{}}, wantErr: true},
+		"label and user differ":   {c: enginespec.Container{User: "1000:1000", Labels: allocated}, wantErr: true},
+		"a label of two ids":      {c: enginespec.Container{User: "7:8", Labels: map[string]string{afev1.LabelUser: "7:8"}}, wantErr: true},
+		"a label naming root":     {c: enginespec.Container{User: "0:0", Labels: map[string]string{afev1.LabelUser: "0:0"}}, wantErr: true},
+		"an empty label and user": {c: enginespec.Container{Labels: map[string]string{afev1.LabelUser: ""}}, wantErr: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

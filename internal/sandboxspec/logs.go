@@ -2,7 +2,7 @@ package sandboxspec
 
 import (
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/enginespec"
 	"afe.dev/sandbox/internal/naming"
 )
 
@@ -22,20 +22,20 @@ const (
 // logFor bounds a container's log: two files of size each, smaller for a
 // sandbox with resources.disk (a 32nd of it, from 2 MiB on), whose bound
 // counts against it (LogReserve).
-func logFor(size int64, r afev1.SandboxResources) *docker.LogConfig {
+func logFor(size int64, r afev1.SandboxResources) *enginespec.LogConfig {
 	if r.Disk != nil {
 		size = min(size, max(minLogFile, r.Disk.Value()/32))
 	}
-	return &docker.LogConfig{MaxFileBytes: size, Files: 2}
+	return &enginespec.LogConfig{MaxFileBytes: size, Files: 2}
 }
 
 // SandboxLog is what the engine keeps of the sandbox container's output.
-func SandboxLog(r afev1.SandboxResources) *docker.LogConfig {
+func SandboxLog(r afev1.SandboxResources) *enginespec.LogConfig {
 	return logFor(sandboxLogFile, r)
 }
 
 // ProxyLog is what the engine keeps of the proxy's output.
-func ProxyLog(r afev1.SandboxResources) *docker.LogConfig {
+func ProxyLog(r afev1.SandboxResources) *enginespec.LogConfig {
 	return logFor(proxyLogFile, r)
 }
 
@@ -53,8 +53,8 @@ func LogReserve(sbx *afev1.Sandbox) int64 {
 
 // imageVolumes names the volumes of the image's VOLUME paths after the
 // sandbox, labelled as its own.
-func imageVolumes(id Identity) *docker.ImageVolumes {
-	return &docker.ImageVolumes{
+func imageVolumes(id Identity) *enginespec.ImageVolumes {
+	return &enginespec.ImageVolumes{
 		Name:   func(path string) string { return naming.ImageVolume(id.Key, path) },
 		Labels: id.Labels(afev1.RoleImageVolume),
 	}

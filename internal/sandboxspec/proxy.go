@@ -4,7 +4,7 @@ import (
 	"strings"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/enginespec"
 	"afe.dev/sandbox/internal/naming"
 )
 
@@ -43,13 +43,13 @@ type ProxyOptions struct {
 	// Runtime is the sandbox's runtime: squid, which parses what the
 	// workload sends, runs under the same kernel boundary as the workload
 	// (docs/security.md). A zero one is the engine's default.
-	Runtime docker.Runtime
+	Runtime enginespec.Runtime
 }
 
 // Network is the internal network of a sandbox with egress; the host has no
 // address on it.
-func Network(id Identity) docker.NetworkSpec {
-	return docker.NetworkSpec{
+func Network(id Identity) enginespec.NetworkSpec {
+	return enginespec.NetworkSpec{
 		Name:          naming.Network(id.Key),
 		Labels:        id.Labels(afev1.RoleNetwork),
 		Internal:      true,
@@ -70,7 +70,7 @@ func ProxyEnvFor() []string {
 // read-only root with a small /tmp, memory and pids limits, under the
 // sandbox's runtime. It sits on the
 // sandbox's internal network (as ProxyAlias) and on the egress network.
-func Proxy(sbx *afev1.Sandbox, id Identity, opts ProxyOptions) docker.ContainerSpec {
+func Proxy(sbx *afev1.Sandbox, id Identity, opts ProxyOptions) enginespec.ContainerSpec {
 	hosts := make([]string, 0, len(sbx.Spec.Egress))
 	for _, h := range sbx.Spec.Egress {
 		hosts = append(hosts, string(h))
@@ -83,7 +83,7 @@ func Proxy(sbx *afev1.Sandbox, id Identity, opts ProxyOptions) docker.ContainerS
 		"AFE_EGRESS_HOSTS=" + strings.Join(hosts, ","),
 		"AFE_EGRESS_ALLOW_PRIVATE=" + private,
 	}
-	c := docker.ContainerSpec{
+	c := enginespec.ContainerSpec{
 		Name:            naming.Proxy(id.Key),
 		Image:           opts.Image,
 		User:            proxyUser,

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/enginespec"
 )
 
 // DefaultRuntime is the default of --runtimes and --default-runtime: the
@@ -117,7 +117,7 @@ func hostPidsLimit(pids int64) int64 {
 // user-space kernel (RLIMIT_NPROC of the sandbox's user, which that kernel
 // counts on its own: a fork past it fails with EAGAIN), and the host's
 // limit only bounds what the kernel may cost the host.
-func applyRuntime(c *docker.ContainerSpec, rt docker.Runtime) {
+func applyRuntime(c *enginespec.ContainerSpec, rt enginespec.Runtime) {
 	c.Runtime = rt.Name
 	if !rt.UserSpaceKernel() {
 		return
@@ -127,5 +127,5 @@ func applyRuntime(c *docker.ContainerSpec, rt docker.Runtime) {
 	if c.MemoryBytes > 0 {
 		c.MemoryBytes += kernelMemoryOverhead
 	}
-	c.Ulimits = append(c.Ulimits, docker.Ulimit{Name: "nproc", Soft: pids, Hard: pids})
+	c.Ulimits = append(c.Ulimits, enginespec.Ulimit{Name: "nproc", Soft: pids, Hard: pids})
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/enginespec"
 )
 
 func TestParseRuntimes(t *testing.T) {
@@ -99,11 +99,11 @@ func TestContainerUnderAUserSpaceKernel(t *testing.T) {
 	sbx := testSandbox()
 	sbx.Spec.Resources.Pids = 64
 	id := IdentityOf(sbx, "default")
-	runc := Container(sbx, id, Resolved{Workspace: "v", Runtime: docker.Runtime{Name: "runc", Path: "runc"}})
+	runc := Container(sbx, id, Resolved{Workspace: "v", Runtime: enginespec.Runtime{Name: "runc", Path: "runc"}})
 	if runc.Runtime != "runc" || runc.PidsLimit != 64 || hasUlimit(runc, "nproc") {
 		t.Fatalf("runc: runtime %q, pids %d, ulimits %v", runc.Runtime, runc.PidsLimit, runc.Ulimits)
 	}
-	gvisor := Container(sbx, id, Resolved{Workspace: "v", Runtime: docker.Runtime{Name: "gvisor", Path: "/usr/bin/runsc"}})
+	gvisor := Container(sbx, id, Resolved{Workspace: "v", Runtime: enginespec.Runtime{Name: "gvisor", Path: "/usr/bin/runsc"}})
 	if gvisor.Runtime != "gvisor" {
 		t.Fatalf("runtime %q", gvisor.Runtime)
 	}
@@ -113,7 +113,7 @@ func TestContainerUnderAUserSpaceKernel(t *testing.T) {
 	if gvisor.MemoryBytes != runc.MemoryBytes+kernelMemoryOverhead {
 		t.Fatalf("memory %d, want runc's %d and gVisor's kernel's", gvisor.MemoryBytes, runc.MemoryBytes)
 	}
-	i := slices.IndexFunc(gvisor.Ulimits, func(u docker.Ulimit) bool { return u.Name == "nproc" })
+	i := slices.IndexFunc(gvisor.Ulimits, func(u enginespec.Ulimit) bool { return u.Name == "nproc" })
 	if i < 0 || gvisor.Ulimits[i].Soft != 64 || gvisor.Ulimits[i].Hard != 64 {
 		t.Fatalf("ulimits %v: want nproc 64:64", gvisor.Ulimits)
 	}
@@ -124,16 +124,16 @@ func TestContainerUnderAUserSpaceKernel(t *testing.T) {
 
 func TestUserSpaceKernel(t *testing.T) {
 	for _, tc := range []struct {
-		rt   docker.Runtime
+		rt   enginespec.Runtime
 		want bool
 	}{
-		{docker.Runtime{Name: "runc", Path: "runc"}, false},
-		{docker.Runtime{Name: "runsc", Path: "/usr/bin/runsc"}, true},
-		{docker.Runtime{Name: "gvisor", Path: "/opt/gvisor/runsc"}, true},
-		{docker.Runtime{Name: "gvisor-shim", Type: "io.containerd.runsc.v1"}, true},
-		{docker.Runtime{Name: "kata", Type: "io.containerd.kata.v2"}, false},
-		{docker.Runtime{Name: "crun", Path: "/usr/bin/crun"}, false},
-		{docker.Runtime{Name: "runsc-lookalike", Path: "/usr/local/bin/runc"}, false},
+		{enginespec.Runtime{Name: "runc", Path: "runc"}, false},
+		{enginespec.Runtime{Name: "runsc", Path: "/usr/bin/runsc"}, true},
+		{enginespec.Runtime{Name: "gvisor", Path: "/opt/gvisor/runsc"}, true},
+		{enginespec.Runtime{Name: "gvisor-shim", Type: "io.containerd.runsc.v1"}, true},
+		{enginespec.Runtime{Name: "kata", Type: "io.containerd.kata.v2"}, false},
+		{enginespec.Runtime{Name: "crun", Path: "/usr/bin/crun"}, false},
+		{enginespec.Runtime{Name: "runsc-lookalike", Path: "/usr/local/bin/runc"}, false},
 	} {
 		if got := tc.rt.UserSpaceKernel(); got != tc.want {
 			t.Errorf("%+v: UserSpaceKernel = %v, want %v", tc.rt, got, tc.want)
@@ -141,8 +141,8 @@ func TestUserSpaceKernel(t *testing.T) {
 	}
 }
 
-func hasUlimit(c docker.ContainerSpec, name string) bool {
-	return slices.ContainsFunc(c.Ulimits, func(u docker.Ulimit) bool { return u.Name == name })
+func hasUlimit(c enginespec.ContainerSpec, name string) bool {
+	return slices.ContainsFunc(c.Ulimits, func(u enginespec.Ulimit) bool { return u.Name == name })
 }
 
 // The proxy, which parses what the workload sends, runs under the
@@ -150,8 +150,8 @@ func hasUlimit(c docker.ContainerSpec, name string) bool {
 func TestProxyRunsUnderTheSandboxsRuntime(t *testing.T) {
 	sbx := testSandbox()
 	id := IdentityOf(sbx, "default")
-	runc := Proxy(sbx, id, ProxyOptions{Image: "p", EgressNetwork: "e", Runtime: docker.Runtime{Name: "runc", Path: "runc"}})
-	gvisor := Proxy(sbx, id, ProxyOptions{Image: "p", EgressNetwork: "e", Runtime: docker.Runtime{Name: "runsc", Path: "/usr/bin/runsc"}})
+	runc := Proxy(sbx, id, ProxyOptions{Image: "p", EgressNetwork: "e", Runtime: enginespec.Runtime{Name: "runc", Path: "runc"}})
+	gvisor := Proxy(sbx, id, ProxyOptions{Image: "p", EgressNetwork: "e", Runtime: enginespec.Runtime{Name: "runsc", Path: "/usr/bin/runsc"}})
 	if runc.Runtime != "runc" || gvisor.Runtime != "runsc" {
 		t.Fatalf("runtimes %q %q", runc.Runtime, gvisor.Runtime)
 	}

@@ -13,7 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/enginespec"
 	"afe.dev/sandbox/internal/naming"
 )
 
@@ -217,7 +217,7 @@ func TestContainerIsHardened(t *testing.T) {
 	id := IdentityOf(sbx, "default")
 	got := Container(sbx, id, Resolved{Env: []string{"A=1"}, Workspace: "afe-team.tk-1-ws"})
 	hash := got.Labels[afev1.LabelSpecHash]
-	want := docker.ContainerSpec{
+	want := enginespec.ContainerSpec{
 		Name:       "afe-team.tk-1",
 		Image:      "afe/busybox:dev",
 		Entrypoint: []string{},
@@ -225,18 +225,18 @@ func TestContainerIsHardened(t *testing.T) {
 		User:       "1000:1000",
 		WorkingDir: "/workspace",
 		Env:        []string{"A=1"},
-		Mounts: []docker.Mount{{Type: docker.MountVolume, Source: "afe-team.tk-1-ws", Target: "/workspace", Owner: &docker.Owner{UID: 1000, GID: 1000},
+		Mounts: []enginespec.Mount{{Type: enginespec.MountVolume, Source: "afe-team.tk-1-ws", Target: "/workspace", Owner: &enginespec.Owner{UID: 1000, GID: 1000},
 			Labels: IdentityOf(sbx, "default").Labels(afev1.RoleWorkspace)}},
 		Network:         "none",
 		NanoCPUs:        500_000_000,
 		MemoryBytes:     256 << 20,
 		PidsLimit:       512,
-		Ulimits:         []docker.Ulimit{{Name: "fsize", Soft: 1 << 30, Hard: 1 << 30}, {Name: "nofile", Soft: 4096, Hard: 4096}},
+		Ulimits:         []enginespec.Ulimit{{Name: "fsize", Soft: 1 << 30, Hard: 1 << 30}, {Name: "nofile", Soft: 4096, Hard: 4096}},
 		CapDrop:         []string{"ALL"},
 		NoNewPrivileges: true,
 		Init:            true,
 		OpenStdin:       true,
-		Log:             &docker.LogConfig{MaxFileBytes: 512 << 10, Files: 2},
+		Log:             &enginespec.LogConfig{MaxFileBytes: 512 << 10, Files: 2},
 		Labels: map[string]string{
 			"afe.ticket": "tk-1", "afe.namespace": "team", "afe.sandbox": "tk-1", "afe.sandbox-uid": "uid-1",
 			"afe.scope": "main", "afe.role": "sandbox", "afe.controller": "default", "afe.spec-hash": hash,
@@ -267,7 +267,7 @@ func TestContainerIsHardened(t *testing.T) {
 	// The labels a recreated volume would get follow the identity, not the
 	// spec: they are not hashed (nor do they recreate anything on upgrade).
 	unlabelled := got
-	unlabelled.Mounts = []docker.Mount{got.Mounts[0]}
+	unlabelled.Mounts = []enginespec.Mount{got.Mounts[0]}
 	unlabelled.Mounts[0].Labels = nil
 	if Hash(unlabelled) != Hash(got) {
 		t.Fatal("the mount's labels change the spec hash")
@@ -301,11 +301,13 @@ func TestHashTracksTheSpec(t *testing.T) {
 		"network": {change: func(_ *afev1.Sandbox, r *Resolved, _ *string) { r.Network = "afe-x-net" }},
 		"ws":      {change: func(_ *afev1.Sandbox, r *Resolved, _ *string) { r.Workspace = "w" }},
 		"runtime": {change: func(_ *afev1.Sandbox, r *Resolved, _ *string) {
-			r.Runtime = docker.Runtime{Name: "runsc", Path: "/usr/bin/runsc"}
+			r.Runtime = enginespec.Runtime{Name: "runsc", Path: "/usr/bin/runsc"}
 		}},
 		// runc named is what every container ran under before runtimes
 		// were chosen: its containers are kept.
-		"runc named": {change: func(_ *afev1.Sandbox, r *Resolved, _ *string) { r.Runtime = docker.Runtime{Name: "runc", Path: "runc"} }, same: true},
+		"runc named": {change: func(_ *afev1.Sandbox, r *Resolved, _ *string) {
+			r.Runtime = enginespec.Runtime{Name: "runc", Path: "runc"}
+		}, same: true},
 		// A label, not part of the container's behaviour.
 		"ticket": {change: func(s *afev1.Sandbox, _ *Resolved, _ *string) {
 			s.Spec.TicketRef = &afev1.TicketReference{Name: "other"}
@@ -335,7 +337,7 @@ func TestFolderWorkspaceIsABindMountWithoutChown(t *testing.T) {
 	sbx := testSandbox()
 	sbx.Spec.Workspace = afev1.WorkspaceSpec{Type: afev1.WorkspaceFolder, HostPath: "/srv/ws/tk"}
 	got := Container(sbx, IdentityOf(sbx, "default"), Resolved{Workspace: "/srv/ws/tk"}).Mounts
-	want := []docker.Mount{{Type: docker.MountBind, Source: "/srv/ws/tk", Target: "/workspace"}}
+	want := []enginespec.Mount{{Type: enginespec.MountBind, Source: "/srv/ws/tk", Target: "/workspace"}}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Fatal(d)
 	}
@@ -353,7 +355,7 @@ func TestProxyIsHardened(t *testing.T) {
 	sbx.Spec.Egress = []afev1.EgressHost{"example.com", ".pypi.org"}
 	id := IdentityOf(sbx, "default")
 	got := Proxy(sbx, id, ProxyOptions{Image: "afe/egress-proxy:dev", EgressNetwork: "bridge", DenyIPs: []string{"172.17.0.1"}})
-	want := docker.ContainerSpec{
+	want := enginespec.ContainerSpec{
 		Name:  "afe-team.tk-1_proxy",
 		Image: "afe/egress-proxy:dev",
 		User:  "proxy",
@@ -373,7 +375,7 @@ func TestProxyIsHardened(t *testing.T) {
 		ReadOnlyRootfs:  true,
 		Tmpfs:           map[string]string{"/tmp": "rw,noexec,nosuid,size=16m"},
 		Init:            true,
-		Log:             &docker.LogConfig{MaxFileBytes: 2 << 20, Files: 2},
+		Log:             &enginespec.LogConfig{MaxFileBytes: 2 << 20, Files: 2},
 		Labels: map[string]string{
 			"afe.ticket": "tk-1", "afe.namespace": "team", "afe.sandbox": "tk-1", "afe.sandbox-uid": "uid-1",
 			"afe.scope": "main", "afe.role": "proxy", "afe.controller": "default", "afe.deny-ips": "172.17.0.1",
@@ -471,7 +473,7 @@ func TestFileSizeAndOpenFilesBecomeUlimits(t *testing.T) {
 	sbx.Spec.Resources.FileSize = ptr.To(resource.MustParse("1Gi"))
 	sbx.Spec.Resources.OpenFiles = 4096
 	got := Container(sbx, IdentityOf(sbx, "default"), Resolved{Workspace: "v"}).Ulimits
-	want := []docker.Ulimit{{Name: "fsize", Soft: 1 << 30, Hard: 1 << 30}, {Name: "nofile", Soft: 4096, Hard: 4096}}
+	want := []enginespec.Ulimit{{Name: "fsize", Soft: 1 << 30, Hard: 1 << 30}, {Name: "nofile", Soft: 4096, Hard: 4096}}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Fatal(d)
 	}

@@ -122,40 +122,55 @@ func Copy(w io.Writer, r io.Reader, b *Bound, rewrite func(*tar.Header) (*tar.He
 	in := &countingReader{r: r}
 	tr := tar.NewReader(in)
 	tw := tar.NewWriter(w)
-	for {
-		hdr, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return in.n, fmt.Errorf("%w: %w", ErrNotTar, err)
-		}
-		if err := b.Check(hdr); err != nil {
-			return in.n, err
-		}
+	err := eachEntry(tr, b, func(hdr *tar.Header) error {
+		var err error
 		if rewrite != nil {
 			if hdr, err = rewrite(hdr); err != nil {
-				return in.n, err
+				return err
 			}
 		}
 		if err := tw.WriteHeader(hdr); err != nil {
-			return in.n, err
+			return err
 		}
 		if hasData(hdr.Typeflag) {
 			// The reader stops at the entry's size: the bound holds for
 			// what is copied, whatever the header claimed.
 			if _, err := io.Copy(tw, tr); err != nil {
-				return in.n, fmt.Errorf("tar entry %q: %w", hdr.Name, err)
+				return fmt.Errorf("tar entry %q: %w", hdr.Name, err)
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return in.n, err
 	}
 	if err := tw.Close(); err != nil {
 		return in.n, err
 	}
 	// What follows the end of the archive (the end blocks, the engine's
 	// padding) is read, not copied, so the count is the whole stream.
-	_, err := io.Copy(io.Discard, in)
+	_, err = io.Copy(io.Discard, in)
 	return in.n, err
+}
+
+// eachEntry reads the headers of tr to the end of the archive and calls
+// entry with each once b has checked it; it stops at the first error.
+func eachEntry(tr *tar.Reader, b *Bound, entry func(*tar.Header) error) error {
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrNotTar, err)
+		}
+		if err := b.Check(hdr); err != nil {
+			return err
+		}
+		if err := entry(hdr); err != nil {
+			return err
+		}
+	}
 }
 
 // Pass copies the tar from r to w as it is, byte for byte, and returns
@@ -166,34 +181,27 @@ func Pass(w io.Writer, r io.Reader, b *Bound) (int64, error) {
 	in := &recordingReader{r: r}
 	tr := tar.NewReader(in)
 	buf := make([]byte, 32<<10)
-	for {
-		hdr, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return in.n, fmt.Errorf("%w: %w", ErrNotTar, err)
-		}
-		if err := b.Check(hdr); err != nil {
-			return in.n, err
-		}
+	err := eachEntry(tr, b, func(hdr *tar.Header) error {
 		if err := in.flush(w); err != nil {
-			return in.n, err
+			return err
 		}
 		// The entry's data, a piece at a time (what the reader reads for
 		// one Read is at most buf's length).
 		for {
 			_, err := tr.Read(buf)
 			if ferr := in.flush(w); ferr != nil {
-				return in.n, ferr
+				return ferr
 			}
 			if errors.Is(err, io.EOF) {
-				break
+				return nil
 			}
 			if err != nil {
-				return in.n, fmt.Errorf("%w: tar entry %q: %w", ErrNotTar, hdr.Name, err)
+				return fmt.Errorf("%w: tar entry %q: %w", ErrNotTar, hdr.Name, err)
 			}
 		}
+	})
+	if err != nil {
+		return in.n, err
 	}
 	if err := in.flush(w); err != nil {
 		return in.n, err

@@ -2,13 +2,12 @@
 package ticketspec
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/internal/naming"
 )
 
 // Sandboxes are the Sandboxes the ticket should have: one named like the
@@ -80,8 +79,7 @@ func SandboxName(ticket, scope string) string {
 	if len(n) <= maxName {
 		return n
 	}
-	sum := sha256.Sum256([]byte(ticket))
-	hash := hex.EncodeToString(sum[:8])
+	hash := naming.Hash(ticket)
 	// A DNS subdomain: no "-" or "." may end the cut part before the "-".
 	prefix := strings.TrimRight(ticket[:maxName-len(scope)-len(hash)-2], "-.")
 	return prefix + "-" + hash + "-" + scope

@@ -20,6 +20,7 @@ import (
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/internal/localcp"
 	"afe.dev/sandbox/test/dockertest"
+	"afe.dev/sandbox/test/testenv"
 )
 
 var (
@@ -72,10 +73,8 @@ var _ = AfterSuite(func() {
 // ownControlPlane starts a local control plane with the CRDs, so that a
 // manager started against it is the only controller there.
 func ownControlPlane() *localcp.ControlPlane {
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		assets = filepath.Join(root, "bin", "envtest", "1.37.2")
-	}
+	assets, err := testenv.AssetsDir()
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	c, err := localcp.Start(GinkgoT().TempDir(), assets, filepath.Join(root, "config", "crd", "bases"))
 	ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	return c

@@ -23,6 +23,7 @@ import (
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/internal/localcp"
 	"afe.dev/sandbox/test/dockertest"
+	"afe.dev/sandbox/test/testenv"
 	"afe.dev/sandbox/test/wsroot"
 )
 
@@ -108,11 +109,8 @@ spec:
 	}
 
 	BeforeAll(func() {
-		assets := os.Getenv("KUBEBUILDER_ASSETS")
-		if assets == "" {
-			assets = filepath.Join(root, "bin", "envtest", "1.37.2")
-		}
-		var err error
+		assets, err := testenv.AssetsDir()
+		Expect(err).NotTo(HaveOccurred())
 		pcp, err = localcp.Start(GinkgoT().TempDir(), assets, filepath.Join(root, "config", "crd", "bases"))
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func() { Expect(pcp.Stop()).To(Succeed()) })

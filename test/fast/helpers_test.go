@@ -2,12 +2,9 @@ package fast
 
 import (
 	"context"
-	"fmt"
-	"sync/atomic"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,17 +14,12 @@ import (
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/naming"
+	"afe.dev/sandbox/test/kubetest"
 )
-
-var nsCounter atomic.Int32
 
 // newNamespace creates a namespace for one spec, left in place (namespaces
 // never finish deleting without kube-controller-manager).
-func newNamespace(ctx context.Context) string {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("fast-%d", nsCounter.Add(1))}}
-	Expect(k8sClient.Create(ctx, ns)).To(Succeed())
-	return ns.Name
-}
+func newNamespace(ctx context.Context) string { return kubetest.NewNamespace(ctx, k8sClient, "fast-") }
 
 func newSandbox(ns, name string, egress ...afev1.EgressHost) *afev1.Sandbox {
 	return &afev1.Sandbox{
@@ -51,35 +43,17 @@ func create(ctx context.Context, obj client.Object) {
 }
 
 func getSandbox(ctx context.Context, sbx *afev1.Sandbox) func(Gomega) *afev1.Sandbox {
-	return func(g Gomega) *afev1.Sandbox {
-		got := &afev1.Sandbox{}
-		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(sbx), got)).To(Succeed())
-		return got
-	}
+	return kubetest.GetSandbox(ctx, k8sClient, sbx)
 }
 
 func waitReady(ctx context.Context, sbx *afev1.Sandbox) *afev1.Sandbox {
-	var got *afev1.Sandbox
-	Eventually(func(g Gomega) {
-		got = getSandbox(ctx, sbx)(g)
-		g.Expect(apimeta.IsStatusConditionTrue(got.Status.Conditions, afev1.SandboxReadyCondition)).To(BeTrue(), "conditions: %+v", got.Status.Conditions)
-		g.Expect(got.Status.Phase).To(Equal(afev1.SandboxReady))
-	}).Should(Succeed())
-	return got
+	return kubetest.WaitReady(ctx, k8sClient, sbx)
 }
 
 // waitCondition waits for a condition of the sandbox with the status and
 // reason, and returns the sandbox as it was then.
 func waitCondition(ctx context.Context, sbx *afev1.Sandbox, condType string, status metav1.ConditionStatus, reason string) *afev1.Sandbox {
-	var got *afev1.Sandbox
-	Eventually(func(g Gomega) {
-		got = getSandbox(ctx, sbx)(g)
-		c := apimeta.FindStatusCondition(got.Status.Conditions, condType)
-		g.Expect(c).NotTo(BeNil(), "conditions: %+v", got.Status.Conditions)
-		g.Expect(c.Status).To(Equal(status), "condition: %+v", c)
-		g.Expect(c.Reason).To(Equal(reason), "condition: %+v", c)
-	}).Should(Succeed())
-	return got
+	return kubetest.WaitCondition(ctx, k8sClient, sbx, condType, status, reason)
 }
 
 // key is the key of the Docker names of a sandbox.

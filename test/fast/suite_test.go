@@ -10,8 +10,6 @@ package fast
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -28,6 +26,7 @@ import (
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/controllers"
 	"afe.dev/sandbox/test/fakeengine"
+	"afe.dev/sandbox/test/kubetest"
 )
 
 // Images present on the fake engine.
@@ -51,25 +50,15 @@ func TestFast(t *testing.T) {
 	RunSpecs(t, "Fast Suite (fake engine)")
 }
 
-// assetsDir is where `make envtest` puts kube-apiserver and etcd.
-func assetsDir() string {
-	if d := os.Getenv("KUBEBUILDER_ASSETS"); d != "" {
-		return d
-	}
-	return filepath.Join("..", "..", "bin", "envtest", "1.37.2")
-}
-
 var _ = BeforeSuite(func() {
 	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
 	SetDefaultEventuallyTimeout(30 * time.Second)
 	SetDefaultEventuallyPollingInterval(50 * time.Millisecond)
 
 	Expect(afev1.AddToScheme(scheme.Scheme)).To(Succeed())
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: assetsDir(),
-	}
+	var err error
+	testEnv, err = kubetest.Environment()
+	Expect(err).NotTo(HaveOccurred())
 	cfg, err := testEnv.Start()
 	Expect(err).NotTo(HaveOccurred())
 	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme.Scheme})

@@ -1,6 +1,7 @@
 // Package testenv holds the rules every test suite follows about the Docker
-// engine it needs. It imports nothing of the project, so that every test
-// package, the docker package's own included, can use it.
+// engine and the test control plane it needs. It imports nothing of the
+// project, so that every test package, the docker package's own included,
+// can use it.
 package testenv
 
 import (

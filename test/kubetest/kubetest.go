@@ -1,0 +1,87 @@
+// Package kubetest holds what the suites on envtest share: the test
+// control plane with the project's CRDs, a namespace for each spec, and the
+// waits on a Sandbox's status. The waits use Gomega's defaults, which each
+// suite sets.
+package kubetest
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync/atomic"
+
+	"github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/test/testenv"
+)
+
+// Environment is a test control plane with the project's CRDs
+// (config/crd/bases, which must be there) and the binaries `make envtest`
+// built (testenv.AssetsDir). The caller starts it.
+func Environment() (*envtest.Environment, error) {
+	root, err := testenv.Root()
+	if err != nil {
+		return nil, err
+	}
+	assets, err := testenv.AssetsDir()
+	if err != nil {
+		return nil, err
+	}
+	return &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		BinaryAssetsDirectory: assets,
+	}, nil
+}
+
+var nsCounter atomic.Int32
+
+// NewNamespace creates a namespace for one spec, named prefix and a number
+// of this process's, and leaves it in place (namespaces never finish
+// deleting without kube-controller-manager).
+func NewNamespace(ctx context.Context, c client.Client, prefix string) string {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s%d", prefix, nsCounter.Add(1))}}
+	gomega.ExpectWithOffset(1, c.Create(ctx, ns)).To(gomega.Succeed())
+	return ns.Name
+}
+
+// GetSandbox reads the Sandbox, for Eventually.
+func GetSandbox(ctx context.Context, c client.Client, sbx *afev1.Sandbox) func(gomega.Gomega) *afev1.Sandbox {
+	return func(g gomega.Gomega) *afev1.Sandbox {
+		got := &afev1.Sandbox{}
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(sbx), got)).To(gomega.Succeed())
+		return got
+	}
+}
+
+// WaitReady waits until the Sandbox is Ready, its condition and its phase,
+// and returns it as it was then.
+func WaitReady(ctx context.Context, c client.Client, sbx *afev1.Sandbox) *afev1.Sandbox {
+	var got *afev1.Sandbox
+	gomega.EventuallyWithOffset(1, func(g gomega.Gomega) {
+		got = GetSandbox(ctx, c, sbx)(g)
+		g.Expect(apimeta.IsStatusConditionTrue(got.Status.Conditions, afev1.SandboxReadyCondition)).To(gomega.BeTrue(), "conditions: %+v", got.Status.Conditions)
+		g.Expect(got.Status.Phase).To(gomega.Equal(afev1.SandboxReady))
+	}).Should(gomega.Succeed())
+	return got
+}
+
+// WaitCondition waits for a condition of the Sandbox with the status and
+// reason, and returns the Sandbox as it was then.
+func WaitCondition(ctx context.Context, c client.Client, sbx *afev1.Sandbox, condType string, status metav1.ConditionStatus, reason string) *afev1.Sandbox {
+	var got *afev1.Sandbox
+	gomega.EventuallyWithOffset(1, func(g gomega.Gomega) {
+		got = GetSandbox(ctx, c, sbx)(g)
+		cond := apimeta.FindStatusCondition(got.Status.Conditions, condType)
+		g.Expect(cond).NotTo(gomega.BeNil(), "conditions: %+v", got.Status.Conditions)
+		g.Expect(cond.Status).To(gomega.Equal(status), "condition: %+v", cond)
+		g.Expect(cond.Reason).To(gomega.Equal(reason), "condition: %+v", cond)
+	}).Should(gomega.Succeed())
+	return got
+}
