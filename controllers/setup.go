@@ -1,82 +1,110 @@
+// Package controllers wires the reconcilers of the sandbox.afe.dev API
+// (one package per kind: sandbox, ticket, run) and the background loops
+// (package loops) into a manager. docs/architecture.md maps the packages.
 package controllers
 
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"afe.dev/sandbox/controllers/loops"
+	"afe.dev/sandbox/controllers/run"
+	"afe.dev/sandbox/controllers/sandbox"
+	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/ticket"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/runlog"
 	"afe.dev/sandbox/internal/status"
 )
 
+// Options are the controller settings that come from the manager's flags.
+type Options = shared.Options
+
+// DefaultMaxRunsPerSandbox is --max-runs-per-sandbox when unset.
+const DefaultMaxRunsPerSandbox = shared.DefaultMaxRunsPerSandbox
+
+// TelemetryPruner applies the telemetry's retention every Period.
+type TelemetryPruner = loops.TelemetryPruner
+
+// AddressPools is what CheckEgressSubnets asks of the engine.
+type AddressPools = sandbox.AddressPools
+
+// CheckEgressSubnets is sandbox.CheckEgressSubnets: it fails when
+// --egress-subnets overlaps the engine's default address pools or, for an
+// engine on this host, one of the host's routes.
+func CheckEgressSubnets(ctx context.Context, engine AddressPools, ranges []netip.Prefix) error {
+	return sandbox.CheckEgressSubnets(ctx, engine, ranges)
+}
+
 // SetupAll registers every reconciler and the Docker event source with the
 // manager.
 // ctx bounds the Runs executed by this process: they end with it.
 func SetupAll(ctx context.Context, mgr ctrl.Manager, engine docker.Engine, opts Options) error {
+	cfg := shared.Config{Options: opts}
 	// Only an engine on a local unix socket is known to see the controller's
 	// folders at the same paths.
 	if l, ok := engine.(interface{ IsLocal() bool }); !ok || !l.IsLocal() {
-		opts.EngineRemote = true
+		cfg.EngineRemote = true
 	}
-	events := NewDockerEventSource(engine, mgr.GetClient(), opts.Instance)
-	events.execs = newEngineExecs(engine, opts.Telemetry, opts.Instance, events.sandboxOf)
+	events := loops.NewDockerEventSource(engine, mgr.GetClient(), opts.Instance, opts.Telemetry)
 	if err := mgr.Add(events); err != nil {
 		return fmt.Errorf("add docker event source: %w", err)
 	}
-	hostAddrs := &HostAddresses{Engine: engine, Inputs: opts.hostAddressInputs(), Changed: enqueueEgress(mgr.GetClient(), events.enqueue)}
+	hostAddrs := &loops.HostAddresses{Engine: engine, Inputs: cfg.HostAddressInputs(), Changed: loops.EnqueueEgress(mgr.GetClient(), events.Enqueue)}
 	if err := mgr.Add(hostAddrs); err != nil {
 		return fmt.Errorf("add host address watch: %w", err)
 	}
-	stops := &StopLog{}
-	sandboxes := &SandboxReconciler{
+	stops := &shared.StopLog{}
+	sandboxes := &sandbox.Reconciler{
 		Client:       mgr.GetClient(),
 		APIReader:    mgr.GetAPIReader(),
 		Engine:       engine,
 		Recorder:     mgr.GetEventRecorder("afe-sandbox-controller"),
-		Options:      opts,
+		Config:       cfg,
 		DockerEvents: events.Out,
 		Activity:     events.Activity,
 		Stops:        stops,
-		Disk:         &DiskMeter{},
+		Disk:         &shared.DiskMeter{},
 		HostAddrs:    hostAddrs,
 	}
 	if err := sandboxes.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up sandbox controller: %w", err)
 	}
-	tickets := &TicketReconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Engine:    engine,
-		Recorder:  mgr.GetEventRecorder("afe-ticket-controller"),
-		Options:   opts,
-	}
-	if err := tickets.SetupWithManager(ctx, mgr); err != nil {
-		return fmt.Errorf("set up ticket controller: %w", err)
-	}
 	period := opts.SweepPeriod
 	if period <= 0 {
 		period = max(opts.ResyncPeriod, 10*time.Second)
 	}
-	sweeper := &Sweeper{Client: mgr.GetClient(), Cache: mgr.GetCache(), Engine: engine, Instance: opts.Instance,
-		Period: period, Enqueue: events.enqueue}
+	sweeper := &loops.Sweeper{Client: mgr.GetClient(), Cache: mgr.GetCache(), Engine: engine, Instance: opts.Instance,
+		Period: period, Enqueue: events.Enqueue}
 	if err := mgr.Add(sweeper); err != nil {
 		return fmt.Errorf("add sweeper: %w", err)
 	}
+	tickets := &ticket.Reconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder("afe-ticket-controller"),
+		Options:   opts,
+		Leftovers: sweeper,
+	}
+	if err := tickets.SetupWithManager(ctx, mgr); err != nil {
+		return fmt.Errorf("set up ticket controller: %w", err)
+	}
 	// The collector also measures the workspaces for resources.disk, even
 	// with the usage turned off.
-	collector := &UsageCollector{Client: mgr.GetClient(), Cache: mgr.GetCache(), Engine: engine, Instance: opts.Instance,
-		Period: opts.usagePeriod(), Disk: sandboxes.Disk, DiskPeriod: opts.diskCheckPeriod(), Enqueue: events.enqueue}
+	collector := &loops.UsageCollector{Client: mgr.GetClient(), Cache: mgr.GetCache(), Engine: engine, Instance: opts.Instance,
+		Period: usagePeriod(opts), Disk: sandboxes.Disk, DiskPeriod: diskCheckPeriod(opts), Enqueue: events.Enqueue}
 	if err := mgr.Add(collector); err != nil {
 		return fmt.Errorf("add usage collector: %w", err)
 	}
-	runs := &RunReconciler{
+	runs := &run.Reconciler{
 		Client:   mgr.GetClient(),
 		Engine:   engine,
 		Recorder: mgr.GetEventRecorder("afe-run-controller"),
-		Options:  opts,
+		Config:   cfg,
 		Stops:    stops,
 	}
 	if err := runs.SetupWithManager(ctx, mgr); err != nil {
@@ -91,7 +119,7 @@ func SetupAll(ctx context.Context, mgr ctrl.Manager, engine docker.Engine, opts 
 }
 
 // usagePeriod is how often usage is measured; zero or less is never.
-func (o Options) usagePeriod() time.Duration {
+func usagePeriod(o Options) time.Duration {
 	switch {
 	case o.UsagePeriod < 0:
 		return 0
@@ -104,11 +132,11 @@ func (o Options) usagePeriod() time.Duration {
 // diskCheckPeriod is how often workspaces are measured for disk limits: with
 // the usage when DiskCheckPeriod is zero, and then every resync period
 // should the usage be off.
-func (o Options) diskCheckPeriod() time.Duration {
+func diskCheckPeriod(o Options) time.Duration {
 	if o.DiskCheckPeriod > 0 {
 		return o.DiskCheckPeriod
 	}
-	if o.usagePeriod() > 0 {
+	if usagePeriod(o) > 0 {
 		return 0
 	}
 	return max(o.ResyncPeriod, status.MinUsageInterval)
