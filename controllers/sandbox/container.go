@@ -108,9 +108,9 @@ func (r *Reconciler) reconcileContainer(ctx context.Context, s *sandboxScope) (c
 		// that is gone was removed by someone with engine access (docker rm
 		// -f shows as an exit first): a removal is no crash.
 		if have == nil {
-			r.crashes.forget(sbx.UID)
+			r.mem.crashes.forget(sbx.UID)
 		}
-		if wait, why := r.crashes.wait(sbx.UID, time.Now()); wait > 0 {
+		if wait, why := r.mem.crashes.wait(sbx.UID, time.Now()); wait > 0 {
 			shared.SetCondition(sbx, afev1.ContainerReadyCondition, false, afev1.SandboxLostReason, why)
 			return ctrl.Result{RequeueAfter: wait}, nil
 		}
@@ -228,7 +228,7 @@ func (r *Reconciler) recordLoss(ctx context.Context, s *sandboxScope, have *dock
 	if err := r.writeStatus(ctx, s); err != nil {
 		return err
 	}
-	r.crashes.lost(sbx.UID, started, now.Time)
+	r.mem.crashes.lost(sbx.UID, started, now.Time)
 	r.Recorder.Eventf(sbx, nil, corev1.EventTypeWarning, afev1.SandboxLostReason, "Recreate",
 		"Container %s %s; recreating it with a fresh workspace", name, what)
 	return nil

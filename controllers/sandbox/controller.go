@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -52,59 +51,25 @@ type Reconciler struct {
 	// Stops records the containers this manager stops, for the Runs they
 	// interrupt (nil: none are recorded).
 	Stops *shared.StopLog
-	// written is the container ID each Sandbox's status was last given by
-	// this manager: its own write of it is no reason to look again.
-	written writtenIDs
-
-	// finalized holds the UIDs whose finalizer this process removed, with
-	// the time: the Docker events of that removal queue the Sandbox again
-	// while the cache still shows it (even as it was before its deletion),
-	// and there is nothing left to do.
-	finalized sync.Map
 	// HostAddrs keeps the engine host's addresses the proxies refuse (nil:
 	// they are read for each reconcile of a sandbox with egress).
 	HostAddrs HostAddresses
 	// Disk holds the measured workspace sizes (nil: disk limits are not
 	// enforced on the workspace).
 	Disk *shared.DiskMeter
+
+	// mem is what this process remembers of each Sandbox between
+	// reconciles (memory.go).
+	mem memory
 	// disk decides how disk limits are enforced on the engine.
 	disk diskProbe
-	// legacyChecked holds the UIDs whose legacy-named proxy and network
-	// (docs/upgrade.md) this process has looked for.
-	legacyChecked sync.Map
 	// folderLocks holds a *sync.Mutex per namespace, held across the check
 	// of a Folder workspace and the creation of its container.
 	folderLocks sync.Map
-	// crashes spaces the recreations of crash-looping containers.
-	crashes crashBackoff
 	// subnets hands out the internal networks' subnets.
 	subnets subnetPool
-	// egressGone holds the UIDs of sandboxes without egress whose proxy and
-	// network this process has seen gone from the engine (never a status
-	// field: a tenant may write those).
-	egressGone sync.Map
 	// ids are the host ids being given to sandboxes without spec.user.
 	ids idReservations
-}
-
-// finalizedMemory is how long a finalized UID is remembered.
-const finalizedMemory = time.Minute
-
-func (r *Reconciler) rememberFinalized(uid types.UID) {
-	now := time.Now()
-	r.written.forget(uid)
-	r.finalized.Store(uid, now)
-	r.finalized.Range(func(k, v any) bool {
-		if now.Sub(v.(time.Time)) > finalizedMemory {
-			r.finalized.Delete(k)
-		}
-		return true
-	})
-}
-
-func (r *Reconciler) wasFinalized(uid types.UID) bool {
-	_, ok := r.finalized.Load(uid)
-	return ok
 }
 
 // sandboxScope is what one reconcile of a sandbox works with.
@@ -139,7 +104,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Get(ctx, req.NamespacedName, sbx); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if r.wasFinalized(sbx.UID) {
+	if r.mem.wasFinalized(sbx.UID) {
 		// A stale copy of a Sandbox already gone, even one from before its
 		// deletion began: acting on it would make its objects again.
 		return ctrl.Result{}, nil
@@ -290,6 +255,7 @@ func (r *Reconciler) refuse(ctx context.Context, s *sandboxScope, condType strin
 // the finalizer.
 func (r *Reconciler) reconcileDelete(ctx context.Context, s *sandboxScope) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(s.sbx, afev1.SandboxFinalizer) {
+		r.forget(s.sbx.UID) // its finalizer removed by another
 		return ctrl.Result{}, nil
 	}
 	log := logf.FromContext(ctx)
@@ -314,10 +280,8 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *sandboxScope) (ctrl
 	if err != nil || !removed {
 		return ctrl.Result{}, err
 	}
-	r.rememberFinalized(s.sbx.UID)
-	r.crashes.forget(s.sbx.UID)
-	r.Activity.Forget(s.sbx.UID)
-	r.egressGone.Delete(s.sbx.UID)
+	r.forget(s.sbx.UID)
+	r.mem.rememberFinalized(s.sbx.UID)
 	r.Recorder.Eventf(s.sbx, nil, corev1.EventTypeNormal, "Deleted", "Delete", "Removed container, proxy, network and workspace volume")
 	return ctrl.Result{}, nil
 }
@@ -391,7 +355,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *sandboxScope) error {
 	if !written {
 		return err
 	}
-	r.written.record(sbx.UID, sbx.Status.ContainerID)
+	r.mem.written.record(sbx.UID, sbx.Status.ContainerID)
 	observeReady(before, sbx, now)
 	r.observeSuspension(s, before)
 	if lost := sbx.Status.Recreations - before.Status.Recreations; lost > 0 {
@@ -421,7 +385,7 @@ func observeReady(before, sbx *afev1.Sandbox, now metav1.Time) {
 // deletion, not our own status writes) and Docker container events.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
-		For(&afev1.Sandbox{}, builder.WithPredicates(shared.SpecOrDeletionChanged(statusForgeable(&r.written)))).
+		For(&afev1.Sandbox{}, builder.WithPredicates(shared.SpecOrDeletionChanged(statusForgeable(&r.mem.written)))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Config.MaxConcurrentReconciles)}).
 		Named("sandbox")
 	// Both sides of a Folder workspace conflict look again when either
@@ -434,30 +398,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		b = b.WatchesRawSource(source.Channel(r.DockerEvents, &handler.TypedEnqueueRequestForObject[*afev1.Sandbox]{}))
 	}
 	return b.Complete(r)
-}
-
-// writtenIDs remembers, by Sandbox UID, the status.containerID this manager
-// last wrote.
-type writtenIDs struct{ ids sync.Map }
-
-func (w *writtenIDs) record(uid types.UID, id string) { w.ids.Store(uid, id) }
-
-func (w *writtenIDs) forget(uid types.UID) { w.ids.Delete(uid) }
-
-// wrote tells whether id is what this manager last wrote for the Sandbox;
-// a nil writtenIDs knows of no write.
-func (w *writtenIDs) wrote(uid types.UID, id string) bool {
-	if w == nil {
-		return false
-	}
-	got, ok := w.ids.Load(uid)
-	return ok && got == id
-}
-
-// HostAddresses are the engine host's addresses the proxies refuse, as a
-// watch of them keeps them.
-type HostAddresses interface {
-	Current(ctx context.Context) ([]string, error)
 }
 
 // statusForgeable passes the status-only updates of a Sandbox that may be
@@ -485,4 +425,10 @@ func runStartedOrEnded() predicate.Predicate {
 		},
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}
+}
+
+// HostAddresses are the engine host's addresses the proxies refuse, as a
+// watch of them keeps them.
+type HostAddresses interface {
+	Current(ctx context.Context) ([]string, error)
 }

@@ -268,10 +268,10 @@ func (r *Reconciler) waitProxy(ctx context.Context, proxy *docker.Container) err
 func (r *Reconciler) cleanupEgress(ctx context.Context, s *sandboxScope) (ctrl.Result, error) {
 	sbx := s.sbx
 	if len(sbx.Spec.Egress) > 0 {
-		r.egressGone.Delete(sbx.UID)
+		r.mem.egressGone.Delete(sbx.UID)
 		return ctrl.Result{}, r.removeLegacyEgress(ctx, s)
 	}
-	if _, gone := r.egressGone.Load(sbx.UID); gone || sbx.Generation <= 1 {
+	if _, gone := r.mem.egressGone.Load(sbx.UID); gone || sbx.Generation <= 1 {
 		// Created without egress and never changed: no proxy or network was
 		// ever made for this UID.
 		s.sbx.Status.ProxyName, s.sbx.Status.ProxyURL, s.sbx.Status.NetworkName = "", "", ""
@@ -280,7 +280,7 @@ func (r *Reconciler) cleanupEgress(ctx context.Context, s *sandboxScope) (ctrl.R
 	if err := r.deleteEgress(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
-	r.egressGone.Store(sbx.UID, true)
+	r.mem.egressGone.Store(sbx.UID, true)
 	return ctrl.Result{}, nil
 }
 
@@ -303,13 +303,13 @@ func (r *Reconciler) deleteEgress(ctx context.Context, s *sandboxScope) error {
 // network an earlier controller version made under the legacy names: by
 // now the container has been recreated on the network of the current name.
 func (r *Reconciler) removeLegacyEgress(ctx context.Context, s *sandboxScope) error {
-	if _, done := r.legacyChecked.Load(s.sbx.UID); done {
+	if _, done := r.mem.legacyChecked.Load(s.sbx.UID); done {
 		return nil
 	}
 	if err := r.removeProxyAndNetwork(ctx, s, naming.LegacyProxy(s.id.Key), naming.LegacyNetwork(s.id.Key)); err != nil {
 		return err
 	}
-	r.legacyChecked.Store(s.sbx.UID, true)
+	r.mem.legacyChecked.Store(s.sbx.UID, true)
 	return nil
 }
 
