@@ -40,21 +40,29 @@ func CheckEgressSubnets(ctx context.Context, engine AddressPools, ranges []netip
 	return sandbox.CheckEgressSubnets(ctx, engine, ranges)
 }
 
+// Engine is the Docker engine the manager drives, with what SetupAll must
+// know of it rather than guess.
+type Engine interface {
+	docker.Engine
+	// IsLocal is true when the engine is reached through a local socket.
+	IsLocal() bool
+	// NetworkEvents says when the engine's networks come and go (the host
+	// address watch).
+	NetworkEvents(ctx context.Context) (<-chan docker.Event, <-chan error)
+}
+
 // SetupAll registers every reconciler and the Docker event source with the
 // manager.
 // ctx bounds the Runs executed by this process: they end with it.
-func SetupAll(ctx context.Context, mgr ctrl.Manager, engine docker.Engine, opts Options) error {
-	cfg := shared.Config{Options: opts}
+func SetupAll(ctx context.Context, mgr ctrl.Manager, engine Engine, opts Options) error {
 	// Only an engine on a local unix socket is known to see the controller's
 	// folders at the same paths.
-	if l, ok := engine.(interface{ IsLocal() bool }); !ok || !l.IsLocal() {
-		cfg.EngineRemote = true
-	}
+	cfg := shared.Config{Options: opts, EngineRemote: !engine.IsLocal()}
 	events := loops.NewDockerEventSource(engine, mgr.GetClient(), opts.Instance, opts.Telemetry)
 	if err := mgr.Add(events); err != nil {
 		return fmt.Errorf("add docker event source: %w", err)
 	}
-	hostAddrs := &loops.HostAddresses{Engine: engine, Inputs: cfg.HostAddressInputs(), Changed: loops.EnqueueEgress(mgr.GetClient(), events.Enqueue)}
+	hostAddrs := &loops.HostAddresses{Engine: engine, Events: engine, Inputs: cfg.HostAddressInputs(), Changed: loops.EnqueueEgress(mgr.GetClient(), events.Enqueue)}
 	if err := mgr.Add(hostAddrs); err != nil {
 		return fmt.Errorf("add host address watch: %w", err)
 	}

@@ -19,7 +19,7 @@ import (
 // stream breaks (an engine restart, say) and then asks every Sandbox to be
 // looked at again, since events may have been missed meanwhile.
 type DockerEventSource struct {
-	Engine   docker.Engine
+	Engine   EventEngine
 	Client   client.Reader
 	Instance string
 	// Activity records the commands seen in sandbox containers.
@@ -34,7 +34,7 @@ type DockerEventSource struct {
 // NewDockerEventSource returns a source with its output channel, which
 // records in store (nil: none) the commands others execute in sandbox
 // containers.
-func NewDockerEventSource(engine docker.Engine, c client.Reader, instance string, store *telemetry.Store) *DockerEventSource {
+func NewDockerEventSource(engine EventEngine, c client.Reader, instance string, store *telemetry.Store) *DockerEventSource {
 	d := &DockerEventSource{Engine: engine, Client: c, Instance: instance, Activity: &shared.ActivityLog{},
 		Out: make(chan event.TypedGenericEvent[*afev1.Sandbox], 1024)}
 	d.execs = newEngineExecs(engine, store, instance, d.sandboxOf)

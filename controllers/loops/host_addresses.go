@@ -18,9 +18,9 @@ import (
 // the engine's network events: an interface's address changes without one.
 const hostAddressPeriod = 30 * time.Second
 
-// networkEvents is what HostAddresses watches of an engine that can say
+// NetworkEvents is what HostAddresses watches of an engine that can say
 // when networks come and go (docker.Client).
-type networkEvents interface {
+type NetworkEvents interface {
 	NetworkEvents(ctx context.Context) (<-chan docker.Event, <-chan error)
 }
 
@@ -36,6 +36,9 @@ type networkEvents interface {
 // reason (afe.deny-ips, sandboxspec.ProxyDeniesAll).
 type HostAddresses struct {
 	Engine hostaddrs.Engine
+	// Events says when the engine's networks come and go (nil: the list is
+	// read every hostAddressPeriod only).
+	Events NetworkEvents
 	// Inputs are the settings of the list; Networks and Local are read.
 	Inputs hostaddrs.Inputs
 	// Changed is called when the list changed (enqueueEgress).
@@ -89,7 +92,7 @@ func (h *HostAddresses) refresh(ctx context.Context) (list []string, changed boo
 // together (a burst of sandboxes, each with its network) are read once.
 func (h *HostAddresses) Start(ctx context.Context) error {
 	log := logf.FromContext(ctx).WithName("host-addresses")
-	watcher, _ := h.Engine.(networkEvents)
+	watcher := h.Events
 	var events <-chan docker.Event
 	var errs <-chan error
 	tick := time.NewTicker(hostAddressPeriod)

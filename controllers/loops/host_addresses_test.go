@@ -29,7 +29,7 @@ func TestHostAddressesFollowTheEnginesNetworks(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	changes := make(chan []string, 16)
-	h := &HostAddresses{Engine: engine, Inputs: hostaddrs.Inputs{LocalEngine: engine.IsLocal(), AllowPrivate: true}}
+	h := &HostAddresses{Engine: engine, Events: engine, Inputs: hostaddrs.Inputs{LocalEngine: engine.IsLocal(), AllowPrivate: true}}
 	h.Changed = func(ctx context.Context) {
 		list, _ := h.Current(ctx)
 		changes <- list

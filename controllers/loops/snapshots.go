@@ -10,7 +10,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/docker"
 )
 
 // retainedSnapshot is true for a snapshot volume whose ticket keeps it: the
@@ -33,7 +32,7 @@ func retainedSnapshot(ctx context.Context, c client.Reader, labels map[string]st
 }
 
 // retainedSnapshots lists the snapshot volumes a finished ticket keeps.
-func retainedSnapshots(ctx context.Context, engine docker.Engine, tk *afev1.Ticket, instance string) ([]string, error) {
+func retainedSnapshots(ctx context.Context, engine SweepEngine, tk *afev1.Ticket, instance string) ([]string, error) {
 	if !tk.Spec.RetainSnapshots || !tk.DeletionTimestamp.IsZero() {
 		return nil, nil
 	}

@@ -29,7 +29,7 @@ import (
 type Sweeper struct {
 	Client   client.Reader
 	Cache    cache.Cache
-	Engine   docker.Engine
+	Engine   SweepEngine
 	Instance string
 	Period   time.Duration
 	// Enqueue asks for a reconcile of the Sandbox namespace/name.
@@ -74,13 +74,13 @@ func (s *Sweeper) SweepTicket(ctx context.Context, tk *afev1.Ticket) ([]string, 
 // sweep removes the Docker objects carrying the labels whose afe.sandbox-uid
 // is no existing Sandbox's: containers first, then networks, then volumes.
 // Objects without an afe.sandbox-uid label are never touched.
-func sweep(ctx context.Context, c client.Reader, engine docker.Engine, labels map[string]string) error {
+func sweep(ctx context.Context, c client.Reader, engine SweepEngine, labels map[string]string) error {
 	return sweepAndResync(ctx, c, engine, labels, nil)
 }
 
 // sweepAndResync sweeps, and passes to enqueue every Ready Sandbox whose
 // containers are not all running.
-func sweepAndResync(ctx context.Context, c client.Reader, engine docker.Engine, labels map[string]string, enqueue func(namespace, name string)) error {
+func sweepAndResync(ctx context.Context, c client.Reader, engine SweepEngine, labels map[string]string, enqueue func(namespace, name string)) error {
 	log := logf.FromContext(ctx)
 	// Docker first, Sandboxes second: an object listed was made for a
 	// Sandbox the cache already held, so it is in the later list.

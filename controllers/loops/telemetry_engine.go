@@ -22,7 +22,7 @@ import (
 // The controller's own execs are recorded where they are made (Runs, the
 // API) and left out here.
 type engineExecs struct {
-	engine   docker.Engine
+	engine   execEngine
 	store    *telemetry.Store
 	instance string
 	// sandboxOf finds the Sandbox an event's container labels name, nil
@@ -54,7 +54,7 @@ const maxEndedExecs = 4096
 // forgotten beyond it.
 const maxPendingExecs = 4096
 
-func newEngineExecs(engine docker.Engine, store *telemetry.Store, instance string, sandboxOf func(docker.Event) *afev1.Sandbox) *engineExecs {
+func newEngineExecs(engine execEngine, store *telemetry.Store, instance string, sandboxOf func(docker.Event) *afev1.Sandbox) *engineExecs {
 	return &engineExecs{engine: engine, store: store, instance: instance, sandboxOf: sandboxOf,
 		started: map[string]execStart{}, ended: map[string]struct{}{}, jobs: make(chan docker.Event, 1024)}
 }

@@ -36,7 +36,7 @@ const usageConcurrency = 4
 type UsageCollector struct {
 	Client   client.Client
 	Cache    cache.Cache
-	Engine   docker.Engine
+	Engine   UsageEngine
 	Instance string
 	Period   time.Duration
 	// Disk receives every workspace size measured; DiskPeriod is how often

@@ -40,7 +40,7 @@ import (
 // Reconciler executes Runs in their sandbox containers.
 type Reconciler struct {
 	client.Client
-	Engine   docker.Engine
+	Engine   Engine
 	Recorder events.EventRecorder
 	Config   shared.Config
 	// Stops are the containers this manager stopped (a suspension): a

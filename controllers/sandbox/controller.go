@@ -40,7 +40,7 @@ type Reconciler struct {
 	client.Client
 	// APIReader reads Secrets directly, so that Secrets are never cached.
 	APIReader client.Reader
-	Engine    docker.Engine
+	Engine    Engine
 	Recorder  events.EventRecorder
 	Config    shared.Config
 	// DockerEvents feeds container events into the reconcile queue.

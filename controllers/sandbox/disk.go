@@ -23,7 +23,7 @@ type diskProbe struct {
 	mode  afev1.DiskEnforcement
 }
 
-func (p *diskProbe) enforcement(ctx context.Context, engine docker.Engine) (afev1.DiskEnforcement, error) {
+func (p *diskProbe) enforcement(ctx context.Context, engine Engine) (afev1.DiskEnforcement, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.known {

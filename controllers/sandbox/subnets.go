@@ -31,7 +31,7 @@ type subnetPool struct {
 }
 
 // reserve picks a free block of ranges and holds it until release.
-func (p *subnetPool) reserve(ctx context.Context, engine docker.Engine, ranges []netip.Prefix) (netip.Prefix, func(), error) {
+func (p *subnetPool) reserve(ctx context.Context, engine networkLister, ranges []netip.Prefix) (netip.Prefix, func(), error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	networks, err := engine.ListNetworks(ctx, nil)

@@ -41,7 +41,7 @@ func (c *FolderConflict) Message(path string) string {
 // folder path: another Sandbox of the namespace whose folder conflicts
 // (being deleted or not), then a container of another Sandbox, of any
 // namespace, with such a folder mounted.
-func FindFolderConflict(ctx context.Context, reader client.Reader, engine docker.Engine, opts Config, sbx *afev1.Sandbox, path string) (*FolderConflict, error) {
+func FindFolderConflict(ctx context.Context, reader client.Reader, engine ContainerLister, opts Config, sbx *afev1.Sandbox, path string) (*FolderConflict, error) {
 	ticket := sandboxspec.IdentityOf(sbx, opts.Instance).Ticket
 	list := &afev1.SandboxList{}
 	if err := reader.List(ctx, list, client.InNamespace(sbx.Namespace)); err != nil {

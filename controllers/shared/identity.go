@@ -20,7 +20,7 @@ import (
 
 // SandboxContainer is the running container of the sandbox, or nil when it
 // has none that carries its labels.
-func SandboxContainer(ctx context.Context, engine docker.Engine, id sandboxspec.Identity) (*docker.Container, error) {
+func SandboxContainer(ctx context.Context, engine ContainerInspector, id sandboxspec.Identity) (*docker.Container, error) {
 	c, err := OwnedContainer(ctx, engine, id, naming.Container(id.Key), afev1.RoleSandbox)
 	if c == nil || !c.Running {
 		return nil, IgnoreEngineNotFound(err)
@@ -32,7 +32,7 @@ func SandboxContainer(ctx context.Context, engine docker.Engine, id sandboxspec.
 // is the sandbox's, in the role unless role is empty. It returns
 // docker.ErrNotFound when there is no container of the name, and nil
 // without an error when the container is another object's.
-func OwnedContainer(ctx context.Context, engine docker.Engine, id sandboxspec.Identity, name, role string) (*docker.Container, error) {
+func OwnedContainer(ctx context.Context, engine ContainerInspector, id sandboxspec.Identity, name, role string) (*docker.Container, error) {
 	c, err := engine.InspectContainer(ctx, name)
 	if err != nil {
 		return nil, err
@@ -54,7 +54,7 @@ func IgnoreEngineNotFound(err error) error {
 // WorkspaceVolume is the name of the sandbox's workspace volume, under its
 // current or its legacy name, when one carries its labels; ErrNotFound
 // otherwise.
-func WorkspaceVolume(ctx context.Context, engine docker.Engine, id sandboxspec.Identity) (*docker.Volume, error) {
+func WorkspaceVolume(ctx context.Context, engine VolumeInspector, id sandboxspec.Identity) (*docker.Volume, error) {
 	for _, name := range []string{naming.Volume(id.Key), naming.LegacyVolume(id.Key)} {
 		v, err := engine.InspectVolume(ctx, name)
 		if errors.Is(err, docker.ErrNotFound) {

@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/naming"
 )
 
@@ -26,7 +25,7 @@ func oneOf(v string, names ...string) bool {
 }
 
 // RemoveContainers removes every container carrying all the labels.
-func RemoveContainers(ctx context.Context, engine docker.Engine, labels map[string]string) error {
+func RemoveContainers(ctx context.Context, engine ContainerRemover, labels map[string]string) error {
 	containers, err := engine.ListContainers(ctx, labels)
 	if err != nil {
 		return err
@@ -40,7 +39,7 @@ func RemoveContainers(ctx context.Context, engine docker.Engine, labels map[stri
 }
 
 // RemoveVolumes removes every volume carrying all the labels.
-func RemoveVolumes(ctx context.Context, engine docker.Engine, labels map[string]string) error {
+func RemoveVolumes(ctx context.Context, engine VolumeRemover, labels map[string]string) error {
 	volumes, err := engine.ListVolumes(ctx, labels)
 	if err != nil {
 		return err
