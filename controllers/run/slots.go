@@ -2,7 +2,6 @@ package run
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -18,9 +17,6 @@ import (
 // slotRetry is how often a Run waiting for a slot looks again, besides the
 // nudge it gets when another Run of its sandbox ends.
 const slotRetry = 5 * time.Second
-
-// errNoSlot: the Run waits for one of its sandbox's slots.
-var errNoSlot = errors.New("every slot of the sandbox is taken")
 
 // admit reserves one of the sandbox's slots for the Run, or refuses: at most
 // limit attempts run in one sandbox at once, and the Runs that wait start in
@@ -77,19 +73,6 @@ func (r *Reconciler) queueOf(ctx context.Context, run *afev1.Run) ([]types.UID, 
 	return out, nil
 }
 
-// waitForSlot keeps the Run Pending until a slot of its sandbox is free.
-func (r *Reconciler) waitForSlot(ctx context.Context, before, run *afev1.Run, limit int) error {
-	run.Status.Phase = afev1.RunPending
-	shared.SetCondition(run, afev1.RunSandboxReadyCondition, true, afev1.RunLimitReachedReason,
-		fmt.Sprintf("Sandbox %s runs %d Runs, the controller's --max-runs-per-sandbox; this Run starts when one ends, in the order the Runs were created",
-			run.Spec.SandboxRef.Name, limit))
-	shared.SetCondition(run, afev1.RunCompletedCondition, false, afev1.RunLimitReachedReason, "Waiting for a slot of the sandbox")
-	if err := r.patchStatus(ctx, before, run); err != nil {
-		return err
-	}
-	return errNoSlot
-}
-
 // nudgeWaiting queues the other unfinished Runs of the Run's sandbox: one
 // of them may start now. The nudge is best effort (slotRetry is the
 // fallback).
@@ -103,4 +86,15 @@ func (r *Reconciler) nudgeWaiting(ctx context.Context, run *afev1.Run) {
 			return
 		}
 	}
+}
+
+// waitForSlot keeps the Run Pending until a slot of its sandbox is free.
+func (r *Reconciler) waitForSlot(s *runScope, limit int) {
+	run := s.run
+	run.Status.Phase = afev1.RunPending
+	shared.SetCondition(run, afev1.RunSandboxReadyCondition, true, afev1.RunLimitReachedReason,
+		fmt.Sprintf("Sandbox %s runs %d Runs, the controller's --max-runs-per-sandbox; this Run starts when one ends, in the order the Runs were created",
+			run.Spec.SandboxRef.Name, limit))
+	shared.SetCondition(run, afev1.RunCompletedCondition, false, afev1.RunLimitReachedReason, "Waiting for a slot of the sandbox")
+	s.requeue = slotRetry
 }

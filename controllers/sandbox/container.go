@@ -100,7 +100,7 @@ func (r *Reconciler) reconcileContainer(ctx context.Context, s *sandboxScope) (c
 	switch action {
 	case plan.ContainerRecordLoss, plan.ContainerResumeLoss:
 		if action == plan.ContainerRecordLoss {
-			if err := r.recordLoss(ctx, s, have); err != nil {
+			if err := r.commitLoss(ctx, s, have); err != nil {
 				return ctrl.Result{}, err
 			}
 		}
@@ -207,11 +207,11 @@ func (r *Reconciler) createContainer(ctx context.Context, s *sandboxScope, want 
 	return created, ctrl.Result{}, nil
 }
 
-// recordLoss notes a loss in the status and writes it before the caller
+// commitLoss notes a loss in the status and commits it before the caller
 // acts on it, so that a crash in the middle repeats the cleanup rather than
 // forgetting it; the Event follows the write, so that a write retried after
 // a conflict does not repeat it.
-func (r *Reconciler) recordLoss(ctx context.Context, s *sandboxScope, have *docker.Container) error {
+func (r *Reconciler) commitLoss(ctx context.Context, s *sandboxScope, have *docker.Container) error {
 	sbx := s.sbx
 	what, started := "disappeared", time.Time{}
 	if have != nil {
@@ -225,7 +225,7 @@ func (r *Reconciler) recordLoss(ctx context.Context, s *sandboxScope, have *dock
 	sbx.Status.ContainerID = ""
 	shared.SetCondition(sbx, afev1.ContainerReadyCondition, false, afev1.SandboxLostReason,
 		"The container was lost and is being recreated with a fresh workspace")
-	if err := r.writeStatus(ctx, s); err != nil {
+	if err := r.commit(ctx, s); err != nil {
 		return err
 	}
 	r.mem.crashes.lost(sbx.UID, started, now.Time)

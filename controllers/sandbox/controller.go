@@ -110,23 +110,34 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	s := &sandboxScope{sbx: sbx, before: sbx.DeepCopy(), id: sandboxspec.IdentityOf(sbx, r.Config.Instance)}
-	if r.Config.PerNode {
-		placed, ticketed, err := shared.PlacedHere(ctx, r.Client, r.Config.Instance, sbx)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		if !placed {
-			if ticketed || !sbx.DeletionTimestamp.IsZero() {
-				return ctrl.Result{}, nil // another node's
-			}
-			shared.SetCondition(sbx, afev1.SandboxReadyCondition, false, afev1.NotPlacedReason,
-				"In per-node mode a Sandbox runs only as part of a Ticket, which kube-scheduler places on a node; create a Ticket with this sandbox as its template")
-			_, err := shared.PatchStatus(ctx, r.Client, s.before, sbx, afev1.SandboxFinalizer, func(o *afev1.Sandbox) any { return o.Status })
-			return shared.ReconcileResult(ctrl.Result{}, nil, client.IgnoreNotFound(err))
-		}
+	if here, err := r.here(ctx, s); err != nil || !here {
+		return shared.ReconcileResult(ctrl.Result{}, err, nil)
 	}
 	res, err := r.reconcile(ctx, s)
-	return shared.ReconcileResult(res, err, client.IgnoreNotFound(r.writeStatus(ctx, s)))
+	return shared.ReconcileResult(res, err, client.IgnoreNotFound(r.commit(ctx, s)))
+}
+
+// here is the per-node gate (--per-node): this manager acts on the Sandbox
+// when it is placed on this node (shared.SandboxHere). A Sandbox of no
+// Ticket is no node's: it is told so (commitNotPlaced), once.
+func (r *Reconciler) here(ctx context.Context, s *sandboxScope) (bool, error) {
+	if !r.Config.PerNode {
+		return true, nil
+	}
+	here, ticketed, err := shared.SandboxHere(ctx, r.Client, r.Config.Instance, s.sbx)
+	if err != nil || here || ticketed || !s.sbx.DeletionTimestamp.IsZero() {
+		return here, err // or another node's
+	}
+	return false, r.commitNotPlaced(ctx, s)
+}
+
+// commitNotPlaced writes the one condition of a Sandbox no node takes, and
+// nothing else of its status.
+func (r *Reconciler) commitNotPlaced(ctx context.Context, s *sandboxScope) error {
+	shared.SetCondition(s.sbx, afev1.SandboxReadyCondition, false, afev1.NotPlacedReason,
+		"In per-node mode a Sandbox runs only as part of a Ticket, which kube-scheduler places on a node; create a Ticket with this sandbox as its template")
+	_, err := shared.PatchStatus(ctx, r.Client, s.before, s.sbx, afev1.SandboxFinalizer, func(o *afev1.Sandbox) any { return o.Status })
+	return client.IgnoreNotFound(err)
 }
 
 func (r *Reconciler) reconcile(ctx context.Context, s *sandboxScope) (ctrl.Result, error) {
@@ -338,11 +349,11 @@ func (r *Reconciler) removeOwnedVolumes(ctx context.Context, s *sandboxScope) er
 	return nil
 }
 
-// writeStatus summarises the conditions and writes the status once, only
+// commit summarises the conditions and writes the status once, only
 // when it changed, and only over the version it read: a reconcile that
 // started from a stale cache must not overwrite what a newer one wrote (the
 // time to Ready, for one). The metrics follow the write that states them.
-func (r *Reconciler) writeStatus(ctx context.Context, s *sandboxScope) error {
+func (r *Reconciler) commit(ctx context.Context, s *sandboxScope) error {
 	sbx, before := s.sbx, s.before
 	deleting := !sbx.DeletionTimestamp.IsZero()
 	if deleting && !controllerutil.ContainsFinalizer(sbx, afev1.SandboxFinalizer) {

@@ -31,11 +31,13 @@ func PlaceholderOf(ctx context.Context, c client.Reader, tk *afev1.Ticket) (*cor
 	return pod, placement.PodBound, nil
 }
 
-// PlacedHere is true when, in per-node mode, the Sandbox belongs on this
-// manager's node: its Ticket's placeholder Pod is bound here. A Sandbox
-// being deleted whose ticket has no placeholder any more is finished by
-// the node the ticket reports.
-func PlacedHere(ctx context.Context, c client.Reader, instance string, sbx *afev1.Sandbox) (placed, ticketed bool, err error) {
+// SandboxHere is the per-node gate (--per-node) of a Sandbox and of the
+// Runs in it: here is true when the Sandbox belongs on this manager's node,
+// its Ticket's placeholder Pod being bound here; ticketed is false for a
+// Sandbox of no Ticket (never placed). A Sandbox being deleted whose ticket
+// has no placeholder any more is finished by the node the ticket reports.
+// Each kind's gate is its reconciler's here method.
+func SandboxHere(ctx context.Context, c client.Reader, instance string, sbx *afev1.Sandbox) (here, ticketed bool, err error) {
 	ref := metav1.GetControllerOf(sbx)
 	if ref == nil || ref.Kind != "Ticket" || ref.APIVersion != afev1.GroupVersion.String() {
 		return false, false, nil

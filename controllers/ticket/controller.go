@@ -81,6 +81,14 @@ type ticketScope struct {
 	cleanedUp bool
 }
 
+// stateNode writes into the status, after the base of the status patch is
+// taken, the node the ticket is placed on when it is this manager's.
+func (s *ticketScope) stateNode() {
+	if s.node != "" {
+		s.tk.Status.Node = s.node
+	}
+}
+
 // Reconcile keeps a ticket's Sandboxes as its state asks.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	tk := &afev1.Ticket{}
@@ -92,10 +100,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	s := &ticketScope{tk: tk, before: tk.DeepCopy()}
 	res, err := r.reconcile(ctx, s)
-	if s.node != "" {
-		tk.Status.Node = s.node
-	}
-	res, err = shared.ReconcileResult(res, err, client.IgnoreNotFound(r.writeStatus(ctx, s)))
+	res, err = shared.ReconcileResult(res, err, client.IgnoreNotFound(r.commit(ctx, s)))
 	if err != nil || !s.cleanedUp {
 		return res, err
 	}
@@ -119,21 +124,21 @@ func (r *Reconciler) expire(ctx context.Context, tk *afev1.Ticket) (ctrl.Result,
 }
 
 func (r *Reconciler) reconcile(ctx context.Context, s *ticketScope) (ctrl.Result, error) {
-	if r.Options.PerNode {
-		if mine, res, err := r.place(ctx, s); !mine || err != nil {
-			return res, err
-		}
+	if here, res, err := r.here(ctx, s); !here || err != nil {
+		return res, err
 	}
 	now := time.Now()
 	expired := s.tk.DeadlineExceeded(now)
 	step := plan.Ticket(!s.tk.DeletionTimestamp.IsZero(), s.tk.Spec.State, expired)
 	if step == plan.TicketDelete {
+		s.stateNode()
 		return r.reconcileDelete(ctx, s)
 	}
 	if err := shared.EnsureFinalizer(ctx, r.Client, s.tk, afev1.TicketFinalizer); err != nil {
 		return ctrl.Result{}, err
 	}
 	s.before = s.tk.DeepCopy()
+	s.stateNode()
 	if expired && !s.tk.Spec.State.Terminal() {
 		shared.SetCondition(s.tk, afev1.TicketFailedCondition, true, afev1.DeadlineExceededReason, fmt.Sprintf(
 			"The ticket ran past spec.lifecycle.activeDeadlineSeconds (%ds): it ended Failed and everything of it is removed",
@@ -385,10 +390,10 @@ func (r *Reconciler) ownedSandboxes(ctx context.Context, tk *afev1.Ticket) ([]af
 	return out, nil
 }
 
-// writeStatus writes the status once, only when it changed, and only over
+// commit writes the status once, only when it changed, and only over
 // the version it read: the lock refuses a write based on a stale copy, so
 // that what follows a write (the cleanup's metric and Event) happens once.
-func (r *Reconciler) writeStatus(ctx context.Context, s *ticketScope) error {
+func (r *Reconciler) commit(ctx context.Context, s *ticketScope) error {
 	written, err := shared.PatchStatus(ctx, r.Client, s.before, s.tk, afev1.TicketFinalizer,
 		func(o *afev1.Ticket) any { return o.Status })
 	if !written {

@@ -59,10 +59,14 @@ func nodeReady(ctx context.Context, c client.Reader) func(string) bool {
 	}
 }
 
-// place is the placement step of a ticket in per-node mode: mine is true
-// when the ticket is placed on this manager's node (or was never placed
-// and has ended), and it is then reconciled as with one engine.
-func (r *Reconciler) place(ctx context.Context, s *ticketScope) (mine bool, res ctrl.Result, err error) {
+// here is the per-node gate (--per-node) of a ticket, its placement step:
+// true when the ticket is placed on this manager's node (or was never
+// placed and has ended), and it is then reconciled as with one engine.
+// Always true with one manager for all nodes.
+func (r *Reconciler) here(ctx context.Context, s *ticketScope) (here bool, res ctrl.Result, err error) {
+	if !r.Options.PerNode {
+		return true, ctrl.Result{}, nil
+	}
 	tk := s.tk
 	pod, state, err := shared.PlaceholderOf(ctx, r.Client, tk)
 	if err != nil {
