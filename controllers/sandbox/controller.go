@@ -7,32 +7,20 @@ package sandbox
 import (
 	"context"
 	"errors"
-	"strconv"
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/controllers/shared"
 	"afe.dev/sandbox/docker"
-	"afe.dev/sandbox/internal/metrics"
 	"afe.dev/sandbox/internal/sandboxspec"
-	"afe.dev/sandbox/internal/status"
 )
 
 // Reconciler reconciles Sandboxes into Docker objects.
@@ -260,182 +248,6 @@ func (r *Reconciler) refuse(ctx context.Context, s *sandboxScope, condType strin
 		return ctrl.Result{RequeueAfter: runtimeRetry}, nil
 	}
 	return ctrl.Result{}, reconcile.TerminalError(ie)
-}
-
-// reconcileDelete removes the sandbox's Docker objects, newest first, then
-// the finalizer.
-func (r *Reconciler) reconcileDelete(ctx context.Context, s *sandboxScope) (ctrl.Result, error) {
-	if !controllerutil.ContainsFinalizer(s.sbx, afev1.SandboxFinalizer) {
-		r.forget(s.sbx.UID) // its finalizer removed by another
-		return ctrl.Result{}, nil
-	}
-	log := logf.FromContext(ctx)
-	// Newest first: the containers (the sandbox's, its proxy, any copy
-	// helper a crash left, which would hold the volumes), its network, and
-	// last the workspace.
-	// Each kind in one list of the objects labelled with the Sandbox's UID,
-	// whatever their names (a legacy name's too), each checked as this
-	// sandbox's in its role before it goes.
-	if err := r.removeLabelledContainers(ctx, s); err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := r.removeOwnedNetworks(ctx, s); err != nil {
-		return ctrl.Result{}, err
-	}
-	s.sbx.Status.ProxyName, s.sbx.Status.ProxyURL, s.sbx.Status.NetworkName = "", "", ""
-	if err := r.removeOwnedVolumes(ctx, s); err != nil {
-		return ctrl.Result{}, err
-	}
-	log.Info("Removed the sandbox's Docker objects")
-	removed, err := shared.RemoveFinalizer(ctx, r.Client, s.sbx, afev1.SandboxFinalizer)
-	if err != nil || !removed {
-		return ctrl.Result{}, err
-	}
-	r.forget(s.sbx.UID)
-	r.mem.rememberFinalized(s.sbx.UID)
-	r.Recorder.Eventf(s.sbx, nil, corev1.EventTypeNormal, "Deleted", "Delete", "Removed container, proxy, network and workspace volume")
-	return ctrl.Result{}, nil
-}
-
-// removeLabelledContainers removes every container labelled as this
-// sandbox's, in one list: the proxy, and the snapshot copy helpers of a
-// copy cut short by a crash.
-func (r *Reconciler) removeLabelledContainers(ctx context.Context, s *sandboxScope) error {
-	return shared.RemoveContainers(ctx, r.Engine, map[string]string{
-		afev1.LabelController: s.id.Instance,
-		afev1.LabelSandboxUID: s.id.UID,
-	})
-}
-
-// labelled are the labels every object of the sandbox carries.
-func (s *sandboxScope) labelled() map[string]string {
-	return map[string]string{afev1.LabelController: s.id.Instance, afev1.LabelSandboxUID: s.id.UID}
-}
-
-// removeOwnedNetworks removes the sandbox's networks (its egress network),
-// in one list.
-func (r *Reconciler) removeOwnedNetworks(ctx context.Context, s *sandboxScope) error {
-	networks, err := r.Engine.ListNetworks(ctx, s.labelled())
-	if err != nil {
-		return err
-	}
-	for _, n := range networks {
-		if s.id.OwnsAs(n.Labels, afev1.RoleNetwork) {
-			if err := r.Engine.RemoveNetwork(ctx, n.ID); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// removeOwnedVolumes removes, in one list, the sandbox's workspace volume,
-// the volumes of its image's VOLUME paths, and the snapshot volumes of a Sandbox without ticket. A ticket's
-// snapshots belong to the ticket: they go when it finishes, unless it
-// retains them.
-func (r *Reconciler) removeOwnedVolumes(ctx context.Context, s *sandboxScope) error {
-	volumes, err := r.Engine.ListVolumes(ctx, s.labelled())
-	if err != nil {
-		return err
-	}
-	ownSnapshots := s.sbx.Spec.TicketRef == nil || s.sbx.Spec.TicketRef.Name == ""
-	for _, v := range volumes {
-		if s.id.OwnsAs(v.Labels, afev1.RoleWorkspace) || s.id.OwnsAs(v.Labels, afev1.RoleImageVolume) || ownSnapshots && s.id.OwnsAs(v.Labels, afev1.RoleSnapshot) {
-			if err := r.Engine.RemoveVolume(ctx, v.Name); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// commit summarises the conditions and writes the status once, only
-// when it changed, and only over the version it read: a reconcile that
-// started from a stale cache must not overwrite what a newer one wrote (the
-// time to Ready, for one). The metrics follow the write that states them.
-func (r *Reconciler) commit(ctx context.Context, s *sandboxScope) error {
-	sbx, before := s.sbx, s.before
-	deleting := !sbx.DeletionTimestamp.IsZero()
-	if deleting && !controllerutil.ContainsFinalizer(sbx, afev1.SandboxFinalizer) {
-		return nil // gone, or about to be
-	}
-	now := metav1.Now()
-	status.SummarizeSandbox(&sbx.Status, sbx.Generation, deleting, now)
-	written, err := shared.PatchStatus(ctx, r.Client, before, sbx, afev1.SandboxFinalizer,
-		func(o *afev1.Sandbox) any { return o.Status })
-	if !written {
-		return err
-	}
-	r.mem.written.record(sbx.UID, sbx.Status.ContainerID)
-	observeReady(before, sbx, now)
-	r.observeSuspension(s, before)
-	if lost := sbx.Status.Recreations - before.Status.Recreations; lost > 0 {
-		metrics.Recreations.WithLabelValues("lost").Add(float64(lost))
-	}
-	s.before = sbx.DeepCopy()
-	return nil
-}
-
-// observeReady records the time to Ready of a new sandbox, and from a loss
-// to its replacement.
-func observeReady(before, sbx *afev1.Sandbox, now metav1.Time) {
-	if meta.IsStatusConditionTrue(before.Status.Conditions, afev1.SandboxReadyCondition) ||
-		!meta.IsStatusConditionTrue(sbx.Status.Conditions, afev1.SandboxReadyCondition) {
-		return
-	}
-	switch {
-	case before.Status.ReadyTime == nil:
-		metrics.SandboxReady.WithLabelValues(strconv.FormatBool(len(sbx.Spec.Egress) > 0)).
-			Observe(now.Sub(sbx.CreationTimestamp.Time).Seconds())
-	case sbx.Status.LastLostTime != nil && sbx.Status.LastLostTime.After(before.Status.ReadyTime.Time):
-		metrics.SandboxRecovered.Observe(now.Sub(sbx.Status.LastLostTime.Time).Seconds())
-	}
-}
-
-// SetupWithManager registers the reconciler: Sandboxes (spec changes and
-// deletion, not our own status writes) and Docker container events.
-func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	b := ctrl.NewControllerManagedBy(mgr).
-		For(&afev1.Sandbox{}, builder.WithPredicates(shared.SpecOrDeletionChanged(statusForgeable(&r.mem.written)))).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Config.MaxConcurrentReconciles)}).
-		Named("sandbox")
-	// Both sides of a Folder workspace conflict look again when either
-	// changes.
-	b = b.Watches(&afev1.Sandbox{}, handler.EnqueueRequestsFromMapFunc(r.folderNeighbours), builder.WithPredicates(folderChanged()))
-	// A new Run resumes a suspended sandbox; the end of one restarts the
-	// idle timer.
-	b = b.Watches(&afev1.Run{}, handler.EnqueueRequestsFromMapFunc(r.sandboxOfRun), builder.WithPredicates(runStartedOrEnded()))
-	if r.DockerEvents != nil {
-		b = b.WatchesRawSource(source.Channel(r.DockerEvents, &handler.TypedEnqueueRequestForObject[*afev1.Sandbox]{}))
-	}
-	return b.Complete(r)
-}
-
-// statusForgeable passes the status-only updates of a Sandbox that may be
-// forged (anyone granted sandboxes/status can write it): a status naming
-// another object than the Sandbox's own, or a changed container ID other
-// than the one this manager wrote. The reconcile writes those fields again
-// at once; the sweep is the fallback.
-func statusForgeable(own *writtenIDs) func(old, obj client.Object) bool {
-	return func(o, n client.Object) bool {
-		old, okOld := o.(*afev1.Sandbox)
-		sbx, okNew := n.(*afev1.Sandbox)
-		return okOld && okNew && (shared.StatusNamesForeign(sbx) ||
-			old.Status.ContainerID != sbx.Status.ContainerID && !own.wrote(sbx.UID, sbx.Status.ContainerID))
-	}
-}
-
-// runStartedOrEnded passes the creation and deletion of a Run and changes of
-// its phase.
-func runStartedOrEnded() predicate.Predicate {
-	return predicate.Funcs{
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			old, okOld := e.ObjectOld.(*afev1.Run)
-			run, okNew := e.ObjectNew.(*afev1.Run)
-			return okOld && okNew && old.Status.Phase != run.Status.Phase
-		},
-		GenericFunc: func(event.GenericEvent) bool { return false },
-	}
 }
 
 // HostAddresses are the engine host's addresses the proxies refuse, as a

@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -21,11 +20,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/controllers/shared"
-	"afe.dev/sandbox/internal/metrics"
 	"afe.dev/sandbox/internal/plan"
 	"afe.dev/sandbox/internal/status"
 	"afe.dev/sandbox/internal/ticketspec"
@@ -293,146 +290,6 @@ func (r *Reconciler) cleanup(ctx context.Context, tk *afev1.Ticket, owned []afev
 	tk.Status.RetainedSnapshots = kept
 	status.SummarizeTicketCleanup(&tk.Status, tk.Generation, 0, metav1.Now())
 	return true, nil
-}
-
-// observeSandboxes lists the Sandboxes the ticket owns and counts their
-// losses as the ticket's requeues.
-func (r *Reconciler) observeSandboxes(ctx context.Context, s *ticketScope) error {
-	owned, err := r.ownedSandboxes(ctx, s.tk)
-	if err != nil {
-		return err
-	}
-	s.owned = owned
-	if lost := countRequeues(s.tk, owned); lost != "" {
-		s.requeued = lost
-	}
-	return nil
-}
-
-// countRequeues turns the sandboxes' recreations into the ticket's requeues;
-// it returns the sandbox lost last when there are new ones.
-func countRequeues(tk *afev1.Ticket, owned []afev1.Sandbox) string {
-	var sum int32
-	var last *metav1.Time
-	var lost string
-	for i := range owned {
-		st := owned[i].Status
-		sum += st.Recreations
-		if st.LastLostTime != nil && (last == nil || last.Before(st.LastLostTime)) {
-			last, lost = st.LastLostTime, owned[i].Name
-		}
-	}
-	delta := sum - tk.Status.ObservedRecreations
-	if delta > 0 {
-		tk.Status.Requeues += delta
-		tk.Status.LastRequeueTime = last
-		tk.Status.LastRequeueReason = afev1.SandboxLostReason
-		shared.SetCondition(tk, afev1.TicketRequeuedCondition, true, afev1.SandboxLostReason,
-			fmt.Sprintf("Sandbox %s was lost and recreated with a fresh workspace; the step in flight was interrupted", lost))
-	}
-	tk.Status.ObservedRecreations = sum
-	if meta.FindStatusCondition(tk.Status.Conditions, afev1.TicketRequeuedCondition) == nil {
-		shared.SetCondition(tk, afev1.TicketRequeuedCondition, false, afev1.NoLossReason, "No sandbox of the ticket was lost")
-	}
-	if delta <= 0 {
-		return ""
-	}
-	return lost
-}
-
-// unfinishedRuns counts the Runs of the ticket's sandboxes not yet ended.
-func (r *Reconciler) unfinishedRuns(ctx context.Context, tk *afev1.Ticket) (int, error) {
-	n := 0
-	for _, s := range ticketspec.Sandboxes(tk) {
-		list := &afev1.RunList{}
-		if err := r.List(ctx, list, client.InNamespace(tk.Namespace), client.MatchingFields{shared.RunSandboxIndex: s.Name}); err != nil {
-			return 0, err
-		}
-		for i := range list.Items {
-			if !list.Items[i].Status.Phase.Terminal() {
-				n++
-			}
-		}
-	}
-	return n, nil
-}
-
-// finishingTicketOfRun maps a Run to the finished or deleted ticket whose
-// sandbox it names: that ticket's cleanup waits for the Run to end.
-func (r *Reconciler) finishingTicketOfRun(ctx context.Context, o client.Object) []reconcile.Request {
-	tickets, err := shared.FinishingTicketsOf(ctx, r.Client, o.(*afev1.Run))
-	if err != nil {
-		logf.FromContext(ctx).Error(err, "List the tickets of a Run")
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(tickets))
-	for _, tk := range tickets {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tk)})
-	}
-	return reqs
-}
-
-// sandboxTicketIndex indexes Sandboxes by the UID of the Ticket that controls
-// them.
-const sandboxTicketIndex = "metadata.controllerTicketUID"
-
-func (r *Reconciler) ownedSandboxes(ctx context.Context, tk *afev1.Ticket) ([]afev1.Sandbox, error) {
-	list := &afev1.SandboxList{}
-	if err := r.List(ctx, list, client.InNamespace(tk.Namespace), client.MatchingFields{sandboxTicketIndex: string(tk.UID)}); err != nil {
-		return nil, err
-	}
-	var out []afev1.Sandbox
-	for i := range list.Items {
-		if ticketspec.OwnedBy(&list.Items[i], tk) {
-			out = append(out, list.Items[i])
-		}
-	}
-	return out, nil
-}
-
-// commit writes the status once, only when it changed, and only over
-// the version it read: the lock refuses a write based on a stale copy, so
-// that what follows a write (the cleanup's metric and Event) happens once.
-func (r *Reconciler) commit(ctx context.Context, s *ticketScope) error {
-	written, err := shared.PatchStatus(ctx, r.Client, s.before, s.tk, afev1.TicketFinalizer,
-		func(o *afev1.Ticket) any { return o.Status })
-	if !written {
-		return err
-	}
-	r.observeCleanup(s.before, s.tk)
-	if s.requeued != "" {
-		r.Recorder.Eventf(s.tk, nil, corev1.EventTypeWarning, afev1.SandboxLostReason, "Requeue",
-			"Sandbox %s was lost and recreated with a fresh workspace; requeue the interrupted step", s.requeued)
-		s.requeued = ""
-	}
-	if s.nodeLost != "" {
-		r.Recorder.Eventf(s.tk, nil, corev1.EventTypeWarning, afev1.NodeLostReason, "Requeue", "%s", s.nodeLost)
-		s.nodeLost = ""
-	}
-	if !meta.IsStatusConditionTrue(s.before.Status.Conditions, afev1.TicketFailedCondition) &&
-		meta.IsStatusConditionTrue(s.tk.Status.Conditions, afev1.TicketFailedCondition) {
-		r.Recorder.Eventf(s.tk, nil, corev1.EventTypeWarning, afev1.DeadlineExceededReason, "Fail",
-			"The ticket ran past spec.lifecycle.activeDeadlineSeconds (%ds) and ended Failed; its sandboxes are removed",
-			s.tk.Spec.Lifecycle.ActiveDeadlineSeconds)
-	}
-	s.before = s.tk.DeepCopy()
-	return nil
-}
-
-// observeCleanup records, after the write that states it, a cleanup that
-// has just ended: its time since it began (the condition went False), or
-// none when it took a single reconcile, and an Event.
-func (r *Reconciler) observeCleanup(before, tk *afev1.Ticket) {
-	if meta.IsStatusConditionTrue(before.Status.Conditions, afev1.TicketCleanedUpCondition) ||
-		!meta.IsStatusConditionTrue(tk.Status.Conditions, afev1.TicketCleanedUpCondition) {
-		return
-	}
-	started := time.Now()
-	if c := meta.FindStatusCondition(before.Status.Conditions, afev1.TicketCleanedUpCondition); c != nil {
-		started = c.LastTransitionTime.Time
-	}
-	metrics.TicketCleanup.Observe(time.Since(started).Seconds())
-	r.Recorder.Eventf(tk, nil, corev1.EventTypeNormal, afev1.CleanedUpReason, "Cleanup", "Every sandbox and Docker object of the ticket was removed")
 }
 
 // SetupWithManager registers the reconciler: Tickets and the Sandboxes they
