@@ -10,6 +10,7 @@ import (
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"afe.dev/sandbox/controllers/loops"
 	"afe.dev/sandbox/controllers/run"
@@ -51,21 +52,59 @@ type Engine interface {
 	NetworkEvents(ctx context.Context) (<-chan docker.Event, <-chan error)
 }
 
-// SetupAll registers every reconciler and the Docker event source with the
-// manager.
+// SetupAll registers every reconciler and the background loops that feed
+// them (the Docker event source among them) with the manager.
 // ctx bounds the Runs executed by this process: they end with it.
 func SetupAll(ctx context.Context, mgr ctrl.Manager, engine Engine, opts Options) error {
 	// Only an engine on a local unix socket is known to see the controller's
 	// folders at the same paths.
 	cfg := shared.Config{Options: opts, EngineRemote: !engine.IsLocal()}
-	events := loops.NewDockerEventSource(engine, mgr.GetClient(), opts.Instance, opts.Telemetry)
-	if err := mgr.Add(events); err != nil {
-		return fmt.Errorf("add docker event source: %w", err)
+	bg, err := addLoops(mgr, engine, cfg)
+	if err != nil {
+		return err
 	}
-	hostAddrs := &loops.HostAddresses{Engine: engine, Events: engine, Inputs: cfg.HostAddressInputs(), Changed: loops.EnqueueEgress(mgr.GetClient(), events.Enqueue)}
-	if err := mgr.Add(hostAddrs); err != nil {
-		return fmt.Errorf("add host address watch: %w", err)
+	return addReconcilers(ctx, mgr, engine, cfg, bg)
+}
+
+// background are the loops the reconcilers are given.
+type background struct {
+	events    *loops.DockerEventSource
+	hostAddrs *loops.HostAddresses
+	sweeper   *loops.Sweeper
+	disk      *shared.DiskMeter
+}
+
+// addLoops adds the background loops to the manager.
+func addLoops(mgr ctrl.Manager, engine Engine, cfg shared.Config) (*background, error) {
+	c, opts := mgr.GetClient(), cfg.Options
+	events := loops.NewDockerEventSource(engine, c, opts.Instance, opts.Telemetry)
+	bg := &background{events: events, disk: &shared.DiskMeter{},
+		hostAddrs: &loops.HostAddresses{Engine: engine, Events: engine, Inputs: cfg.HostAddressInputs(), Changed: loops.EnqueueEgress(c, events.Enqueue)}}
+	period := opts.SweepPeriod
+	if period <= 0 {
+		period = max(opts.ResyncPeriod, 10*time.Second)
 	}
+	bg.sweeper = &loops.Sweeper{Client: c, Cache: mgr.GetCache(), Engine: engine, Instance: opts.Instance,
+		Period: period, Enqueue: events.Enqueue}
+	// The collector also measures the workspaces for resources.disk, even
+	// with the usage turned off.
+	collector := &loops.UsageCollector{Client: c, Cache: mgr.GetCache(), Engine: engine, Instance: opts.Instance,
+		Period: usagePeriod(opts), Disk: bg.disk, DiskPeriod: diskCheckPeriod(opts), Enqueue: events.Enqueue}
+	runnables := map[string]manager.Runnable{"docker event source": events, "host address watch": bg.hostAddrs,
+		"sweeper": bg.sweeper, "usage collector": collector}
+	if opts.RunLogs != nil {
+		runnables["run log sweeper"] = &runlog.Sweeper{Store: opts.RunLogs, Client: c, Period: time.Minute}
+	}
+	for what, r := range runnables {
+		if err := mgr.Add(r); err != nil {
+			return nil, fmt.Errorf("add %s: %w", what, err)
+		}
+	}
+	return bg, nil
+}
+
+// addReconcilers sets up the reconciler of each kind with the manager.
+func addReconcilers(ctx context.Context, mgr ctrl.Manager, engine Engine, cfg shared.Config, bg *background) error {
 	stops := &shared.StopLog{}
 	sandboxes := &sandbox.Reconciler{
 		Client:       mgr.GetClient(),
@@ -73,40 +112,24 @@ func SetupAll(ctx context.Context, mgr ctrl.Manager, engine Engine, opts Options
 		Engine:       engine,
 		Recorder:     mgr.GetEventRecorder("afe-sandbox-controller"),
 		Config:       cfg,
-		DockerEvents: events.Out,
-		Activity:     events.Activity,
+		DockerEvents: bg.events.Out,
+		Activity:     bg.events.Activity,
 		Stops:        stops,
-		Disk:         &shared.DiskMeter{},
-		HostAddrs:    hostAddrs,
+		Disk:         bg.disk,
+		HostAddrs:    bg.hostAddrs,
 	}
 	if err := sandboxes.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up sandbox controller: %w", err)
-	}
-	period := opts.SweepPeriod
-	if period <= 0 {
-		period = max(opts.ResyncPeriod, 10*time.Second)
-	}
-	sweeper := &loops.Sweeper{Client: mgr.GetClient(), Cache: mgr.GetCache(), Engine: engine, Instance: opts.Instance,
-		Period: period, Enqueue: events.Enqueue}
-	if err := mgr.Add(sweeper); err != nil {
-		return fmt.Errorf("add sweeper: %w", err)
 	}
 	tickets := &ticket.Reconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorder("afe-ticket-controller"),
-		Options:   opts,
-		Leftovers: sweeper,
+		Options:   cfg.Options,
+		Leftovers: bg.sweeper,
 	}
 	if err := tickets.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("set up ticket controller: %w", err)
-	}
-	// The collector also measures the workspaces for resources.disk, even
-	// with the usage turned off.
-	collector := &loops.UsageCollector{Client: mgr.GetClient(), Cache: mgr.GetCache(), Engine: engine, Instance: opts.Instance,
-		Period: usagePeriod(opts), Disk: sandboxes.Disk, DiskPeriod: diskCheckPeriod(opts), Enqueue: events.Enqueue}
-	if err := mgr.Add(collector); err != nil {
-		return fmt.Errorf("add usage collector: %w", err)
 	}
 	runs := &run.Reconciler{
 		Client:   mgr.GetClient(),
@@ -117,11 +140,6 @@ func SetupAll(ctx context.Context, mgr ctrl.Manager, engine Engine, opts Options
 	}
 	if err := runs.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("set up run controller: %w", err)
-	}
-	if opts.RunLogs != nil {
-		if err := mgr.Add(&runlog.Sweeper{Store: opts.RunLogs, Client: mgr.GetClient(), Period: time.Minute}); err != nil {
-			return fmt.Errorf("add run log sweeper: %w", err)
-		}
 	}
 	return nil
 }
