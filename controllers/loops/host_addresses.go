@@ -41,7 +41,7 @@ type HostAddresses struct {
 	Events NetworkEvents
 	// Inputs are the settings of the list; Networks and Local are read.
 	Inputs hostaddrs.Inputs
-	// Changed is called when the list changed (enqueueEgress).
+	// Changed is called when the list changed (EnqueueEgress).
 	Changed func(ctx context.Context)
 
 	mu      sync.Mutex

@@ -67,8 +67,9 @@ type sandboxScope struct {
 	before   *afev1.Sandbox
 	id       sandboxspec.Identity
 	resolved sandboxspec.Resolved
-	// resuming: the sandbox was suspended and is to run again.
-	resuming bool
+	// wasSuspended: the sandbox was suspended when the reconcile began;
+	// it is resumed unless its lifecycle keeps it stopped.
+	wasSuspended bool
 	// recheck is when its lifecycle is decided again without an event.
 	recheck time.Duration
 	// suspendedFor says why this reconcile suspended the sandbox.
@@ -138,7 +139,7 @@ func (r *Reconciler) reconcile(ctx context.Context, s *sandboxScope) (ctrl.Resul
 	s.before = s.sbx.DeepCopy()
 	res, err := r.reconcileNormal(ctx, s)
 	// A recorded loss stays the condition through an outage: it is what
-	// makes the next reconcile finish the recreation (lossPending).
+	// makes the next reconcile finish the recreation (lossRecorded).
 	if errors.Is(err, docker.ErrUnavailable) && !lossRecorded(s.sbx) {
 		shared.SetCondition(s.sbx, afev1.ContainerReadyCondition, false, afev1.EngineUnavailableReason,
 			"The Docker engine cannot be reached; retrying")

@@ -150,7 +150,7 @@ func (r *Reconciler) ensureProxy(ctx context.Context, s *sandboxScope, want dock
 	if current && have.Running {
 		return ctrl.Result{}, nil
 	}
-	if current && !have.Running && s.resuming {
+	if current && !have.Running && s.wasSuspended {
 		// Stopped by the suspension: started again as it was.
 		if res, ok, err := r.restartProxy(ctx, s, have); ok {
 			return res, err

@@ -27,45 +27,12 @@ const suspendedMessage = "The sandbox is suspended: its container and proxy are 
 func (r *Reconciler) reconcileLifecycle(ctx context.Context, s *sandboxScope) (done bool, res ctrl.Result, err error) {
 	sbx := s.sbx
 	now := time.Now()
-	s.resuming = plan.WasSuspended(&sbx.Status)
-	runs, err := r.runsOf(ctx, sbx)
+	s.wasSuspended = plan.WasSuspended(&sbx.Status)
+	in, decision, err := r.decideLifecycle(ctx, s, now)
 	if err != nil {
 		return false, ctrl.Result{}, err
 	}
-	busy := inFlight(runs)
-	paused, err := r.ticketPaused(ctx, sbx)
-	if err != nil {
-		return false, ctrl.Result{}, err
-	}
-	last := r.lastActivity(sbx, runs, now)
-	in := plan.LifecycleInput{
-		Suspend:      sbx.Spec.Suspend,
-		IdleTimeout:  sbx.Spec.Lifecycle.IdleTimeout(),
-		Deadline:     sbx.Spec.Lifecycle.ActiveDeadline(),
-		Created:      sbx.CreationTimestamp.Time,
-		Paused:       paused,
-		Suspended:    s.resuming,
-		Busy:         busy,
-		LastActivity: last,
-		Now:          now,
-	}
-	decision := plan.SandboxLifecycle(in)
-	if decision.State == plan.LifecycleSuspend && decision.Idle {
-		// A command still running in the container (a shell, say) is work
-		// in flight: never suspended under it.
-		execs, err := r.runningExecs(ctx, s)
-		if err != nil {
-			return false, ctrl.Result{}, err
-		}
-		if execs > 0 {
-			r.Activity.Saw(string(sbx.UID), now)
-			in.Busy, last = true, now
-			decision = plan.SandboxLifecycle(in)
-			// No event marks the end of a command seen this way but its
-			// exec_die; look again in a while should it be missed.
-			decision.Recheck = plan.Sooner(in.IdleTimeout, decision.Recheck)
-		}
-	}
+	last := in.LastActivity
 	s.recheck = decision.Recheck
 	switch decision.State {
 	case plan.LifecycleDeadlineExceeded:
@@ -86,7 +53,7 @@ func (r *Reconciler) reconcileLifecycle(ctx context.Context, s *sandboxScope) (d
 		}
 		return true, ctrl.Result{RequeueAfter: decision.Recheck}, nil
 	}
-	if s.resuming {
+	if s.wasSuspended {
 		// A resume is activity: the idle timer starts again from it.
 		last = now
 	}
@@ -96,10 +63,53 @@ func (r *Reconciler) reconcileLifecycle(ctx context.Context, s *sandboxScope) (d
 	return false, ctrl.Result{}, nil
 }
 
+// decideLifecycle is the lifecycle's decision, from the Runs of the
+// sandbox, its ticket and its last activity; one to suspend an idle sandbox
+// is taken again when a command still runs in its container.
+func (r *Reconciler) decideLifecycle(ctx context.Context, s *sandboxScope, now time.Time) (plan.LifecycleInput, plan.Lifecycle, error) {
+	sbx := s.sbx
+	runs, err := r.runsOf(ctx, sbx)
+	if err != nil {
+		return plan.LifecycleInput{}, plan.Lifecycle{}, err
+	}
+	paused, err := r.ticketPaused(ctx, sbx)
+	if err != nil {
+		return plan.LifecycleInput{}, plan.Lifecycle{}, err
+	}
+	in := plan.LifecycleInput{
+		Suspend:      sbx.Spec.Suspend,
+		IdleTimeout:  sbx.Spec.Lifecycle.IdleTimeout(),
+		Deadline:     sbx.Spec.Lifecycle.ActiveDeadline(),
+		Created:      sbx.CreationTimestamp.Time,
+		Paused:       paused,
+		Suspended:    s.wasSuspended,
+		Busy:         inFlight(runs),
+		LastActivity: r.lastActivity(sbx, runs, now),
+		Now:          now,
+	}
+	decision := plan.SandboxLifecycle(in)
+	if decision.State != plan.LifecycleSuspend || !decision.Idle {
+		return in, decision, nil
+	}
+	// A command still running in the container (a shell, say) is work in
+	// flight: never suspended under it.
+	execs, err := r.runningExecs(ctx, s)
+	if err != nil || execs == 0 {
+		return in, decision, err
+	}
+	r.Activity.Saw(string(sbx.UID), now)
+	in.Busy, in.LastActivity = true, now
+	decision = plan.SandboxLifecycle(in)
+	// No event marks the end of a command seen this way but its exec_die;
+	// look again in a while should it be missed.
+	decision.Recheck = plan.Sooner(in.IdleTimeout, decision.Recheck)
+	return in, decision, nil
+}
+
 // resumed records, once the container runs again, that a suspended
 // sandbox was resumed.
 func (r *Reconciler) resumed(ctx context.Context, s *sandboxScope) {
-	if !s.resuming || s.sbx.Status.SuspendedTime == nil {
+	if !s.wasSuspended || s.sbx.Status.SuspendedTime == nil {
 		return
 	}
 	s.sbx.Status.SuspendedTime = nil
@@ -224,7 +234,7 @@ func (r *Reconciler) stop(ctx context.Context, s *sandboxScope, reason, message 
 		{naming.Proxy(s.id.Key), afev1.RoleProxy},
 	} {
 		ct, err := shared.OwnedContainer(ctx, r.Engine, s.id, c.name, c.role)
-		if err != nil && !isNotFound(err) {
+		if err != nil && !isEngineNotFound(err) {
 			return err
 		}
 		if ct == nil || !ct.Running {
@@ -232,7 +242,7 @@ func (r *Reconciler) stop(ctx context.Context, s *sandboxScope, reason, message 
 		}
 		logf.FromContext(ctx).Info("Stopping container", "container", c.name, "reason", reason)
 		r.Stops.Stopping(ct.ID, time.Now())
-		if err := r.Engine.StopContainer(ctx, ct.ID); err != nil && !isNotFound(err) {
+		if err := r.Engine.StopContainer(ctx, ct.ID); err != nil && !isEngineNotFound(err) {
 			return err
 		}
 	}
@@ -244,7 +254,7 @@ func (r *Reconciler) stop(ctx context.Context, s *sandboxScope, reason, message 
 	return nil
 }
 
-func isNotFound(err error) bool { return err != nil && shared.IgnoreEngineNotFound(err) == nil }
+func isEngineNotFound(err error) bool { return err != nil && shared.IgnoreEngineNotFound(err) == nil }
 
 // sandboxOfRun maps a Run to the Sandbox it names, when that sandbox has a
 // lifecycle a Run changes: a new Run resumes a suspended sandbox, and the

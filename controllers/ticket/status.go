@@ -22,25 +22,18 @@ func (r *Reconciler) observeSandboxes(ctx context.Context, s *ticketScope) error
 		return err
 	}
 	s.owned = owned
-	if lost := countRequeues(s.tk, owned); lost != "" {
+	if lost := recordRequeues(s.tk, owned); lost != "" {
 		s.requeued = lost
 	}
 	return nil
 }
 
-// countRequeues turns the sandboxes' recreations into the ticket's requeues;
-// it returns the sandbox lost last when there are new ones.
-func countRequeues(tk *afev1.Ticket, owned []afev1.Sandbox) string {
-	var sum int32
-	var last *metav1.Time
-	var lost string
-	for i := range owned {
-		st := owned[i].Status
-		sum += st.Recreations
-		if st.LastLostTime != nil && (last == nil || last.Before(st.LastLostTime)) {
-			last, lost = st.LastLostTime, owned[i].Name
-		}
-	}
+// recordRequeues states the sandboxes' recreations as the ticket's
+// requeues in its status (their count, last time and reason, and the
+// Requeued condition), and returns the sandbox lost last when there are
+// new ones, for the Event that follows the write.
+func recordRequeues(tk *afev1.Ticket, owned []afev1.Sandbox) string {
+	sum, last, lost := lossesOf(owned)
 	delta := sum - tk.Status.ObservedRecreations
 	if delta > 0 {
 		tk.Status.Requeues += delta
@@ -102,4 +95,17 @@ func (r *Reconciler) observeCleanup(before, tk *afev1.Ticket) {
 	}
 	metrics.TicketCleanup.Observe(time.Since(started).Seconds())
 	r.Recorder.Eventf(tk, nil, corev1.EventTypeNormal, afev1.CleanedUpReason, "Cleanup", "Every sandbox and Docker object of the ticket was removed")
+}
+
+// lossesOf sums the sandboxes' recreations and names the one lost last,
+// with the time.
+func lossesOf(owned []afev1.Sandbox) (sum int32, last *metav1.Time, lost string) {
+	for i := range owned {
+		st := owned[i].Status
+		sum += st.Recreations
+		if st.LastLostTime != nil && (last == nil || last.Before(st.LastLostTime)) {
+			last, lost = st.LastLostTime, owned[i].Name
+		}
+	}
+	return sum, last, lost
 }
