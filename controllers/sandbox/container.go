@@ -65,25 +65,12 @@ func (r *Reconciler) removeStale(ctx context.Context, s *sandboxScope, labels ma
 // drifted one is recreated keeping the workspace. What to do is decided by
 // plan.Container; this carries it out.
 func (r *Reconciler) reconcileContainer(ctx context.Context, s *sandboxScope) (ctrl.Result, error) {
-	log := logf.FromContext(ctx)
 	sbx := s.sbx
 	want := sandboxspec.Container(sbx, s.id, s.resolved)
 	sbx.Status.ContainerName = want.Name
-
-	have, err := r.Engine.InspectContainer(ctx, want.Name)
-	if err != nil && !errors.Is(err, docker.ErrNotFound) {
+	have, action, err := r.planContainer(ctx, s, want)
+	if err != nil {
 		return ctrl.Result{}, err
-	}
-	wantHash := want.Labels[afev1.LabelSpecHash]
-	action := plan.Container(&sbx.Status, have, s.id, wantHash)
-	if action == plan.ContainerRemoveOrphan {
-		// Left by an earlier Sandbox of this name: an orphan, not a
-		// conflict.
-		if err := r.removeStale(ctx, s, have.Labels); err != nil {
-			return ctrl.Result{}, err
-		}
-		have = nil
-		action = plan.Container(&sbx.Status, have, s.id, wantHash)
 	}
 	if action == plan.ContainerNotAdopted {
 		return s.notAdopted(afev1.ContainerReadyCondition, "Container", want.Name)
@@ -96,63 +83,10 @@ func (r *Reconciler) reconcileContainer(ctx context.Context, s *sandboxScope) (c
 			return ctrl.Result{}, err
 		}
 	}
-
-	switch action {
-	case plan.ContainerRecordLoss, plan.ContainerResumeLoss:
-		if action == plan.ContainerRecordLoss {
-			if err := r.commitLoss(ctx, s, have); err != nil {
-				return ctrl.Result{}, err
-			}
-		}
-		// A crash-looping container waits, exited, for its replacement. One
-		// that is gone was removed by someone with engine access (docker rm
-		// -f shows as an exit first): a removal is no crash.
-		if have == nil {
-			r.mem.crashes.forget(sbx.UID)
-		}
-		if wait, why := r.mem.crashes.wait(sbx.UID, time.Now()); wait > 0 {
-			shared.SetCondition(sbx, afev1.ContainerReadyCondition, false, afev1.SandboxLostReason, why)
-			return ctrl.Result{RequeueAfter: wait}, nil
-		}
-		if err := r.recreateAfterLoss(ctx, s, have); err != nil {
-			return ctrl.Result{}, err
-		}
-	case plan.ContainerStart:
-		log.Info("Starting the container of a suspended sandbox", "container", want.Name)
-		r.Stops.Started(have.ID)
-		if err := r.Engine.StartContainer(ctx, have.ID); err != nil {
-			if !errors.Is(err, docker.ErrStartFailed) {
-				return ctrl.Result{}, err
-			}
-			shared.SetCondition(sbx, afev1.ContainerReadyCondition, false, afev1.ContainerStartFailedReason,
-				fmt.Sprintf("Container %s could not be started again; check the image and command: %v", want.Name, err))
-			return ctrl.Result{RequeueAfter: startFailedRetry}, nil
-		}
-		started, err := r.Engine.InspectContainer(ctx, have.ID)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		have = started
-	case plan.ContainerCreate:
-		shared.SetCondition(sbx, afev1.ContainerReadyCondition, false, afev1.ProvisioningReason, "Creating the container")
-	case plan.ContainerReplaceUnstarted:
-		log.Info("Replacing a container that was created and never started", "container", want.Name)
-		shared.SetCondition(sbx, afev1.ContainerReadyCondition, false, afev1.ProvisioningReason, "Creating the container")
-		if err := r.Engine.RemoveContainer(ctx, have.ID); err != nil {
-			return ctrl.Result{}, err
-		}
-	case plan.ContainerRecreate:
-		log.Info("Recreating drifted container", "container", want.Name)
-		shared.SetCondition(sbx, afev1.ContainerReadyCondition, false, afev1.SpecChangedReason,
-			"The container does not match the spec and is being recreated; the workspace is kept")
-		if err := r.Engine.RemoveContainer(ctx, have.ID); err != nil {
-			return ctrl.Result{}, err
-		}
-		metrics.Recreations.WithLabelValues("drift").Inc()
-		r.Recorder.Eventf(sbx, nil, corev1.EventTypeNormal, afev1.SpecChangedReason, "Recreate",
-			"Container %s no longer matched the spec and is recreated; the workspace is kept", want.Name)
+	have, res, err := r.actOnContainer(ctx, s, want, have, action)
+	if err != nil || !res.IsZero() {
+		return res, err
 	}
-
 	if action != plan.ContainerKeep && action != plan.ContainerStart {
 		created, res, err := r.createContainer(ctx, s, want)
 		if created == nil {
@@ -169,6 +103,104 @@ func (r *Reconciler) reconcileContainer(ctx context.Context, s *sandboxScope) (c
 	shared.SetCondition(sbx, afev1.ContainerReadyCondition, true, afev1.ReadyReason, "Container "+want.Name+" is running")
 	r.resumed(ctx, s)
 	return ctrl.Result{}, nil
+}
+
+// planContainer inspects the container of the name and decides what to do
+// with it (plan.Container); an orphan left by an earlier Sandbox of the
+// name is removed first, and the decision taken again without it.
+func (r *Reconciler) planContainer(ctx context.Context, s *sandboxScope, want docker.ContainerSpec) (*docker.Container, plan.ContainerAction, error) {
+	have, err := r.Engine.InspectContainer(ctx, want.Name)
+	if err != nil && !errors.Is(err, docker.ErrNotFound) {
+		return nil, "", err
+	}
+	wantHash := want.Labels[afev1.LabelSpecHash]
+	action := plan.Container(&s.sbx.Status, have, s.id, wantHash)
+	if action == plan.ContainerRemoveOrphan {
+		// Left by an earlier Sandbox of this name: an orphan, not a
+		// conflict.
+		if err := r.removeStale(ctx, s, have.Labels); err != nil {
+			return nil, "", err
+		}
+		have = nil
+		action = plan.Container(&s.sbx.Status, have, s.id, wantHash)
+	}
+	return have, action, nil
+}
+
+// actOnContainer carries out what plan.Container decided but the creation:
+// it returns the container as it then is (nil once removed), or a result
+// or an error that ends the phase.
+func (r *Reconciler) actOnContainer(ctx context.Context, s *sandboxScope, want docker.ContainerSpec, have *docker.Container, action plan.ContainerAction) (*docker.Container, ctrl.Result, error) {
+	log := logf.FromContext(ctx)
+	sbx := s.sbx
+	switch action {
+	case plan.ContainerRecordLoss, plan.ContainerResumeLoss:
+		res, err := r.replaceLost(ctx, s, have, action)
+		return nil, res, err
+	case plan.ContainerStart:
+		return r.startStopped(ctx, s, want, have)
+	case plan.ContainerCreate:
+		shared.SetCondition(sbx, afev1.ContainerReadyCondition, false, afev1.ProvisioningReason, "Creating the container")
+	case plan.ContainerReplaceUnstarted:
+		log.Info("Replacing a container that was created and never started", "container", want.Name)
+		shared.SetCondition(sbx, afev1.ContainerReadyCondition, false, afev1.ProvisioningReason, "Creating the container")
+		if err := r.Engine.RemoveContainer(ctx, have.ID); err != nil {
+			return nil, ctrl.Result{}, err
+		}
+	case plan.ContainerRecreate:
+		log.Info("Recreating drifted container", "container", want.Name)
+		shared.SetCondition(sbx, afev1.ContainerReadyCondition, false, afev1.SpecChangedReason,
+			"The container does not match the spec and is being recreated; the workspace is kept")
+		if err := r.Engine.RemoveContainer(ctx, have.ID); err != nil {
+			return nil, ctrl.Result{}, err
+		}
+		metrics.Recreations.WithLabelValues("drift").Inc()
+		r.Recorder.Eventf(sbx, nil, corev1.EventTypeNormal, afev1.SpecChangedReason, "Recreate",
+			"Container %s no longer matched the spec and is recreated; the workspace is kept", want.Name)
+	}
+	return have, ctrl.Result{}, nil
+}
+
+// replaceLost records a loss (commitLoss, unless a recorded one is being
+// finished) and, once the crash back-off allows, removes what is left of
+// it for the creation that follows.
+func (r *Reconciler) replaceLost(ctx context.Context, s *sandboxScope, have *docker.Container, action plan.ContainerAction) (ctrl.Result, error) {
+	sbx := s.sbx
+	if action == plan.ContainerRecordLoss {
+		if err := r.commitLoss(ctx, s, have); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	// A crash-looping container waits, exited, for its replacement. One
+	// that is gone was removed by someone with engine access (docker rm
+	// -f shows as an exit first): a removal is no crash.
+	if have == nil {
+		r.mem.crashes.forget(sbx.UID)
+	}
+	if wait, why := r.mem.crashes.wait(sbx.UID, time.Now()); wait > 0 {
+		shared.SetCondition(sbx, afev1.ContainerReadyCondition, false, afev1.SandboxLostReason, why)
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	return ctrl.Result{}, r.recreateAfterLoss(ctx, s, have)
+}
+
+// startStopped starts again the stopped container of a suspended sandbox.
+func (r *Reconciler) startStopped(ctx context.Context, s *sandboxScope, want docker.ContainerSpec, have *docker.Container) (*docker.Container, ctrl.Result, error) {
+	logf.FromContext(ctx).Info("Starting the container of a suspended sandbox", "container", want.Name)
+	r.Stops.Started(have.ID)
+	if err := r.Engine.StartContainer(ctx, have.ID); err != nil {
+		if !errors.Is(err, docker.ErrStartFailed) {
+			return nil, ctrl.Result{}, err
+		}
+		shared.SetCondition(s.sbx, afev1.ContainerReadyCondition, false, afev1.ContainerStartFailedReason,
+			fmt.Sprintf("Container %s could not be started again; check the image and command: %v", want.Name, err))
+		return nil, ctrl.Result{RequeueAfter: startFailedRetry}, nil
+	}
+	started, err := r.Engine.InspectContainer(ctx, have.ID)
+	if err != nil {
+		return nil, ctrl.Result{}, err
+	}
+	return started, ctrl.Result{}, nil
 }
 
 // createContainer runs the sandbox's container; nil when it did not, with
