@@ -148,26 +148,8 @@ func (r *Reconciler) reconcile(ctx context.Context, s *sandboxScope) (ctrl.Resul
 }
 
 func (r *Reconciler) reconcileNormal(ctx context.Context, s *sandboxScope) (ctrl.Result, error) {
-	vopts, err := r.Config.Validation()
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := sandboxspec.Validate(&s.sbx.Spec.SandboxTemplateSpec, vopts); err != nil {
-		if err := r.removeRefusedContainer(ctx, s); err != nil {
-			return ctrl.Result{}, err
-		}
-		return r.invalidSpec(ctx, s, err)
-	}
-	if err := r.resolveRuntime(ctx, s, vopts); err != nil {
-		return r.invalidSpec(ctx, s, err)
-	}
-	env, err := r.resolveEnv(ctx, s.sbx)
-	if err != nil {
-		return r.invalidSpec(ctx, s, err)
-	}
-	s.resolved.Env = env
-	if err := r.resolveDisk(ctx, s); err != nil {
-		return ctrl.Result{}, err
+	if done, res, err := r.resolve(ctx, s); done || err != nil {
+		return res, err
 	}
 	if stopped, res, err := r.reconcileLifecycle(ctx, s); stopped || err != nil {
 		return res, err
@@ -181,6 +163,53 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *sandboxScope) (ctrl
 		defer claim.release()
 		s.user = claim
 	}
+	if res, err := r.runPhases(ctx, s); err != nil || !res.IsZero() {
+		return res, err
+	}
+	s.sbx.Status.ObservedGeneration = s.sbx.Generation
+	// Nothing to do until an event says otherwise (the Docker event stream
+	// and the sweep's batched list, every ResyncPeriod, bring it back here)
+	// or a lifecycle timer runs out.
+	return ctrl.Result{RequeueAfter: s.recheck}, nil
+}
+
+// resolve validates the spec and resolves what it names (the runtime, the
+// env, the disk limit); done is true when the reconcile ends here (a spec
+// that cannot be honoured, or an error).
+func (r *Reconciler) resolve(ctx context.Context, s *sandboxScope) (done bool, res ctrl.Result, err error) {
+	vopts, err := r.Config.Validation()
+	if err != nil {
+		return true, ctrl.Result{}, err
+	}
+	if err := sandboxspec.Validate(&s.sbx.Spec.SandboxTemplateSpec, vopts); err != nil {
+		if err := r.removeRefusedContainer(ctx, s); err != nil {
+			return true, ctrl.Result{}, err
+		}
+		return r.refuseSpec(ctx, s, err)
+	}
+	if err := r.resolveRuntime(ctx, s, vopts); err != nil {
+		return r.refuseSpec(ctx, s, err)
+	}
+	env, err := r.resolveEnv(ctx, s.sbx)
+	if err != nil {
+		return r.refuseSpec(ctx, s, err)
+	}
+	s.resolved.Env = env
+	if err := r.resolveDisk(ctx, s); err != nil {
+		return true, ctrl.Result{}, err
+	}
+	return false, ctrl.Result{}, nil
+}
+
+// refuseSpec is invalidSpec, as resolve returns it.
+func (r *Reconciler) refuseSpec(ctx context.Context, s *sandboxScope, err error) (bool, ctrl.Result, error) {
+	res, err := r.invalidSpec(ctx, s, err)
+	return true, res, err
+}
+
+// runPhases runs the phases of a sandbox that is to run, each owning its
+// condition, until one stops the reconcile.
+func (r *Reconciler) runPhases(ctx context.Context, s *sandboxScope) (ctrl.Result, error) {
 	phases := []func(context.Context, *sandboxScope) (ctrl.Result, error){
 		r.reconcileWorkspace,
 		r.reconcileEgress,
@@ -207,11 +236,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *sandboxScope) (ctrl
 			return res, err
 		}
 	}
-	s.sbx.Status.ObservedGeneration = s.sbx.Generation
-	// Nothing to do until an event says otherwise (the Docker event stream
-	// and the sweep's batched list, every ResyncPeriod, bring it back here)
-	// or a lifecycle timer runs out.
-	return ctrl.Result{RequeueAfter: s.recheck}, nil
+	return ctrl.Result{}, nil
 }
 
 // invalidSpec reports a spec the controller cannot honour. Nothing is created;

@@ -38,26 +38,9 @@ func (r *Reconciler) reconcileEgress(ctx context.Context, s *sandboxScope) (ctrl
 		return ctrl.Result{}, nil
 	}
 
-	netSpec := sandboxspec.Network(s.id)
-	network, err := r.ensureNetwork(ctx, s, netSpec)
-	if errors.Is(err, subnets.ErrExhausted) {
-		shared.SetCondition(sbx, afev1.EgressReadyCondition, false, afev1.AddressPoolExhaustedReason,
-			fmt.Sprintf("No free /%d block is left in the controller's %s (%s: %d blocks) for the sandbox's network; "+
-				"widen %s or remove sandboxes with egress", subnets.BlockBits, subnets.Flag,
-				subnets.String(r.Config.EgressSubnets), subnets.Size(r.Config.EgressSubnets), subnets.Flag))
-		return ctrl.Result{RequeueAfter: egressRetry}, nil
-	}
-	if errors.Is(err, docker.ErrNoAddressPool) {
-		shared.SetCondition(sbx, afev1.EgressReadyCondition, false, afev1.AddressPoolExhaustedReason,
-			"The Docker engine has no address range left for the sandbox's network (about 30 networks with the "+
-				"engine's defaults); give the controller a range of its own with "+subnets.Flag+" (see docs/troubleshooting.md)")
-		return ctrl.Result{RequeueAfter: egressRetry}, nil
-	}
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if !s.id.OwnsAs(network.Labels, afev1.RoleNetwork) {
-		return s.notAdopted(afev1.EgressReadyCondition, "Network", netSpec.Name)
+	network, res, err := r.reconcileNetwork(ctx, s)
+	if network == nil {
+		return res, err
 	}
 	sbx.Status.NetworkName = network.Name
 
@@ -96,6 +79,35 @@ func (r *Reconciler) reconcileEgress(ctx context.Context, s *sandboxScope) (ctrl
 	}
 	setEgressReady(s)
 	return ctrl.Result{}, nil
+}
+
+// reconcileNetwork is the sandbox's internal network, made when missing and
+// verified as its own; nil with the result and error that end the phase
+// when there is none (no subnet left, or another's network of the name).
+func (r *Reconciler) reconcileNetwork(ctx context.Context, s *sandboxScope) (*docker.Network, ctrl.Result, error) {
+	netSpec := sandboxspec.Network(s.id)
+	network, err := r.ensureNetwork(ctx, s, netSpec)
+	if errors.Is(err, subnets.ErrExhausted) {
+		shared.SetCondition(s.sbx, afev1.EgressReadyCondition, false, afev1.AddressPoolExhaustedReason,
+			fmt.Sprintf("No free /%d block is left in the controller's %s (%s: %d blocks) for the sandbox's network; "+
+				"widen %s or remove sandboxes with egress", subnets.BlockBits, subnets.Flag,
+				subnets.String(r.Config.EgressSubnets), subnets.Size(r.Config.EgressSubnets), subnets.Flag))
+		return nil, ctrl.Result{RequeueAfter: egressRetry}, nil
+	}
+	if errors.Is(err, docker.ErrNoAddressPool) {
+		shared.SetCondition(s.sbx, afev1.EgressReadyCondition, false, afev1.AddressPoolExhaustedReason,
+			"The Docker engine has no address range left for the sandbox's network (about 30 networks with the "+
+				"engine's defaults); give the controller a range of its own with "+subnets.Flag+" (see docs/troubleshooting.md)")
+		return nil, ctrl.Result{RequeueAfter: egressRetry}, nil
+	}
+	if err != nil {
+		return nil, ctrl.Result{}, err
+	}
+	if !s.id.OwnsAs(network.Labels, afev1.RoleNetwork) {
+		res, err := s.notAdopted(afev1.EgressReadyCondition, "Network", netSpec.Name)
+		return nil, res, err
+	}
+	return network, ctrl.Result{}, nil
 }
 
 // hostAddresses is the list of the engine host's addresses the proxy
