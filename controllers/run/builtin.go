@@ -62,10 +62,17 @@ func (r *Reconciler) executeMerge(ctx context.Context, run *afev1.Run, a *attemp
 		return
 	}
 
+	r.executeCI(ctx, run, a, uid, timedOut, o, merge, rep, tail)
+}
+
+// executeCI runs ciScript in the integration worktree once every lane
+// merged, and gives the Run the result of the merge with the CI's.
+func (r *Reconciler) executeCI(ctx context.Context, run *afev1.Run, a *attempt, uid int, timedOut *atomic.Bool, o *outcome,
+	merge builtin.Merge, rep *builtin.Report, tail *runexec.Tail) {
 	ci := &runexec.Tail{Limit: builtin.CIOutputLimit}
 	_, _ = fmt.Fprintf(tail, "afe: every lane merged into %s at %s; running ciScript in %s\n", merge.Integration, rep.Integration, merge.IntegrationDir())
 	both := io.MultiWriter(tail, ci)
-	code, ok = r.step(ctx, a, uid, timedOut, o, docker.ExecSpec{
+	code, ok := r.step(ctx, a, uid, timedOut, o, docker.ExecSpec{
 		Cmd:        builtin.CICommand(run.Spec.CIScript),
 		Env:        merge.CIEnv(rep),
 		WorkingDir: merge.IntegrationDir(),
