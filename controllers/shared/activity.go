@@ -18,7 +18,7 @@ type ActivityLog struct {
 	m sync.Map // string UID -> time.Time
 }
 
-// saw records activity at t.
+// Saw records activity at t.
 func (a *ActivityLog) Saw(uid string, t time.Time) {
 	if a == nil || uid == "" {
 		return
@@ -31,7 +31,7 @@ func (a *ActivityLog) Saw(uid string, t time.Time) {
 	}
 }
 
-// last is the latest activity seen, zero when none.
+// Last is the latest activity seen, zero when none.
 func (a *ActivityLog) Last(uid types.UID) time.Time {
 	if a == nil {
 		return time.Time{}
@@ -42,7 +42,7 @@ func (a *ActivityLog) Last(uid types.UID) time.Time {
 	return time.Time{}
 }
 
-// forget drops a deleted Sandbox's record.
+// Forget drops a deleted Sandbox's record.
 func (a *ActivityLog) Forget(uid types.UID) {
 	if a != nil {
 		a.m.Delete(string(uid))

@@ -29,7 +29,7 @@ type DiskUse struct {
 	unmeasured string
 }
 
-// set replaces the measurement.
+// Set replaces the measurement.
 func (m *DiskMeter) Set(used map[string]DiskUse) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -45,7 +45,7 @@ func (m *DiskMeter) Workspace(uid string) (int64, bool) {
 	return d.bytes, ok && d.unmeasured == ""
 }
 
-// overDisk says why the sandbox is over its resources.disk, when it is:
+// OverDisk says why the sandbox is over its resources.disk, when it is:
 // its volumes and the most the engine keeps of its logs (and its proxy's)
 // together pass the limit, or a volume of it cannot be measured, which
 // counts as over: a limit that a workload could switch off by making its

@@ -25,7 +25,7 @@ type FolderConflict struct {
 	same      bool
 }
 
-// message is the condition message: it names the other Sandbox.
+// Message is the condition message: it names the other Sandbox.
 func (c *FolderConflict) Message(path string) string {
 	switch {
 	case c.Container != "":

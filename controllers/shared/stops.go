@@ -19,7 +19,7 @@ type StopLog struct {
 	began map[string]time.Time
 }
 
-// stopping records that the container is about to be stopped.
+// Stopping records that the container is about to be stopped.
 func (l *StopLog) Stopping(id string, now time.Time) {
 	if l == nil {
 		return
@@ -37,7 +37,7 @@ func (l *StopLog) Stopping(id string, now time.Time) {
 	l.began[id] = now
 }
 
-// started records that the container runs again (a resume).
+// Started records that the container runs again (a resume).
 func (l *StopLog) Started(id string) {
 	if l == nil {
 		return
@@ -47,7 +47,7 @@ func (l *StopLog) Started(id string) {
 	delete(l.began, id)
 }
 
-// stopped tells whether a stop of the container began within stopMemory
+// Stopped tells whether a stop of the container began within stopMemory
 // and it was not started since.
 func (l *StopLog) Stopped(id string, now time.Time) bool {
 	if l == nil {
@@ -59,7 +59,7 @@ func (l *StopLog) Stopped(id string, now time.Time) bool {
 	return ok && now.Sub(began) <= stopMemory
 }
 
-// stoppedSince tells whether a stop of the container began at or after t.
+// StoppedSince tells whether a stop of the container began at or after t.
 func (l *StopLog) StoppedSince(id string, t time.Time) bool {
 	if l == nil {
 		return false
