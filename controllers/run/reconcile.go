@@ -110,29 +110,23 @@ func (r *Reconciler) readySandbox(ctx context.Context, s *runScope) (*afev1.Sand
 	run := s.run
 	sbx := &afev1.Sandbox{}
 	err := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.SandboxRef.Name}, sbx)
-	gone := apierrors.IsNotFound(err) || err == nil && !sbx.DeletionTimestamp.IsZero()
-	if gone {
-		if tk, terr := r.finishedTicketOf(ctx, run); terr != nil || tk != nil {
-			if terr != nil {
-				return nil, nil, terr
-			}
-			return nil, nil, r.fail(ctx, s, afev1.TicketFinishedReason, fmt.Sprintf("Ticket %s finished before the Run could end", tk.Name))
-		}
-	}
 	switch {
-	case apierrors.IsNotFound(err) && run.Status.Attempts == 0:
-		return nil, nil, r.wait(s, fmt.Sprintf("Sandbox %s does not exist yet", run.Spec.SandboxRef.Name))
-	case gone:
-		return nil, nil, r.fail(ctx, s, afev1.SandboxDeletedReason,
-			fmt.Sprintf("Sandbox %s was deleted before the Run could end", run.Spec.SandboxRef.Name))
+	case apierrors.IsNotFound(err):
+		sbx = nil
 	case err != nil:
 		return nil, nil, err
 	}
-	if why := notReady(sbx); why != "" {
-		if sandboxReadyReason(sbx) == afev1.DeadlineExceededReason {
-			return nil, nil, r.fail(ctx, s, afev1.DeadlineExceededReason, why)
+	var finished *afev1.Ticket
+	if sbx == nil || !sbx.DeletionTimestamp.IsZero() {
+		if finished, err = r.finishedTicketOf(ctx, run); err != nil {
+			return nil, nil, err
 		}
-		return nil, nil, r.wait(s, why)
+	}
+	if g := sandboxGate(run, sbx, finished); g.message != "" {
+		if g.fail {
+			return nil, nil, r.fail(ctx, s, g.reason, g.message)
+		}
+		return nil, nil, r.wait(s, g.message)
 	}
 	// The container is the one derived from the Sandbox's namespace, name
 	// and UID, verified by its labels; never one a status names.
@@ -149,20 +143,37 @@ func (r *Reconciler) readySandbox(ctx context.Context, s *runScope) (*afev1.Sand
 	return sbx, ct, nil
 }
 
-// notReady says why a Run cannot start in the sandbox yet, or for good
-// (past its deadline); empty when it is Ready.
-func notReady(sbx *afev1.Sandbox) string {
+// gate is what a Run does about its sandbox before it starts: go on (no
+// message), wait with the message, or fail with the reason and message.
+type gate struct {
+	fail            bool
+	reason, message string
+}
+
+// sandboxGate decides what the Run does about its sandbox (nil: none of
+// the name) before it starts: finished is the ticket of a sandbox that is
+// gone or going, when that ticket has finished.
+func sandboxGate(run *afev1.Run, sbx *afev1.Sandbox, finished *afev1.Ticket) gate {
+	gone := sbx == nil || !sbx.DeletionTimestamp.IsZero()
 	switch {
-	case sandboxReadyReason(sbx) == afev1.DeadlineExceededReason:
-		return fmt.Sprintf("Sandbox %s ran past its lifecycle.activeDeadlineSeconds", sbx.Name)
-	case sandboxReadyReason(sbx) == afev1.SuspendedReason && !sbx.Spec.Suspend:
-		return fmt.Sprintf("Sandbox %s is suspended and is resumed for the Run", sbx.Name)
-	case sandboxReadyReason(sbx) == afev1.SuspendedReason:
-		return fmt.Sprintf("Sandbox %s is suspended (spec.suspend); the Run starts once it is resumed", sbx.Name)
-	case !meta.IsStatusConditionTrue(sbx.Status.Conditions, afev1.SandboxReadyCondition):
-		return fmt.Sprintf("Sandbox %s is not Ready", sbx.Name)
+	case gone && finished != nil:
+		return gate{fail: true, reason: afev1.TicketFinishedReason, message: fmt.Sprintf("Ticket %s finished before the Run could end", finished.Name)}
+	case sbx == nil && run.Status.Attempts == 0:
+		return gate{message: fmt.Sprintf("Sandbox %s does not exist yet", run.Spec.SandboxRef.Name)}
+	case gone:
+		return gate{fail: true, reason: afev1.SandboxDeletedReason, message: fmt.Sprintf("Sandbox %s was deleted before the Run could end", run.Spec.SandboxRef.Name)}
 	}
-	return ""
+	switch reason := sandboxReadyReason(sbx); {
+	case reason == afev1.DeadlineExceededReason:
+		return gate{fail: true, reason: reason, message: fmt.Sprintf("Sandbox %s ran past its lifecycle.activeDeadlineSeconds", sbx.Name)}
+	case reason == afev1.SuspendedReason && !sbx.Spec.Suspend:
+		return gate{message: fmt.Sprintf("Sandbox %s is suspended and is resumed for the Run", sbx.Name)}
+	case reason == afev1.SuspendedReason:
+		return gate{message: fmt.Sprintf("Sandbox %s is suspended (spec.suspend); the Run starts once it is resumed", sbx.Name)}
+	case !meta.IsStatusConditionTrue(sbx.Status.Conditions, afev1.SandboxReadyCondition):
+		return gate{message: fmt.Sprintf("Sandbox %s is not Ready", sbx.Name)}
+	}
+	return gate{}
 }
 
 // here is the per-node gate (--per-node): this manager acts on the Run
