@@ -192,15 +192,21 @@ func (r *Reconciler) startStopped(ctx context.Context, s *sandboxScope, want doc
 		if !errors.Is(err, docker.ErrStartFailed) {
 			return nil, ctrl.Result{}, err
 		}
-		shared.SetCondition(s.sbx, afev1.ContainerReadyCondition, false, afev1.ContainerStartFailedReason,
-			fmt.Sprintf("Container %s could not be started again; check the image and command: %v", want.Name, err))
-		return nil, ctrl.Result{RequeueAfter: startFailedRetry}, nil
+		return nil, startFailed(s, "Container "+want.Name+" could not be started again", err), nil
 	}
 	started, err := r.Engine.InspectContainer(ctx, have.ID)
 	if err != nil {
 		return nil, ctrl.Result{}, err
 	}
 	return started, ctrl.Result{}, nil
+}
+
+// startFailed states a container the engine could not start (what
+// happened, and err), and looks again after startFailedRetry.
+func startFailed(s *sandboxScope, what string, err error) ctrl.Result {
+	shared.SetCondition(s.sbx, afev1.ContainerReadyCondition, false, afev1.ContainerStartFailedReason,
+		fmt.Sprintf("%s; check the image and command: %v", what, err))
+	return ctrl.Result{RequeueAfter: startFailedRetry}
 }
 
 // createContainer runs the sandbox's container; nil when it did not, with
@@ -227,9 +233,7 @@ func (r *Reconciler) createContainer(ctx context.Context, s *sandboxScope, want 
 		return nil, res, err
 	}
 	if errors.Is(err, docker.ErrStartFailed) {
-		shared.SetCondition(s.sbx, afev1.ContainerReadyCondition, false, afev1.ContainerStartFailedReason,
-			fmt.Sprintf("Container %s could not be started; check the image and command: %v", want.Name, err))
-		return nil, ctrl.Result{RequeueAfter: startFailedRetry}, nil
+		return nil, startFailed(s, "Container "+want.Name+" could not be started", err), nil
 	}
 	if err != nil {
 		res, err := r.storageQuotaRefused(ctx, err)
