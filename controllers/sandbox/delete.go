@@ -51,10 +51,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *sandboxScope) (ctrl
 // sandbox's, in one list: the proxy, and the snapshot copy helpers of a
 // copy cut short by a crash.
 func (r *Reconciler) removeLabelledContainers(ctx context.Context, s *sandboxScope) error {
-	return shared.RemoveContainers(ctx, r.Engine, map[string]string{
-		afev1.LabelController: s.id.Instance,
-		afev1.LabelSandboxUID: s.id.UID,
-	})
+	return shared.RemoveContainers(ctx, r.Engine, s.labelled())
 }
 
 // labelled are the labels every object of the sandbox carries.
