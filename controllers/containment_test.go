@@ -17,6 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
+	runctrl "afe.dev/sandbox/controllers/run"
+	"afe.dev/sandbox/controllers/shared"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/runexec"
 	"afe.dev/sandbox/test/dockertest"
@@ -131,7 +133,7 @@ var _ = Describe("Run deadlines against hostile workloads", Serial, func() {
 
 		const timeout = 3
 		// endsTimedOut runs the script with a deadline of timeout seconds and
-		// checks that the Run ends TimedOut within timeout + killGrace (and the
+		// checks that the Run ends TimedOut within timeout + runctrl.KillGrace (and the
 		// controller's own latency), with nothing of it left in the sandbox.
 		endsTimedOut := func(name, script string) *afev1.Run {
 			run := newRun(ns, name, sbx.Name)
@@ -150,9 +152,9 @@ var _ = Describe("Run deadlines against hostile workloads", Serial, func() {
 			Expect(got.Status.Attempts).To(BeEquivalentTo(1))
 			took := time.Duration(got.Status.DurationMilliseconds) * time.Millisecond
 			over := took - timeout*time.Second
-			GinkgoWriter.Printf("%s: TimedOut %s after its deadline (grace %s): %s\n", name, over, killGrace,
+			GinkgoWriter.Printf("%s: TimedOut %s after its deadline (grace %s): %s\n", name, over, runctrl.KillGrace,
 				meta.FindStatusCondition(got.Status.Conditions, afev1.RunCompletedCondition).Message)
-			Expect(over).To(BeNumerically("<", killGrace+2*time.Second), "the Run ended %s after its deadline", over)
+			Expect(over).To(BeNumerically("<", runctrl.KillGrace+2*time.Second), "the Run ended %s after its deadline", over)
 			// Nothing of the attempt in the container it ran in, nor in the
 			// sandbox's container now (a recreated one, if it came to that).
 			Expect(groupProcesses(running.Status.ContainerID, gid)).To(BeEmpty())
@@ -226,14 +228,14 @@ var _ = Describe("Run deadline fallback", Serial, func() {
 				Labels: labels, Network: "none", Command: []string{"sleep", "600"}, User: "1000:1000", Init: true, Runtime: runtime})
 			Expect(err).NotTo(HaveOccurred())
 			DeferCleanup(func() { _ = engine.RemoveContainer(ctx, c.ID) })
-			a := &attempt{container: c.Name, containerID: c.ID, gid: 2_000_000_077, sandboxGID: 1000}
+			a := runctrl.Processes{Container: c.Name, ContainerID: c.ID, GID: 2_000_000_077, SandboxGID: 1000}
 			_, err = engine.Exec(ctx, c.ID, docker.ExecSpec{Cmd: []string{"sh", "-c", "sleep 600 >/dev/null 2>&1 &"}, User: "1000:2000000077"})
 			Expect(err).NotTo(HaveOccurred())
 
-			r := &RunReconciler{Engine: killless{engine}}
+			r := &runctrl.Reconciler{Engine: killless{engine}}
 			t0 := time.Now()
-			Expect(r.endAttempt(ctx, a, 1000)).To(BeTrue(), "the container had to go")
-			Expect(time.Since(t0)).To(BeNumerically("<", killGrace+time.Second))
+			Expect(r.EndProcesses(ctx, a, 1000)).To(BeTrue(), "the container had to go")
+			Expect(time.Since(t0)).To(BeNumerically("<", runctrl.KillGrace+time.Second))
 			_, err = engine.InspectContainer(ctx, c.ID)
 			Expect(err).To(MatchError(docker.ErrNotFound))
 
@@ -244,8 +246,8 @@ var _ = Describe("Run deadline fallback", Serial, func() {
 			DeferCleanup(func() { _ = engine.RemoveContainer(ctx, c2.ID) })
 			_, err = engine.Exec(ctx, c2.ID, docker.ExecSpec{Cmd: []string{"sh", "-c", "sleep 600 >/dev/null 2>&1 &"}, User: "1000:2000000077"})
 			Expect(err).NotTo(HaveOccurred())
-			a2 := &attempt{container: c2.Name, containerID: c2.ID, gid: 2_000_000_077, sandboxGID: 1000}
-			Expect((&RunReconciler{Engine: engine}).endAttempt(ctx, a2, 1000)).To(BeFalse())
+			a2 := runctrl.Processes{Container: c2.Name, ContainerID: c2.ID, GID: 2_000_000_077, SandboxGID: 1000}
+			Expect((&runctrl.Reconciler{Engine: engine}).EndProcesses(ctx, a2, 1000)).To(BeFalse())
 			Expect(groupProcesses(c2.ID, 2_000_000_077)).To(BeEmpty())
 		})
 	})
@@ -326,7 +328,7 @@ var _ = Describe("Run attempts and slots", func() {
 			Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
 			DeferCleanup(func() { deleteAndWaitGone(ctx, sbx) })
 			waitReady(ctx, sbx)
-			limit := DefaultMaxRunsPerSandbox
+			limit := shared.DefaultMaxRunsPerSandbox
 			var runs []*afev1.Run
 			for i := 0; i < limit+2; i++ {
 				run := newRun(ns, fmt.Sprintf("run-%02d", i), sbx.Name)

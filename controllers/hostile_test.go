@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
+	runctrl "afe.dev/sandbox/controllers/run"
 	"afe.dev/sandbox/test/dockertest"
 )
 
@@ -126,7 +127,7 @@ var _ = Describe("Hostile workloads", Serial, func() {
 			Eventually(func(g Gomega) {
 				got = getRun(ctx, hog)(g)
 				g.Expect(got.Status.Phase.Terminal()).To(BeTrue())
-			}, time.Duration(*hog.Spec.TimeoutSeconds)*time.Second+killGrace+30*time.Second).Should(Succeed())
+			}, time.Duration(*hog.Spec.TimeoutSeconds)*time.Second+runctrl.KillGrace+30*time.Second).Should(Succeed())
 			reason := findCondition(got.Status.Conditions, afev1.RunCompletedCondition).Reason
 			GinkgoWriter.Printf("the hog's Run ended %s (%s) after %d ms\n", got.Status.Phase, reason, got.Status.DurationMilliseconds)
 			Expect([2]string{string(got.Status.Phase), reason}).To(Equal(

@@ -15,6 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/controllers/sandbox"
+	"afe.dev/sandbox/controllers/shared"
 	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/test/dockertest"
 )
@@ -144,25 +146,22 @@ var _ = Describe("Host ids of sandboxes without a user", func() {
 		engine, skip, err := dockertest.Require()
 		Expect(err).NotTo(HaveOccurred())
 		Expect(skip).To(BeEmpty())
-		fresh := &SandboxReconciler{Client: k8sClient, APIReader: k8sClient, Engine: engine, Options: Options{
-			Instance: instance, AllowedUIDs: testAllowedIDs, AllowedGIDs: testAllowedIDs}}
+		fresh := &sandbox.Reconciler{Client: k8sClient, APIReader: k8sClient, Engine: engine, Config: shared.Config{Options: Options{
+			Instance: instance, AllowedUIDs: testAllowedIDs, AllowedGIDs: testAllowedIDs}}}
 		for _, s := range sandboxes {
 			got := getSandbox(ctx, s)(Default)
-			scope := &sandboxScope{sbx: got, id: sandboxspec.IdentityOf(got, instance)}
-			claim, _, err := fresh.allocateUser(ctx, scope)
+			given, ok, err := fresh.AllocatedUser(ctx, got)
 			Expect(err).NotTo(HaveOccurred())
-			Expect(claim).NotTo(BeNil())
+			Expect(ok).To(BeTrue())
 			want, _ := containerUser(got.Status.ContainerName)
-			Expect(scope.resolved.User).To(Equal(want))
-			claim.release()
+			Expect(given).To(Equal(want))
 		}
 		newcomer := newSandbox(ns2, "ids-new")
 		newcomer.UID = "a-sandbox-not-yet-made"
-		scope := &sandboxScope{sbx: newcomer, id: sandboxspec.IdentityOf(newcomer, instance)}
-		claim, _, err := fresh.allocateUser(ctx, scope)
+		given, ok, err := fresh.AllocatedUser(ctx, newcomer)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(users).NotTo(HaveKey(scope.resolved.User), "a taken id was given again")
-		claim.release()
+		Expect(ok).To(BeTrue())
+		Expect(users).NotTo(HaveKey(given), "a taken id was given again")
 
 		By("releasing it with the sandbox")
 		deleteAndWaitGone(ctx, a)

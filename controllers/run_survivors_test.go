@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
+	runctrl "afe.dev/sandbox/controllers/run"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/builtin"
 	"afe.dev/sandbox/internal/runexec"
@@ -125,20 +126,20 @@ var _ = Describe("Run sweep after an attempt", func() {
 			Expect(err).NotTo(HaveOccurred())
 			DeferCleanup(func() { _ = engine.RemoveContainer(ctx, c.ID) })
 			const gid = 2_000_000_079
-			a := &attempt{container: c.Name, containerID: c.ID, gid: gid, sandboxGID: 1000}
+			a := runctrl.Processes{Container: c.Name, ContainerID: c.ID, GID: gid, SandboxGID: 1000}
 			run := &afev1.Run{Spec: afev1.RunSpec{Command: []string{"true"}}}
-			r := &RunReconciler{Engine: engine}
+			r := &runctrl.Reconciler{Engine: engine}
 
 			By("costing one look when nothing is left")
 			t0 := time.Now()
-			Expect(r.sweepAttempt(ctx, run, a, 1000, false)).To(BeFalse())
+			Expect(r.SweepProcesses(ctx, run, a, 1000, false)).To(BeFalse())
 			GinkgoWriter.Printf("a clean sweep took %s\n", time.Since(t0))
 
 			By("killing what a step whose script was made to exit 0 (by ptrace, say) left")
 			out, err := exec.Command("docker", "exec", "-d", "--user", fmt.Sprintf("1000:%d", gid), c.ID, "sleep", "3604").CombinedOutput()
 			Expect(err).NotTo(HaveOccurred(), string(out))
 			Eventually(func() []string { return groupProcesses(c.ID, gid) }, "10s").ShouldNot(BeEmpty())
-			Expect(r.sweepAttempt(ctx, run, a, 1000, false)).To(BeFalse(), "the kill worked: the container stays")
+			Expect(r.SweepProcesses(ctx, run, a, 1000, false)).To(BeFalse(), "the kill worked: the container stays")
 			Expect(groupProcesses(c.ID, gid)).To(BeEmpty())
 		})
 	})

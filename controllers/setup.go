@@ -1,97 +1,151 @@
+// Package controllers wires the reconcilers of the sandbox.afe.dev API
+// (one package per kind: sandbox, ticket, run) and the background loops
+// (package loops) into a manager. docs/architecture.md maps the packages.
 package controllers
 
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"afe.dev/sandbox/controllers/loops"
+	"afe.dev/sandbox/controllers/run"
+	"afe.dev/sandbox/controllers/sandbox"
+	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/ticket"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/runlog"
 	"afe.dev/sandbox/internal/status"
 )
 
-// SetupAll registers every reconciler and the Docker event source with the
-// manager.
+// Options are the controller settings that come from the manager's flags.
+type Options = shared.Options
+
+// DefaultMaxRunsPerSandbox is --max-runs-per-sandbox when unset.
+const DefaultMaxRunsPerSandbox = shared.DefaultMaxRunsPerSandbox
+
+// TelemetryPruner applies the telemetry's retention every Period.
+type TelemetryPruner = loops.TelemetryPruner
+
+// AddressPools is what CheckEgressSubnets asks of the engine.
+type AddressPools = sandbox.AddressPools
+
+// CheckEgressSubnets is sandbox.CheckEgressSubnets: it fails when
+// --egress-subnets overlaps the engine's default address pools or, for an
+// engine on this host, one of the host's routes.
+func CheckEgressSubnets(ctx context.Context, engine AddressPools, ranges []netip.Prefix) error {
+	return sandbox.CheckEgressSubnets(ctx, engine, ranges)
+}
+
+// Engine is the Docker engine the manager drives, with what SetupAll must
+// know of it rather than guess.
+type Engine interface {
+	docker.Engine
+	// IsLocal is true when the engine is reached through a local socket.
+	IsLocal() bool
+	// NetworkEvents says when the engine's networks come and go (the host
+	// address watch).
+	NetworkEvents(ctx context.Context) (<-chan docker.Event, <-chan error)
+}
+
+// SetupAll registers every reconciler and the background loops that feed
+// them (the Docker event source among them) with the manager.
 // ctx bounds the Runs executed by this process: they end with it.
-func SetupAll(ctx context.Context, mgr ctrl.Manager, engine docker.Engine, opts Options) error {
+func SetupAll(ctx context.Context, mgr ctrl.Manager, engine Engine, opts Options) error {
 	// Only an engine on a local unix socket is known to see the controller's
 	// folders at the same paths.
-	if l, ok := engine.(interface{ IsLocal() bool }); !ok || !l.IsLocal() {
-		opts.EngineRemote = true
+	cfg := shared.Config{Options: opts, EngineRemote: !engine.IsLocal()}
+	bg, err := addLoops(mgr, engine, cfg)
+	if err != nil {
+		return err
 	}
-	events := NewDockerEventSource(engine, mgr.GetClient(), opts.Instance)
-	events.execs = newEngineExecs(engine, opts.Telemetry, opts.Instance, events.sandboxOf)
-	if err := mgr.Add(events); err != nil {
-		return fmt.Errorf("add docker event source: %w", err)
-	}
-	hostAddrs := &HostAddresses{Engine: engine, Inputs: opts.hostAddressInputs(), Changed: enqueueEgress(mgr.GetClient(), events.enqueue)}
-	if err := mgr.Add(hostAddrs); err != nil {
-		return fmt.Errorf("add host address watch: %w", err)
-	}
-	stops := &StopLog{}
-	sandboxes := &SandboxReconciler{
-		Client:       mgr.GetClient(),
-		APIReader:    mgr.GetAPIReader(),
-		Engine:       engine,
-		Recorder:     mgr.GetEventRecorder("afe-sandbox-controller"),
-		Options:      opts,
-		DockerEvents: events.Out,
-		Activity:     events.Activity,
-		Stops:        stops,
-		Disk:         &DiskMeter{},
-		HostAddrs:    hostAddrs,
-	}
-	if err := sandboxes.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("set up sandbox controller: %w", err)
-	}
-	tickets := &TicketReconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Engine:    engine,
-		Recorder:  mgr.GetEventRecorder("afe-ticket-controller"),
-		Options:   opts,
-	}
-	if err := tickets.SetupWithManager(ctx, mgr); err != nil {
-		return fmt.Errorf("set up ticket controller: %w", err)
-	}
+	return addReconcilers(ctx, mgr, engine, cfg, bg)
+}
+
+// background are the loops the reconcilers are given.
+type background struct {
+	events    *loops.DockerEventSource
+	hostAddrs *loops.HostAddresses
+	sweeper   *loops.Sweeper
+	disk      *shared.DiskMeter
+}
+
+// addLoops adds the background loops to the manager.
+func addLoops(mgr ctrl.Manager, engine Engine, cfg shared.Config) (*background, error) {
+	c, opts := mgr.GetClient(), cfg.Options
+	events := loops.NewDockerEventSource(engine, c, opts.Instance, opts.Telemetry)
+	bg := &background{events: events, disk: &shared.DiskMeter{},
+		hostAddrs: &loops.HostAddresses{Engine: engine, Events: engine, Inputs: cfg.HostAddressInputs(), Changed: loops.EnqueueEgress(c, events.Enqueue)}}
 	period := opts.SweepPeriod
 	if period <= 0 {
 		period = max(opts.ResyncPeriod, 10*time.Second)
 	}
-	sweeper := &Sweeper{Client: mgr.GetClient(), Cache: mgr.GetCache(), Engine: engine, Instance: opts.Instance,
-		Period: period, Enqueue: events.enqueue}
-	if err := mgr.Add(sweeper); err != nil {
-		return fmt.Errorf("add sweeper: %w", err)
-	}
+	bg.sweeper = &loops.Sweeper{Client: c, Cache: mgr.GetCache(), Engine: engine, Instance: opts.Instance,
+		Period: period, Enqueue: events.Enqueue}
 	// The collector also measures the workspaces for resources.disk, even
 	// with the usage turned off.
-	collector := &UsageCollector{Client: mgr.GetClient(), Cache: mgr.GetCache(), Engine: engine, Instance: opts.Instance,
-		Period: opts.usagePeriod(), Disk: sandboxes.Disk, DiskPeriod: opts.diskCheckPeriod(), Enqueue: events.enqueue}
-	if err := mgr.Add(collector); err != nil {
-		return fmt.Errorf("add usage collector: %w", err)
+	collector := &loops.UsageCollector{Client: c, Cache: mgr.GetCache(), Engine: engine, Instance: opts.Instance,
+		Period: usagePeriod(opts), Disk: bg.disk, DiskPeriod: diskCheckPeriod(opts), Enqueue: events.Enqueue}
+	runnables := map[string]manager.Runnable{"docker event source": events, "host address watch": bg.hostAddrs,
+		"sweeper": bg.sweeper, "usage collector": collector}
+	if opts.RunLogs != nil {
+		runnables["run log sweeper"] = &runlog.Sweeper{Store: opts.RunLogs, Client: c, Period: time.Minute}
 	}
-	runs := &RunReconciler{
+	for what, r := range runnables {
+		if err := mgr.Add(r); err != nil {
+			return nil, fmt.Errorf("add %s: %w", what, err)
+		}
+	}
+	return bg, nil
+}
+
+// addReconcilers sets up the reconciler of each kind with the manager.
+func addReconcilers(ctx context.Context, mgr ctrl.Manager, engine Engine, cfg shared.Config, bg *background) error {
+	stops := &shared.StopLog{}
+	sandboxes := &sandbox.Reconciler{
+		Client:       mgr.GetClient(),
+		APIReader:    mgr.GetAPIReader(),
+		Engine:       engine,
+		Recorder:     mgr.GetEventRecorder("afe-sandbox-controller"),
+		Config:       cfg,
+		DockerEvents: bg.events.Out,
+		Activity:     bg.events.Activity,
+		Stops:        stops,
+		Disk:         bg.disk,
+		HostAddrs:    bg.hostAddrs,
+	}
+	if err := sandboxes.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up sandbox controller: %w", err)
+	}
+	tickets := &ticket.Reconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder("afe-ticket-controller"),
+		Options:   cfg.Options,
+		Leftovers: bg.sweeper,
+	}
+	if err := tickets.SetupWithManager(ctx, mgr); err != nil {
+		return fmt.Errorf("set up ticket controller: %w", err)
+	}
+	runs := &run.Reconciler{
 		Client:   mgr.GetClient(),
 		Engine:   engine,
 		Recorder: mgr.GetEventRecorder("afe-run-controller"),
-		Options:  opts,
+		Config:   cfg,
 		Stops:    stops,
 	}
 	if err := runs.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("set up run controller: %w", err)
 	}
-	if opts.RunLogs != nil {
-		if err := mgr.Add(&runlog.Sweeper{Store: opts.RunLogs, Client: mgr.GetClient(), Period: time.Minute}); err != nil {
-			return fmt.Errorf("add run log sweeper: %w", err)
-		}
-	}
 	return nil
 }
 
 // usagePeriod is how often usage is measured; zero or less is never.
-func (o Options) usagePeriod() time.Duration {
+func usagePeriod(o Options) time.Duration {
 	switch {
 	case o.UsagePeriod < 0:
 		return 0
@@ -104,11 +158,11 @@ func (o Options) usagePeriod() time.Duration {
 // diskCheckPeriod is how often workspaces are measured for disk limits: with
 // the usage when DiskCheckPeriod is zero, and then every resync period
 // should the usage be off.
-func (o Options) diskCheckPeriod() time.Duration {
+func diskCheckPeriod(o Options) time.Duration {
 	if o.DiskCheckPeriod > 0 {
 		return o.DiskCheckPeriod
 	}
-	if o.usagePeriod() > 0 {
+	if usagePeriod(o) > 0 {
 		return 0
 	}
 	return max(o.ResyncPeriod, status.MinUsageInterval)

@@ -1,0 +1,189 @@
+// Package loops holds the manager's background loops, which reconcile
+// nothing themselves and feed the reconcilers: the sweeper, the usage
+// collector, the engine's event source, the host address watch and the
+// telemetry pruner.
+package loops
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/docker"
+)
+
+// Sweeper periodically looks at every labelled Docker object of this
+// controller instance at once, in one list request per kind. It removes the
+// objects whose Sandbox no longer exists (leftovers of a crash, of a
+// finalizer removed by hand, or of a Sandbox deleted while the controller was
+// away), and it is the fallback of the event stream: a Ready Sandbox whose
+// container or proxy is not running is queued for a reconcile. Between two
+// sweeps a Ready sandbox costs no Docker request at all.
+type Sweeper struct {
+	Client   client.Reader
+	Cache    cache.Cache
+	Engine   SweepEngine
+	Instance string
+	Period   time.Duration
+	// Enqueue asks for a reconcile of the Sandbox namespace/name.
+	Enqueue func(namespace, name string)
+}
+
+// NeedLeaderElection is true: only the leader removes objects.
+func (s *Sweeper) NeedLeaderElection() bool { return true }
+
+// Start sweeps at once, then every Period, until ctx ends.
+func (s *Sweeper) Start(ctx context.Context) error {
+	log := logf.FromContext(ctx).WithName("sweep")
+	if !s.Cache.WaitForCacheSync(ctx) {
+		return nil
+	}
+	for {
+		if err := sweepAndResync(ctx, s.Client, s.Engine, map[string]string{afev1.LabelController: s.Instance}, s.Enqueue); err != nil && ctx.Err() == nil {
+			log.Error(err, "Sweep of orphaned Docker objects")
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(s.Period):
+		}
+	}
+}
+
+// SweepTicket removes the labelled Docker objects of the finished or deleted
+// ticket that no Sandbox owns, its snapshots too unless it retains them
+// (retainedSnapshot), and lists the snapshot volumes it keeps.
+func (s *Sweeper) SweepTicket(ctx context.Context, tk *afev1.Ticket) ([]string, error) {
+	if err := sweep(ctx, s.Client, s.Engine, map[string]string{
+		afev1.LabelController: s.Instance,
+		afev1.LabelNamespace:  tk.Namespace,
+		afev1.LabelTicket:     tk.Name,
+	}); err != nil {
+		return nil, err
+	}
+	return retainedSnapshots(ctx, s.Engine, tk, s.Instance)
+}
+
+// sweep removes the Docker objects carrying the labels whose afe.sandbox-uid
+// is no existing Sandbox's: containers first, then networks, then volumes.
+// Objects without an afe.sandbox-uid label are never touched.
+func sweep(ctx context.Context, c client.Reader, engine SweepEngine, labels map[string]string) error {
+	return sweepAndResync(ctx, c, engine, labels, nil)
+}
+
+// sweepAndResync sweeps, and passes to enqueue every Ready Sandbox whose
+// containers are not all running.
+func sweepAndResync(ctx context.Context, c client.Reader, engine SweepEngine, labels map[string]string, enqueue func(namespace, name string)) error {
+	log := logf.FromContext(ctx)
+	// Docker first, Sandboxes second: an object listed was made for a
+	// Sandbox the cache already held, so it is in the later list.
+	containers, err := engine.ListContainers(ctx, labels)
+	if err != nil {
+		return err
+	}
+	networks, err := engine.ListNetworks(ctx, labels)
+	if err != nil {
+		return err
+	}
+	volumes, err := engine.ListVolumes(ctx, labels)
+	if err != nil {
+		return err
+	}
+	list := &afev1.SandboxList{}
+	if err := c.List(ctx, list); err != nil {
+		return err
+	}
+	live := map[string]bool{}
+	for i := range list.Items {
+		live[string(list.Items[i].UID)] = true
+	}
+	if enqueue != nil {
+		for _, sbx := range notRunning(list.Items, containers) {
+			log.Info("Sandbox container not running; reconciling", "sandbox", sbx.Namespace+"/"+sbx.Name)
+			enqueue(sbx.Namespace, sbx.Name)
+		}
+		for _, sbx := range statusForged(list.Items, containers) {
+			log.Info("Sandbox status names objects that are not its own; reconciling", "sandbox", sbx.Namespace+"/"+sbx.Name)
+			enqueue(sbx.Namespace, sbx.Name)
+		}
+	}
+	orphan := func(l map[string]string) bool {
+		uid := l[afev1.LabelSandboxUID]
+		return uid != "" && !live[uid]
+	}
+	var errs []error
+	for _, ct := range containers {
+		if orphan(ct.Labels) {
+			log.Info("Removing orphaned container", "container", ct.Name, "sandbox", ct.Labels[afev1.LabelNamespace]+"/"+ct.Labels[afev1.LabelSandbox])
+			errs = append(errs, engine.RemoveContainer(ctx, ct.ID))
+		}
+	}
+	for _, n := range networks {
+		if orphan(n.Labels) {
+			log.Info("Removing orphaned network", "network", n.Name)
+			errs = append(errs, engine.RemoveNetwork(ctx, n.ID))
+		}
+	}
+	for _, v := range volumes {
+		if orphan(v.Labels) && !retainedSnapshot(ctx, c, v.Labels) {
+			log.Info("Removing orphaned volume", "volume", v.Name)
+			errs = append(errs, engine.RemoveVolume(ctx, v.Name))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// notRunning returns the Ready Sandboxes among sandboxes whose container, or
+// proxy when they have egress, is not among the running containers.
+func notRunning(sandboxes []afev1.Sandbox, containers []docker.Container) []*afev1.Sandbox {
+	running := map[string]bool{} // uid/role
+	for _, ct := range containers {
+		if ct.Running {
+			running[ct.Labels[afev1.LabelSandboxUID]+"/"+ct.Labels[afev1.LabelRole]] = true
+		}
+	}
+	var out []*afev1.Sandbox
+	for i := range sandboxes {
+		sbx := &sandboxes[i]
+		if !sbx.DeletionTimestamp.IsZero() || !meta.IsStatusConditionTrue(sbx.Status.Conditions, afev1.SandboxReadyCondition) {
+			continue
+		}
+		uid := string(sbx.UID)
+		if !running[uid+"/"+afev1.RoleSandbox] || (len(sbx.Spec.Egress) > 0 && !running[uid+"/"+afev1.RoleProxy]) {
+			out = append(out, sbx)
+		}
+	}
+	return out
+}
+
+// statusForged returns the Sandboxes whose status names Docker objects other
+// than their own: written by someone else than the controller (anyone who
+// may write sandboxes/status can). Nothing acts on those fields; a reconcile
+// writes them again.
+func statusForged(sandboxes []afev1.Sandbox, containers []docker.Container) []*afev1.Sandbox {
+	ids := map[string]string{} // uid: the ID of its running sandbox container
+	for _, ct := range containers {
+		if ct.Running && ct.Labels[afev1.LabelRole] == afev1.RoleSandbox {
+			ids[ct.Labels[afev1.LabelSandboxUID]] = ct.ID
+		}
+	}
+	var out []*afev1.Sandbox
+	for i := range sandboxes {
+		sbx := &sandboxes[i]
+		if !sbx.DeletionTimestamp.IsZero() {
+			continue
+		}
+		id, running := ids[string(sbx.UID)]
+		if shared.StatusNamesForeign(sbx) || running && sbx.Status.ContainerID != "" && sbx.Status.ContainerID != id {
+			out = append(out, sbx)
+		}
+	}
+	return out
+}

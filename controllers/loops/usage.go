@@ -1,0 +1,277 @@
+package loops
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/metrics"
+	"afe.dev/sandbox/internal/sandboxspec"
+	"afe.dev/sandbox/internal/status"
+)
+
+// usageConcurrency bounds the stats requests in flight at once.
+const usageConcurrency = 4
+
+// UsageCollector measures what every sandbox of this instance uses, every
+// Period, and reports it as Prometheus series and in status.usage of the
+// Sandboxes and their Tickets. One measurement is one list of the running
+// sandbox containers, one disk usage request for all writable layers and
+// volumes, and the usage of each running sandbox container: read from the
+// host's cgroup files for a local engine, else one one-shot stats request
+// each, since the engine has no batched call for CPU, memory and network
+// (the README's Usage section has the cost). Nothing is asked of the
+// engine when no sandbox runs.
+type UsageCollector struct {
+	Client   client.Client
+	Cache    cache.Cache
+	Engine   UsageEngine
+	Instance string
+	Period   time.Duration
+	// Disk receives every workspace size measured; DiskPeriod is how often
+	// the workspaces are measured (one disk usage request) between two
+	// full measurements while a sandbox with resources.disk exists.
+	Disk       *shared.DiskMeter
+	DiskPeriod time.Duration
+	// Enqueue asks for a reconcile of the Sandbox namespace/name: one whose
+	// workspace went over its resources.disk.
+	Enqueue func(namespace, name string)
+
+	// over holds the UIDs last measured over their disk limit.
+	over map[string]bool
+}
+
+// NeedLeaderElection is true: only the leader writes status.
+func (u *UsageCollector) NeedLeaderElection() bool { return true }
+
+// Start measures at once, then every Period, until ctx ends.
+func (u *UsageCollector) Start(ctx context.Context) error {
+	log := logf.FromContext(ctx).WithName("usage")
+	if !u.Cache.WaitForCacheSync(ctx) {
+		return nil
+	}
+	tick := u.Period
+	if u.DiskPeriod > 0 && (tick <= 0 || u.DiskPeriod < tick) {
+		tick = u.DiskPeriod
+	}
+	if tick <= 0 {
+		return nil
+	}
+	var last time.Time
+	for {
+		var err error
+		if u.Period > 0 && time.Since(last) >= u.Period-tick/2 {
+			last = time.Now()
+			err = u.collect(ctx)
+		} else {
+			err = u.checkDisk(ctx)
+		}
+		if err != nil && ctx.Err() == nil {
+			log.Error(err, "Measure sandbox usage")
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(tick):
+		}
+	}
+}
+
+// checkDisk measures the workspaces alone, in one request, when a sandbox
+// has a disk limit.
+func (u *UsageCollector) checkDisk(ctx context.Context) error {
+	list := &afev1.SandboxList{}
+	if err := u.Client.List(ctx, list); err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(list.Items, func(sbx afev1.Sandbox) bool { return sbx.Spec.Resources.Disk != nil }) {
+		return nil
+	}
+	disk, err := u.Engine.DiskUsage(ctx)
+	if err != nil {
+		return err
+	}
+	u.recordDisk(list.Items, disk)
+	return nil
+}
+
+// recordDisk passes the workspace sizes to the meter and queues the
+// sandboxes that just went over their disk limit.
+func (u *UsageCollector) recordDisk(sandboxes []afev1.Sandbox, disk *docker.DiskUsage) {
+	if u.Disk == nil {
+		return
+	}
+	u.Disk.Set(shared.DiskUses(disk, u.Instance))
+	over := map[string]bool{}
+	for i := range sandboxes {
+		sbx := &sandboxes[i]
+		if _, ok := u.Disk.OverDisk(sbx); !ok {
+			continue
+		}
+		uid := string(sbx.UID)
+		over[uid] = true
+		if !u.over[uid] && u.Enqueue != nil {
+			u.Enqueue(sbx.Namespace, sbx.Name)
+		}
+	}
+	u.over = over
+}
+
+// measurement is what the engine reported in one round.
+type measurement struct {
+	// running are the running sandbox containers of this instance by the
+	// afe.sandbox-uid label, with their usage.
+	running map[string]runningContainer
+	disk    *docker.DiskUsage
+	time    metav1.Time
+}
+
+type runningContainer struct {
+	container docker.Container
+	usage     *docker.ContainerUsage
+}
+
+func (u *UsageCollector) collect(ctx context.Context) error {
+	m, err := u.measure(ctx)
+	if err != nil {
+		return err
+	}
+	list := &afev1.SandboxList{}
+	if err := u.Client.List(ctx, list); err != nil {
+		return err
+	}
+	if m.disk != nil {
+		u.recordDisk(list.Items, m.disk)
+	}
+	var samples []metrics.UsageSample
+	byTicket := map[types.NamespacedName][]afev1.Usage{}
+	var errs []error
+	for i := range list.Items {
+		sbx := &list.Items[i]
+		usage, ok := m.usageOf(sbx, u.Instance)
+		if !ok || !sbx.DeletionTimestamp.IsZero() {
+			continue
+		}
+		id := sandboxspec.IdentityOf(sbx, u.Instance)
+		samples = append(samples, metrics.UsageSample{Namespace: sbx.Namespace, Sandbox: sbx.Name, Ticket: id.Ticket, Usage: usage})
+		if sbx.Spec.TicketRef != nil && sbx.Spec.TicketRef.Name != "" {
+			k := types.NamespacedName{Namespace: sbx.Namespace, Name: sbx.Spec.TicketRef.Name}
+			byTicket[k] = append(byTicket[k], usage)
+		}
+		if status.UsageChanged(sbx.Status.Usage, usage) {
+			errs = append(errs, u.writeSandboxUsage(ctx, sbx, usage))
+		}
+	}
+	metrics.Usage.Set(samples)
+	for k, usages := range byTicket {
+		errs = append(errs, u.writeTicketUsage(ctx, k, *status.SumUsage(usages)))
+	}
+	return errors.Join(errs...)
+}
+
+// measure asks the engine, in one list, one disk usage request and the
+// usage of each running sandbox container.
+func (u *UsageCollector) measure(ctx context.Context) (*measurement, error) {
+	containers, err := u.Engine.ListContainers(ctx, map[string]string{afev1.LabelController: u.Instance, afev1.LabelRole: afev1.RoleSandbox})
+	if err != nil {
+		return nil, err
+	}
+	m := &measurement{running: map[string]runningContainer{}, time: metav1.Now()}
+	for _, ct := range containers {
+		if ct.Running {
+			m.running[ct.Labels[afev1.LabelSandboxUID]] = runningContainer{container: ct}
+		}
+	}
+	if len(m.running) == 0 {
+		return m, nil
+	}
+	if m.disk, err = u.Engine.DiskUsage(ctx); err != nil {
+		return nil, err
+	}
+	uids := make([]string, 0, len(m.running))
+	for uid := range m.running {
+		uids = append(uids, uid)
+	}
+	usages := make([]*docker.ContainerUsage, len(uids))
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, usageConcurrency)
+	for i, uid := range uids {
+		wg.Go(func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			// A container that stopped meanwhile has no usage this round.
+			usages[i], _ = u.Engine.ContainerUsage(ctx, m.running[uid].container.ID)
+		})
+	}
+	wg.Wait()
+	for i, uid := range uids {
+		rc := m.running[uid]
+		rc.usage = usages[i]
+		m.running[uid] = rc
+	}
+	return m, nil
+}
+
+// usageOf is the usage of a sandbox whose container runs and was measured:
+// the container and its workspace volume are found by the labels of the
+// sandbox's identity.
+func (m *measurement) usageOf(sbx *afev1.Sandbox, instance string) (afev1.Usage, bool) {
+	id := sandboxspec.IdentityOf(sbx, instance)
+	rc, ok := m.running[id.UID]
+	if !ok || rc.usage == nil || !id.OwnsAs(rc.container.Labels, afev1.RoleSandbox) {
+		return afev1.Usage{}, false
+	}
+	usage := afev1.Usage{
+		CPUMilliseconds:      int64(rc.usage.CPUNanoseconds / 1_000_000),
+		MemoryBytes:          int64(rc.usage.MemoryBytes),
+		NetworkReceiveBytes:  int64(rc.usage.NetworkReceiveBytes),
+		NetworkTransmitBytes: int64(rc.usage.NetworkTransmitBytes),
+		Time:                 m.time,
+	}
+	if m.disk != nil {
+		usage.WritableLayerBytes = max(0, m.disk.Containers[rc.container.ID])
+		for _, v := range m.disk.Volumes {
+			if id.OwnsAs(v.Labels, afev1.RoleWorkspace) && v.Bytes > 0 {
+				usage.WorkspaceBytes += v.Bytes
+			}
+		}
+	}
+	usage.DiskBytes = usage.WritableLayerBytes + usage.WorkspaceBytes
+	return usage, true
+}
+
+// writeSandboxUsage patches status.usage alone: the patch holds no other
+// field, so it cannot undo a reconcile's status write.
+func (u *UsageCollector) writeSandboxUsage(ctx context.Context, sbx *afev1.Sandbox, usage afev1.Usage) error {
+	before := sbx.DeepCopy()
+	sbx.Status.Usage = &usage
+	return client.IgnoreNotFound(u.Client.Status().Patch(ctx, sbx, client.MergeFrom(before)))
+}
+
+// writeTicketUsage patches the ticket's status.usage with the sum of its
+// sandboxes' when it changed enough, while the ticket is not finished.
+func (u *UsageCollector) writeTicketUsage(ctx context.Context, key types.NamespacedName, sum afev1.Usage) error {
+	tk := &afev1.Ticket{}
+	if err := u.Client.Get(ctx, key, tk); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	// A finished ticket keeps the sum of its sandboxes as they were, not of
+	// those its cleanup has not removed yet.
+	if !tk.DeletionTimestamp.IsZero() || tk.Ended(time.Now()) || !status.UsageChanged(tk.Status.Usage, sum) {
+		return nil
+	}
+	before := tk.DeepCopy()
+	tk.Status.Usage = &sum
+	return client.IgnoreNotFound(u.Client.Status().Patch(ctx, tk, client.MergeFrom(before)))
+}

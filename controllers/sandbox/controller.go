@@ -1,0 +1,283 @@
+// Package sandbox reconciles Sandboxes into Docker objects: the workspace,
+// the egress network and proxy, and the sandbox container, each phase
+// owning a condition. It acts on the engine only through the identity
+// checks of package shared.
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/sandboxspec"
+)
+
+// Reconciler reconciles Sandboxes into Docker objects.
+type Reconciler struct {
+	client.Client
+	// APIReader reads Secrets directly, so that Secrets are never cached.
+	APIReader client.Reader
+	Engine    Engine
+	Recorder  events.EventRecorder
+	Config    shared.Config
+	// DockerEvents feeds container events into the reconcile queue.
+	DockerEvents <-chan event.TypedGenericEvent[*afev1.Sandbox]
+	// Activity is the commands seen in sandbox containers (nil: none are
+	// seen, and only Runs keep a sandbox from its idle timeout).
+	Activity *shared.ActivityLog
+	// Stops records the containers this manager stops, for the Runs they
+	// interrupt (nil: none are recorded).
+	Stops *shared.StopLog
+	// HostAddrs keeps the engine host's addresses the proxies refuse (nil:
+	// they are read for each reconcile of a sandbox with egress).
+	HostAddrs HostAddresses
+	// Disk holds the measured workspace sizes (nil: disk limits are not
+	// enforced on the workspace).
+	Disk *shared.DiskMeter
+
+	// mem is what this process remembers of each Sandbox between
+	// reconciles (memory.go).
+	mem memory
+	// disk decides how disk limits are enforced on the engine.
+	disk diskProbe
+	// folderLocks holds a *sync.Mutex per namespace, held across the check
+	// of a Folder workspace and the creation of its container.
+	folderLocks sync.Map
+	// subnets hands out the internal networks' subnets.
+	subnets subnetPool
+	// ids are the host ids being given to sandboxes without spec.user.
+	ids idReservations
+}
+
+// sandboxScope is what one reconcile of a sandbox works with.
+type sandboxScope struct {
+	sbx *afev1.Sandbox
+	// before is the Sandbox as last written, the base of status patches.
+	before   *afev1.Sandbox
+	id       sandboxspec.Identity
+	resolved sandboxspec.Resolved
+	// wasSuspended: the sandbox was suspended when the reconcile began;
+	// it is resumed unless its lifecycle keeps it stopped.
+	wasSuspended bool
+	// recheck is when its lifecycle is decided again without an event.
+	recheck time.Duration
+	// suspendedFor says why this reconcile suspended the sandbox.
+	suspendedFor string
+	// proxyProbe ends with the first answer of a proxy this reconcile
+	// started (awaitProxy waits for it).
+	proxyProbe <-chan error
+	// user is the id given to a sandbox without spec.user.
+	user *claimedUser
+}
+
+// +kubebuilder:rbac:groups=sandbox.afe.dev,resources=sandboxes,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=sandbox.afe.dev,resources=sandboxes/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=sandbox.afe.dev,resources=sandboxes/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile brings the Docker objects of one Sandbox in line with its spec.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	sbx := &afev1.Sandbox{}
+	if err := r.Get(ctx, req.NamespacedName, sbx); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if r.mem.wasFinalized(sbx.UID) {
+		// A stale copy of a Sandbox already gone, even one from before its
+		// deletion began: acting on it would make its objects again.
+		return ctrl.Result{}, nil
+	}
+	s := &sandboxScope{sbx: sbx, before: sbx.DeepCopy(), id: sandboxspec.IdentityOf(sbx, r.Config.Instance)}
+	if here, err := r.here(ctx, s); err != nil || !here {
+		return shared.ReconcileResult(ctrl.Result{}, err, nil)
+	}
+	res, err := r.reconcile(ctx, s)
+	return shared.ReconcileResult(res, err, client.IgnoreNotFound(r.commit(ctx, s)))
+}
+
+// here is the per-node gate (--per-node): this manager acts on the Sandbox
+// when it is placed on this node (shared.SandboxHere). A Sandbox of no
+// Ticket is no node's: it is told so (commitNotPlaced), once.
+func (r *Reconciler) here(ctx context.Context, s *sandboxScope) (bool, error) {
+	if !r.Config.PerNode {
+		return true, nil
+	}
+	here, ticketed, err := shared.SandboxHere(ctx, r.Client, r.Config.Instance, s.sbx)
+	if err != nil || here || ticketed || !s.sbx.DeletionTimestamp.IsZero() {
+		return here, err // or another node's
+	}
+	return false, r.commitNotPlaced(ctx, s)
+}
+
+// commitNotPlaced writes the one condition of a Sandbox no node takes, and
+// nothing else of its status.
+func (r *Reconciler) commitNotPlaced(ctx context.Context, s *sandboxScope) error {
+	shared.SetCondition(s.sbx, afev1.SandboxReadyCondition, false, afev1.NotPlacedReason,
+		"In per-node mode a Sandbox runs only as part of a Ticket, which kube-scheduler places on a node; create a Ticket with this sandbox as its template")
+	_, err := shared.PatchStatus(ctx, r.Client, s.before, s.sbx, afev1.SandboxFinalizer, func(o *afev1.Sandbox) any { return o.Status })
+	return client.IgnoreNotFound(err)
+}
+
+func (r *Reconciler) reconcile(ctx context.Context, s *sandboxScope) (ctrl.Result, error) {
+	if !s.sbx.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, s)
+	}
+	if err := shared.EnsureFinalizer(ctx, r.Client, s.sbx, afev1.SandboxFinalizer); err != nil {
+		return ctrl.Result{}, err
+	}
+	s.before = s.sbx.DeepCopy()
+	res, err := r.reconcileNormal(ctx, s)
+	// A recorded loss stays the condition through an outage: it is what
+	// makes the next reconcile finish the recreation (lossRecorded).
+	if errors.Is(err, docker.ErrUnavailable) && !lossRecorded(s.sbx) {
+		shared.SetCondition(s.sbx, afev1.ContainerReadyCondition, false, afev1.EngineUnavailableReason,
+			"The Docker engine cannot be reached; retrying")
+	}
+	return res, err
+}
+
+func (r *Reconciler) reconcileNormal(ctx context.Context, s *sandboxScope) (ctrl.Result, error) {
+	if done, res, err := r.resolve(ctx, s); done || err != nil {
+		return res, err
+	}
+	if stopped, res, err := r.reconcileLifecycle(ctx, s); stopped || err != nil {
+		return res, err
+	}
+
+	if s.sbx.Spec.User == "" { // an id of its own (ids.go)
+		claim, res, err := r.allocateUser(ctx, s)
+		if claim == nil {
+			return res, err
+		}
+		defer claim.release()
+		s.user = claim
+	}
+	if res, err := r.runPhases(ctx, s); err != nil || !res.IsZero() {
+		return res, err
+	}
+	s.sbx.Status.ObservedGeneration = s.sbx.Generation
+	// Nothing to do until an event says otherwise (the Docker event stream
+	// and the sweep's batched list, every ResyncPeriod, bring it back here)
+	// or a lifecycle timer runs out.
+	return ctrl.Result{RequeueAfter: s.recheck}, nil
+}
+
+// resolve validates the spec and resolves what it names (the runtime, the
+// env, the disk limit); done is true when the reconcile ends here (a spec
+// that cannot be honoured, or an error).
+func (r *Reconciler) resolve(ctx context.Context, s *sandboxScope) (done bool, res ctrl.Result, err error) {
+	vopts, err := r.Config.Validation()
+	if err != nil {
+		return true, ctrl.Result{}, err
+	}
+	if err := sandboxspec.Validate(&s.sbx.Spec.SandboxTemplateSpec, vopts); err != nil {
+		if err := r.removeRefusedContainer(ctx, s); err != nil {
+			return true, ctrl.Result{}, err
+		}
+		return r.refuseSpec(ctx, s, err)
+	}
+	if err := r.resolveRuntime(ctx, s, vopts); err != nil {
+		return r.refuseSpec(ctx, s, err)
+	}
+	env, err := r.resolveEnv(ctx, s.sbx)
+	if err != nil {
+		return r.refuseSpec(ctx, s, err)
+	}
+	s.resolved.Env = env
+	if err := r.resolveDisk(ctx, s); err != nil {
+		return true, ctrl.Result{}, err
+	}
+	return false, ctrl.Result{}, nil
+}
+
+// refuseSpec is invalidSpec, as resolve returns it.
+func (r *Reconciler) refuseSpec(ctx context.Context, s *sandboxScope, err error) (bool, ctrl.Result, error) {
+	res, err := r.invalidSpec(ctx, s, err)
+	return true, res, err
+}
+
+// runPhases runs the phases of a sandbox that is to run, each owning its
+// condition, until one stops the reconcile.
+func (r *Reconciler) runPhases(ctx context.Context, s *sandboxScope) (ctrl.Result, error) {
+	phases := []func(context.Context, *sandboxScope) (ctrl.Result, error){
+		r.reconcileWorkspace,
+		r.reconcileEgress,
+		r.reconcileContainer,
+		r.awaitProxy,
+		r.cleanupEgress,
+	}
+	// A proxy still being made when a phase stops the reconcile is
+	// abandoned with it (RunContainer leaves nothing half-made), and the
+	// reconcile ends once that is done.
+	ctx, cancel := context.WithCancel(ctx)
+	defer func() {
+		cancel()
+		if s.proxyProbe != nil {
+			if err := <-s.proxyProbe; err != nil {
+				// The next reconcile sees the proxy as the engine has it.
+				logf.FromContext(ctx).V(1).Info("The proxy's creation was abandoned", "error", err.Error())
+			}
+			s.proxyProbe = nil
+		}
+	}()
+	for _, phase := range phases {
+		if res, err := phase(ctx, s); err != nil || !res.IsZero() {
+			return res, err
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+// invalidSpec reports a spec the controller cannot honour. Nothing is created;
+// objects of an earlier, valid spec are left as they are, but for a
+// container whose user the policy now refuses (see removeRefusedContainer)
+// and the container of a Folder workspace that is no longer acceptable.
+func (r *Reconciler) invalidSpec(ctx context.Context, s *sandboxScope, err error) (ctrl.Result, error) {
+	ie, ok := sandboxspec.AsInvalid(err)
+	if !ok {
+		return ctrl.Result{}, err
+	}
+	if s.sbx.Spec.Workspace.Type == afev1.WorkspaceFolder && folderRefusedReasons[ie.Reason] {
+		return r.refuseFolder(ctx, s, err)
+	}
+	return r.refuse(ctx, s, afev1.ContainerReadyCondition, ie)
+}
+
+// refuse sets the condition of a spec that cannot be honoured.
+func (r *Reconciler) refuse(ctx context.Context, s *sandboxScope, condType string, ie *sandboxspec.InvalidError) (ctrl.Result, error) {
+	logf.FromContext(ctx).Info("Sandbox spec cannot be honoured", "reason", ie.Reason, "message", ie.Message)
+	shared.SetCondition(s.sbx, condType, false, ie.Reason, ie.Message)
+	s.sbx.Status.ObservedGeneration = s.sbx.Generation
+	switch ie.Reason {
+	case afev1.SecretNotFoundReason, afev1.SecretNotAllowedReason:
+		// Secrets are not watched (nor cached): look again in a while.
+		return ctrl.Result{RequeueAfter: 15 * time.Second}, nil
+	case afev1.WorkspaceMissingReason:
+		// Nor are host folders; one may be made, or be back from a rename.
+		return ctrl.Result{RequeueAfter: folderConflictRetry}, nil
+	case afev1.WorkspaceRootUnsafeReason:
+		// Nor is the root's mount; an operator may mount it as the message says.
+		return ctrl.Result{RequeueAfter: shared.ConflictRetry}, nil
+	case afev1.RuntimeUnavailableReason:
+		// Nor is the engine's list of runtimes (daemon.json and SIGHUP).
+		return ctrl.Result{RequeueAfter: runtimeRetry}, nil
+	}
+	return ctrl.Result{}, reconcile.TerminalError(ie)
+}
+
+// HostAddresses are the engine host's addresses the proxies refuse, as a
+// watch of them keeps them.
+type HostAddresses interface {
+	Current(ctx context.Context) ([]string, error)
+}

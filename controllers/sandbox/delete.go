@@ -1,0 +1,97 @@
+package sandbox
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/controllers/shared"
+)
+
+// reconcileDelete removes the sandbox's Docker objects, newest first, then
+// the finalizer.
+func (r *Reconciler) reconcileDelete(ctx context.Context, s *sandboxScope) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(s.sbx, afev1.SandboxFinalizer) {
+		r.forget(s.sbx.UID) // its finalizer removed by another
+		return ctrl.Result{}, nil
+	}
+	log := logf.FromContext(ctx)
+	// Newest first: the containers (the sandbox's, its proxy, any copy
+	// helper a crash left, which would hold the volumes), its network, and
+	// last the workspace.
+	// Each kind in one list of the objects labelled with the Sandbox's UID,
+	// whatever their names (a legacy name's too), each checked as this
+	// sandbox's in its role before it goes.
+	if err := r.removeLabelledContainers(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.removeOwnedNetworks(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
+	s.sbx.Status.ProxyName, s.sbx.Status.ProxyURL, s.sbx.Status.NetworkName = "", "", ""
+	if err := r.removeOwnedVolumes(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
+	log.Info("Removed the sandbox's Docker objects")
+	removed, err := shared.RemoveFinalizer(ctx, r.Client, s.sbx, afev1.SandboxFinalizer)
+	if err != nil || !removed {
+		return ctrl.Result{}, err
+	}
+	r.forget(s.sbx.UID)
+	r.mem.rememberFinalized(s.sbx.UID)
+	r.Recorder.Eventf(s.sbx, nil, corev1.EventTypeNormal, "Deleted", "Delete", "Removed container, proxy, network and workspace volume")
+	return ctrl.Result{}, nil
+}
+
+// removeLabelledContainers removes every container labelled as this
+// sandbox's, in one list: the proxy, and the snapshot copy helpers of a
+// copy cut short by a crash.
+func (r *Reconciler) removeLabelledContainers(ctx context.Context, s *sandboxScope) error {
+	return shared.RemoveContainers(ctx, r.Engine, s.labelled())
+}
+
+// labelled are the labels every object of the sandbox carries.
+func (s *sandboxScope) labelled() map[string]string {
+	return map[string]string{afev1.LabelController: s.id.Instance, afev1.LabelSandboxUID: s.id.UID}
+}
+
+// removeOwnedNetworks removes the sandbox's networks (its egress network),
+// in one list.
+func (r *Reconciler) removeOwnedNetworks(ctx context.Context, s *sandboxScope) error {
+	networks, err := r.Engine.ListNetworks(ctx, s.labelled())
+	if err != nil {
+		return err
+	}
+	for _, n := range networks {
+		if s.id.OwnsAs(n.Labels, afev1.RoleNetwork) {
+			if err := r.Engine.RemoveNetwork(ctx, n.ID); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// removeOwnedVolumes removes, in one list, the sandbox's workspace volume,
+// the volumes of its image's VOLUME paths, and the snapshot volumes of a Sandbox without ticket. A ticket's
+// snapshots belong to the ticket: they go when it finishes, unless it
+// retains them.
+func (r *Reconciler) removeOwnedVolumes(ctx context.Context, s *sandboxScope) error {
+	volumes, err := r.Engine.ListVolumes(ctx, s.labelled())
+	if err != nil {
+		return err
+	}
+	ownSnapshots := s.sbx.Spec.TicketRef == nil || s.sbx.Spec.TicketRef.Name == ""
+	for _, v := range volumes {
+		if s.id.OwnsAs(v.Labels, afev1.RoleWorkspace) || s.id.OwnsAs(v.Labels, afev1.RoleImageVolume) || ownSnapshots && s.id.OwnsAs(v.Labels, afev1.RoleSnapshot) {
+			if err := r.Engine.RemoveVolume(ctx, v.Name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

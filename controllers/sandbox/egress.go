@@ -1,0 +1,380 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/hostaddrs"
+	"afe.dev/sandbox/internal/naming"
+	"afe.dev/sandbox/internal/sandboxspec"
+	"afe.dev/sandbox/internal/subnets"
+)
+
+// Timing of the egress phase.
+const (
+	proxyProbeTimeout = 15 * time.Second
+	egressRetry       = 15 * time.Second
+)
+
+// reconcileEgress gives a sandbox with egress its internal network and its
+// proxy, and waits until the proxy answers. A sandbox without egress has no
+// network; what an earlier spec created is removed once the container is off
+// it (cleanupEgress).
+func (r *Reconciler) reconcileEgress(ctx context.Context, s *sandboxScope) (ctrl.Result, error) {
+	sbx := s.sbx
+	if len(sbx.Spec.Egress) == 0 {
+		s.resolved.Network = "none"
+		shared.SetCondition(sbx, afev1.EgressReadyCondition, true, afev1.NoEgressReason, "The sandbox has no network")
+		return ctrl.Result{}, nil
+	}
+
+	network, res, err := r.reconcileNetwork(ctx, s)
+	if network == nil {
+		return res, err
+	}
+	sbx.Status.NetworkName = network.Name
+
+	egressNet, err := r.Engine.InspectNetwork(ctx, r.Config.EgressNetwork)
+	if errors.Is(err, docker.ErrNotFound) {
+		shared.SetCondition(sbx, afev1.EgressReadyCondition, false, afev1.EgressNetworkMissingReason,
+			fmt.Sprintf("The controller's --egress-network %s does not exist on the engine", r.Config.EgressNetwork))
+		return ctrl.Result{RequeueAfter: egressRetry}, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	// The host's addresses are never a destination, whatever the flags.
+	deny, err := r.hostAddresses(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	want := sandboxspec.Proxy(sbx, s.id, sandboxspec.ProxyOptions{
+		Image:         r.Config.ProxyImage,
+		EgressNetwork: egressNet.Name,
+		AllowPrivate:  r.Config.EgressAllowPrivate,
+		DenyIPs:       deny,
+		Runtime:       s.resolved.Runtime,
+	})
+	if res, err := r.ensureProxy(ctx, s, want); err != nil || !res.IsZero() {
+		return res, err
+	}
+	sbx.Status.ProxyName = want.Name
+	sbx.Status.ProxyURL = sandboxspec.ProxyURL
+	s.resolved.Network = network.Name
+	s.resolved.ProxyEnv = sandboxspec.ProxyEnvFor()
+	if s.proxyProbe != nil {
+		shared.SetCondition(sbx, afev1.EgressReadyCondition, false, afev1.ProvisioningReason,
+			fmt.Sprintf("Proxy %s was started and is not answering yet", want.Name))
+		return ctrl.Result{}, nil
+	}
+	setEgressReady(s)
+	return ctrl.Result{}, nil
+}
+
+// reconcileNetwork is the sandbox's internal network, made when missing and
+// verified as its own; nil with the result and error that end the phase
+// when there is none (no subnet left, or another's network of the name).
+func (r *Reconciler) reconcileNetwork(ctx context.Context, s *sandboxScope) (*docker.Network, ctrl.Result, error) {
+	netSpec := sandboxspec.Network(s.id)
+	network, err := r.ensureNetwork(ctx, s, netSpec)
+	if errors.Is(err, subnets.ErrExhausted) {
+		shared.SetCondition(s.sbx, afev1.EgressReadyCondition, false, afev1.AddressPoolExhaustedReason,
+			fmt.Sprintf("No free /%d block is left in the controller's %s (%s: %d blocks) for the sandbox's network; "+
+				"widen %s or remove sandboxes with egress", subnets.BlockBits, subnets.Flag,
+				subnets.String(r.Config.EgressSubnets), subnets.Size(r.Config.EgressSubnets), subnets.Flag))
+		return nil, ctrl.Result{RequeueAfter: egressRetry}, nil
+	}
+	if errors.Is(err, docker.ErrNoAddressPool) {
+		shared.SetCondition(s.sbx, afev1.EgressReadyCondition, false, afev1.AddressPoolExhaustedReason,
+			"The Docker engine has no address range left for the sandbox's network (about 30 networks with the "+
+				"engine's defaults); give the controller a range of its own with "+subnets.Flag+" (see docs/troubleshooting.md)")
+		return nil, ctrl.Result{RequeueAfter: egressRetry}, nil
+	}
+	if err != nil {
+		return nil, ctrl.Result{}, err
+	}
+	if !s.id.OwnsAs(network.Labels, afev1.RoleNetwork) {
+		res, err := s.notAdopted(afev1.EgressReadyCondition, "Network", netSpec.Name)
+		return nil, res, err
+	}
+	return network, ctrl.Result{}, nil
+}
+
+// hostAddresses is the list of the engine host's addresses the proxy
+// refuses: HostAddrs's, or read now without one.
+func (r *Reconciler) hostAddresses(ctx context.Context) ([]string, error) {
+	if r.HostAddrs != nil {
+		return r.HostAddrs.Current(ctx)
+	}
+	list, _, err := hostaddrs.Read(ctx, r.Engine, r.Config.HostAddressInputs())
+	return list, err
+}
+
+// ensureNetwork returns the sandbox's internal network, made when missing. A
+// network of the name left by an earlier Sandbox of this namespace and name
+// is an orphan: it goes, with the containers on it, and is made again.
+func (r *Reconciler) ensureNetwork(ctx context.Context, s *sandboxScope, spec docker.NetworkSpec) (*docker.Network, error) {
+	n, err := r.inspectOrCreateNetwork(ctx, spec)
+	if err != nil || !s.id.Stale(n.Labels, afev1.RoleNetwork) {
+		return n, err
+	}
+	if err := r.removeStale(ctx, s, n.Labels); err != nil {
+		return nil, err
+	}
+	logf.FromContext(ctx).Info("Removing the network of an earlier sandbox of this name", "network", n.Name)
+	if err := r.Engine.RemoveNetwork(ctx, n.ID); err != nil {
+		return nil, err
+	}
+	return r.inspectOrCreateNetwork(ctx, spec)
+}
+
+// ensureProxy runs the proxy with the current allowlist and waits until it
+// answers. A proxy that is missing, stopped or configured for another
+// allowlist is recreated; the sandbox container is not touched, since it
+// reaches the proxy by its alias.
+func (r *Reconciler) ensureProxy(ctx context.Context, s *sandboxScope, want docker.ContainerSpec) (ctrl.Result, error) {
+	log := logf.FromContext(ctx)
+	have, err := r.Engine.InspectContainer(ctx, want.Name)
+	if err != nil && !errors.Is(err, docker.ErrNotFound) {
+		return ctrl.Result{}, err
+	}
+	if have != nil && s.id.Stale(have.Labels, afev1.RoleProxy) {
+		if err := r.removeStale(ctx, s, have.Labels); err != nil {
+			return ctrl.Result{}, err
+		}
+		have = nil
+	}
+	if have != nil && !s.id.OwnsAs(have.Labels, afev1.RoleProxy) {
+		return s.notAdopted(afev1.EgressReadyCondition, "Container", want.Name)
+	}
+	current := have != nil && have.Labels[afev1.LabelSpecHash] == want.Labels[afev1.LabelSpecHash] &&
+		sandboxspec.ProxyDeniesAll(have.Labels, want.Labels)
+	if current && have.Running {
+		return ctrl.Result{}, nil
+	}
+	if current && !have.Running && s.wasSuspended {
+		// Stopped by the suspension: started again as it was.
+		if res, ok, err := r.restartProxy(ctx, s, have); ok {
+			return res, err
+		}
+	}
+	if err := r.ensureImage(ctx, s, afev1.EgressReadyCondition, "Proxy image", want.Image); err != nil {
+		return ctrl.Result{}, err
+	}
+	reason, what := "Created", "Started proxy %s"
+	if have != nil {
+		reason, what = afev1.ProxyRecreatedReason, "Recreated proxy %s"
+		if !have.Running {
+			what = fmt.Sprintf("Proxy %%s exited with code %d and was recreated", have.ExitCode)
+		}
+		if err := r.Engine.RemoveContainer(ctx, have.ID); err != nil {
+			return ctrl.Result{}, err
+		}
+	} else if s.sbx.Status.ProxyName != "" {
+		reason, what = afev1.ProxyRecreatedReason, "Proxy %s was lost and is recreated"
+	}
+	log.Info("Creating proxy", "container", want.Name)
+	// The proxy is made, and squid takes a while to answer, while the
+	// sandbox's container is made (it needs only the network); awaitProxy
+	// waits for the outcome before the egress, and the sandbox, are Ready.
+	probe := make(chan error, 1)
+	about := s.sbx.DeepCopy() // the Event's object, apart from the one the phases change
+	go func() {
+		created, err := r.Engine.RunContainer(ctx, want)
+		if err == nil {
+			r.Recorder.Eventf(about, nil, corev1.EventTypeNormal, reason, "Create", what, want.Name)
+			if err = r.waitProxy(ctx, created); err != nil && !errors.Is(err, docker.ErrUnavailable) {
+				err = &proxyNotAnswering{err}
+			}
+		}
+		probe <- err
+	}()
+	s.proxyProbe = probe
+	return ctrl.Result{}, nil
+}
+
+// proxyNotAnswering is a proxy that runs and does not answer.
+type proxyNotAnswering struct{ err error }
+
+func (e *proxyNotAnswering) Error() string { return e.err.Error() }
+
+// awaitProxy waits for the proxy this reconcile started, and states its
+// outcome; the egress is Ready once it answered.
+func (r *Reconciler) awaitProxy(_ context.Context, s *sandboxScope) (ctrl.Result, error) {
+	if s.proxyProbe == nil {
+		return ctrl.Result{}, nil
+	}
+	err := <-s.proxyProbe
+	s.proxyProbe = nil
+	name := naming.Proxy(s.id.Key)
+	var silent *proxyNotAnswering
+	switch {
+	case err == nil:
+		setEgressReady(s)
+		return ctrl.Result{}, nil
+	case errors.Is(err, docker.ErrStartFailed):
+		shared.SetCondition(s.sbx, afev1.EgressReadyCondition, false, afev1.ProxyNotAnsweringReason,
+			fmt.Sprintf("Proxy %s could not be started; check the controller's --proxy-image: %v", name, err))
+		return ctrl.Result{RequeueAfter: startFailedRetry}, nil
+	case errors.Is(err, docker.ErrConflict):
+		return s.notAdopted(afev1.EgressReadyCondition, "Container", name)
+	case errors.As(err, &silent):
+		shared.SetCondition(s.sbx, afev1.EgressReadyCondition, false, afev1.ProxyNotAnsweringReason,
+			fmt.Sprintf("Proxy %s does not answer: %v", name, silent.err))
+		return ctrl.Result{RequeueAfter: egressRetry}, nil
+	}
+	return ctrl.Result{}, err
+}
+
+// setEgressReady states that the sandbox's proxy admits its allowlist.
+func setEgressReady(s *sandboxScope) {
+	shared.SetCondition(s.sbx, afev1.EgressReadyCondition, true, afev1.ReadyReason,
+		fmt.Sprintf("Proxy %s admits %s", naming.Proxy(s.id.Key), egressSummary(s.sbx.Spec.Egress)))
+}
+
+// waitProxy probes the proxy from inside its container until squid answers.
+func (r *Reconciler) waitProxy(ctx context.Context, proxy *docker.Container) error {
+	name := proxy.Name
+	ctx, cancel := context.WithTimeout(ctx, proxyProbeTimeout)
+	defer cancel()
+	delay := 50 * time.Millisecond
+	for {
+		code, err := r.Engine.Exec(ctx, proxy.ID, docker.ExecSpec{Cmd: []string{sandboxspec.ProxyProbe}})
+		if err == nil && code == 0 {
+			return nil
+		}
+		if errors.Is(err, docker.ErrUnavailable) {
+			return err
+		}
+		if c, ierr := r.Engine.InspectContainer(ctx, proxy.ID); ierr == nil && !c.Running {
+			return fmt.Errorf("it exited with code %d; see `docker logs %s`", c.ExitCode, name)
+		}
+		select {
+		case <-ctx.Done():
+			return errors.New("no answer within " + proxyProbeTimeout.String())
+		case <-time.After(delay):
+		}
+		// squid answers within about a second of its start here: a
+		// probe every 100 ms finds it a moment after it does.
+		delay = min(2*delay, 100*time.Millisecond)
+	}
+}
+
+// cleanupEgress removes the proxy and the network of a sandbox that no longer
+// declares egress, once its container has left the network. Whether there
+// is anything to remove is decided from the engine (the derived names and
+// their labels), never from the status, which a tenant may write: it is
+// looked at once per process for a sandbox that may ever have had egress
+// (one whose spec changed since its creation), so a steady sandbox costs
+// nothing.
+func (r *Reconciler) cleanupEgress(ctx context.Context, s *sandboxScope) (ctrl.Result, error) {
+	sbx := s.sbx
+	if len(sbx.Spec.Egress) > 0 {
+		r.mem.egressGone.Delete(sbx.UID)
+		return ctrl.Result{}, r.removeLegacyEgress(ctx, s)
+	}
+	if _, gone := r.mem.egressGone.Load(sbx.UID); gone || sbx.Generation <= 1 {
+		// Created without egress and never changed: no proxy or network was
+		// ever made for this UID.
+		s.sbx.Status.ProxyName, s.sbx.Status.ProxyURL, s.sbx.Status.NetworkName = "", "", ""
+		return ctrl.Result{}, nil
+	}
+	if err := r.deleteEgress(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.mem.egressGone.Store(sbx.UID, true)
+	return ctrl.Result{}, nil
+}
+
+// deleteEgress removes the proxy, then the network, under their current and
+// legacy names, when they are this sandbox's.
+func (r *Reconciler) deleteEgress(ctx context.Context, s *sandboxScope) error {
+	for _, names := range [][2]string{
+		{naming.Proxy(s.id.Key), naming.Network(s.id.Key)},
+		{naming.LegacyProxy(s.id.Key), naming.LegacyNetwork(s.id.Key)},
+	} {
+		if err := r.removeProxyAndNetwork(ctx, s, names[0], names[1]); err != nil {
+			return err
+		}
+	}
+	s.sbx.Status.ProxyName, s.sbx.Status.ProxyURL, s.sbx.Status.NetworkName = "", "", ""
+	return nil
+}
+
+// removeLegacyEgress removes, once per Sandbox and process, the proxy and
+// network an earlier controller version made under the legacy names: by
+// now the container has been recreated on the network of the current name.
+func (r *Reconciler) removeLegacyEgress(ctx context.Context, s *sandboxScope) error {
+	if _, done := r.mem.legacyChecked.Load(s.sbx.UID); done {
+		return nil
+	}
+	if err := r.removeProxyAndNetwork(ctx, s, naming.LegacyProxy(s.id.Key), naming.LegacyNetwork(s.id.Key)); err != nil {
+		return err
+	}
+	r.mem.legacyChecked.Store(s.sbx.UID, true)
+	return nil
+}
+
+// removeProxyAndNetwork removes the proxy, then the network, of the names
+// when their labels say they are this sandbox's in those roles.
+func (r *Reconciler) removeProxyAndNetwork(ctx context.Context, s *sandboxScope, proxy, network string) error {
+	if err := r.removeOwnedContainer(ctx, s, proxy, afev1.RoleProxy); err != nil {
+		return err
+	}
+	n, err := r.Engine.InspectNetwork(ctx, network)
+	switch {
+	case errors.Is(err, docker.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	case s.id.OwnsAs(n.Labels, afev1.RoleNetwork):
+		return r.Engine.RemoveNetwork(ctx, n.ID)
+	}
+	return nil
+}
+
+func egressSummary(hosts []afev1.EgressHost) string {
+	const show = 5
+	names := make([]string, 0, show)
+	for i, h := range hosts {
+		if i == show {
+			names = append(names, fmt.Sprintf("and %d more", len(hosts)-show))
+			break
+		}
+		names = append(names, string(h))
+	}
+	return strings.Join(names, ", ")
+}
+
+// restartProxy starts again the proxy a suspension stopped and waits until
+// it answers; ok is false when it could not be started, and it is then
+// recreated as a lost one.
+func (r *Reconciler) restartProxy(ctx context.Context, s *sandboxScope, have *docker.Container) (ctrl.Result, bool, error) {
+	logf.FromContext(ctx).Info("Starting the proxy of a suspended sandbox", "container", have.Name)
+	err := r.Engine.StartContainer(ctx, have.ID)
+	if errors.Is(err, docker.ErrStartFailed) {
+		return ctrl.Result{}, false, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, true, err
+	}
+	if err := r.waitProxy(ctx, have); err != nil {
+		if errors.Is(err, docker.ErrUnavailable) {
+			return ctrl.Result{}, true, err
+		}
+		shared.SetCondition(s.sbx, afev1.EgressReadyCondition, false, afev1.ProxyNotAnsweringReason,
+			fmt.Sprintf("Proxy %s does not answer: %v", have.Name, err))
+		return ctrl.Result{RequeueAfter: egressRetry}, true, nil
+	}
+	return ctrl.Result{}, true, nil
+}

@@ -1,0 +1,104 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/naming"
+	"afe.dev/sandbox/internal/sandboxspec"
+)
+
+// reconcileWorkspace makes the workspace volume exist, or resolves the folder.
+func (r *Reconciler) reconcileWorkspace(ctx context.Context, s *sandboxScope) (ctrl.Result, error) {
+	if s.sbx.Spec.Workspace.Type == afev1.WorkspaceFolder {
+		return r.reconcileFolder(ctx, s)
+	}
+	// A workspace that starts from a snapshot: the snapshot is checked
+	// before anything is created.
+	restore, err := r.mustRestore(ctx, s)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if restore {
+		if missing, err := r.snapshotMissing(ctx, s); err != nil || missing {
+			return ctrl.Result{RequeueAfter: snapshotRetry}, err
+		}
+	}
+	v, err := r.ensureWorkspaceVolume(ctx, s)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if v == nil {
+		return s.notAdopted(afev1.WorkspaceReadyCondition, "Volume", naming.Volume(s.id.Key))
+	}
+	if restore {
+		if err := r.restoreWorkspace(ctx, s, v.Name); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	s.resolved.Workspace = v.Name
+	s.sbx.Status.VolumeName = v.Name
+	reason, msg := afev1.ReadyReason, "Volume "+v.Name+" is mounted at /workspace"
+	if from := s.sbx.Spec.Workspace.FromSnapshot; from != "" {
+		reason, msg = afev1.RestoredFromSnapshotReason, "Volume "+v.Name+", made from snapshot "+from+", is mounted at /workspace"
+	}
+	shared.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, true, reason, msg)
+	return ctrl.Result{}, nil
+}
+
+// ensureWorkspaceVolume returns the sandbox's workspace volume, made when it
+// has none (a legacy-named one of an earlier controller version is kept).
+// A volume of the name left by an earlier Sandbox of this namespace and name
+// is an orphan and is replaced at once; nil means the name is taken by an
+// object that is not ours to touch.
+func (r *Reconciler) ensureWorkspaceVolume(ctx context.Context, s *sandboxScope) (*docker.Volume, error) {
+	v, err := shared.WorkspaceVolume(ctx, r.Engine, s.id)
+	if err == nil || !errors.Is(err, docker.ErrNotFound) {
+		return v, err
+	}
+	v, err = r.Engine.EnsureVolume(ctx, sandboxspec.Volume(s.id))
+	if err != nil {
+		return nil, err
+	}
+	if s.id.OwnsAs(v.Labels, afev1.RoleWorkspace) {
+		return v, nil
+	}
+	if !s.id.Stale(v.Labels, afev1.RoleWorkspace) {
+		return nil, nil
+	}
+	if err := r.removeStale(ctx, s, v.Labels); err != nil {
+		return nil, err
+	}
+	logf.FromContext(ctx).Info("Removing the workspace volume of an earlier sandbox of this name", "volume", v.Name)
+	if err := r.Engine.RemoveVolume(ctx, v.Name); err != nil {
+		return nil, err
+	}
+	v, err = r.Engine.EnsureVolume(ctx, sandboxspec.Volume(s.id))
+	if err != nil || !s.id.OwnsAs(v.Labels, afev1.RoleWorkspace) {
+		return nil, err
+	}
+	return v, nil
+}
+
+// removeOwnedVolume removes the workspace volume, under its current and its
+// legacy name, when it is this sandbox's.
+func (r *Reconciler) removeOwnedVolume(ctx context.Context, s *sandboxScope) error {
+	for {
+		v, err := shared.WorkspaceVolume(ctx, r.Engine, s.id)
+		if errors.Is(err, docker.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := r.Engine.RemoveVolume(ctx, v.Name); err != nil {
+			return err
+		}
+	}
+}

@@ -1,0 +1,153 @@
+package shared
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+
+	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/hostaddrs"
+	"afe.dev/sandbox/internal/hostgroups"
+	"afe.dev/sandbox/internal/runlog"
+	"afe.dev/sandbox/internal/sandboxspec"
+	"afe.dev/sandbox/internal/telemetry"
+)
+
+// Options are the controller settings that come from the manager's flags.
+type Options struct {
+	// Instance is --instance: the value of the afe.controller label.
+	Instance string
+	// RunLogs keeps the whole output of each Run attempt (--run-log-dir,
+	// --run-log-max); nil keeps none.
+	RunLogs *runlog.Store
+	// WorkspaceRoot is --workspace-root; empty refuses Folder workspaces.
+	WorkspaceRoot string
+	// DenyEnv are refused env names besides the built-in ones.
+	DenyEnv []string
+	// ProxyImage is the egress proxy image.
+	ProxyImage string
+	// EgressNetwork is the network proxies reach the outside through.
+	EgressNetwork string
+	// EgressAllowPrivate lets proxies reach private addresses; never the
+	// engine host's (HostAddresses).
+	EgressAllowPrivate bool
+	// EgressDenyIPs is --egress-deny-ips: more addresses of the engine's
+	// host every proxy refuses, for those the manager cannot see (a remote
+	// engine, or a manager outside the host's network namespace).
+	EgressDenyIPs []netip.Prefix
+	// EgressSubnets is --egress-subnets: the ranges the sandboxes' internal
+	// networks get their /29 subnets from. Empty leaves the choice to the
+	// engine's default address pools.
+	EgressSubnets []netip.Prefix
+	// ResyncPeriod is how often every labelled Docker object is listed, to
+	// catch a loss the event stream missed and to sweep orphans.
+	ResyncPeriod time.Duration
+	// MaxConcurrentReconciles bounds parallel reconciles per kind.
+	MaxConcurrentReconciles int
+	// SweepPeriod overrides ResyncPeriod for the sweep (tests use a short one).
+	SweepPeriod time.Duration
+	// UsagePeriod is --usage-period: how often the usage of every sandbox
+	// is measured. Zero is ResyncPeriod, but at least
+	// status.MinUsageInterval; negative turns the measuring off. The manager
+	// never passes less than status.MinUsageInterval (tests do).
+	UsagePeriod time.Duration
+	// DiskCheckPeriod is --disk-check-period: how often the workspaces are
+	// measured between two usage measurements, while a sandbox has
+	// resources.disk (zero: only with the usage).
+	DiskCheckPeriod time.Duration
+	// FinishedTTL is --finished-ttl: how long an ended Run or a finished
+	// Ticket is kept when it does not set ttlSecondsAfterFinished; zero
+	// keeps them.
+	FinishedTTL time.Duration
+	// MaxRunsPerSandbox is --max-runs-per-sandbox: how many Runs execute in
+	// one sandbox at once (0: DefaultMaxRunsPerSandbox).
+	MaxRunsPerSandbox int
+	// DenyGIDs are gids a sandbox's user may not have: the group of the
+	// engine's socket, the host's privileged groups and --deny-gids. Nil
+	// denies none but those sandboxspec always refuses.
+	DenyGIDs *hostgroups.DenyList
+	// AllowedUIDs and AllowedGIDs are --allowed-uids and --allowed-gids;
+	// empty allows any.
+	AllowedUIDs sandboxspec.IDRanges
+	AllowedGIDs sandboxspec.IDRanges
+	// SandboxIDs is --sandbox-id-range: the host ids given to sandboxes
+	// without spec.user (zero: sandboxspec.DefaultSandboxIDs).
+	SandboxIDs sandboxspec.IDRange
+	// WorkspaceRootShared is --workspace-root-shared: a remote engine sees
+	// WorkspaceRoot at the same path as the controller.
+	WorkspaceRootShared bool
+	// WorkspaceRootAllowSuid is --workspace-root-allow-suid: Folder
+	// workspaces are allowed although the root's file system is not
+	// mounted nosuid,nodev (the operator accepts the risk).
+	WorkspaceRootAllowSuid bool
+	// EnvPassthrough is --env-passthrough: each listed name with its value
+	// in the manager's environment as it started (nil when unset). No
+	// other variable of that environment is kept.
+	EnvPassthrough map[string]*string
+	// Telemetry keeps the record of every command executed in a sandbox
+	// (nil: none is kept; the commands are still counted).
+	Telemetry *telemetry.Store
+	// PerNode is --per-node: this manager is one of one per node, its node
+	// the Instance; it acts only on the tickets kube-scheduler placed on
+	// its node (through their placeholder Pods).
+	PerNode bool
+	// PlaceholderImage is --placeholder-image: the image of the placeholder
+	// Pods (the controller's own, which pauses).
+	PlaceholderImage string
+	// Runtimes is --runtimes: the OCI runtimes a sandbox may run under
+	// (empty: runc only); DefaultRuntime is --default-runtime, that of a
+	// sandbox that names none (empty: runc).
+	Runtimes       []string
+	DefaultRuntime string
+}
+
+// MaxRunsPerSandboxOrDefault is MaxRunsPerSandbox, or its default.
+func (o Options) MaxRunsPerSandboxOrDefault() int {
+	if o.MaxRunsPerSandbox <= 0 {
+		return DefaultMaxRunsPerSandbox
+	}
+	return o.MaxRunsPerSandbox
+}
+
+// Config is what the Sandbox and Run reconcilers judge specs by: the
+// Options as the flags set them, and what SetupAll learnt of the engine.
+type Config struct {
+	Options
+	// EngineRemote is true when the engine is not on a local unix socket.
+	// Folder workspaces are then refused unless WorkspaceRootShared.
+	EngineRemote bool
+}
+
+// Workspaces is the settings Folder workspaces are judged by.
+func (o Config) Workspaces() sandboxspec.Options {
+	return sandboxspec.Options{WorkspaceRoot: o.WorkspaceRoot,
+		EngineRemote: o.EngineRemote, WorkspaceRootShared: o.WorkspaceRootShared,
+		WorkspaceRootAllowSuid: o.WorkspaceRootAllowSuid}
+}
+
+// Validation is the settings validation depends on. It fails, as the engine
+// being unavailable, while the group of the engine's socket is unknown: no
+// sandbox user can be judged without it.
+func (o Config) Validation() (sandboxspec.Options, error) {
+	deny, err := o.DenyGIDs.GIDs()
+	if err != nil {
+		return sandboxspec.Options{}, fmt.Errorf("%w: %w", docker.ErrUnavailable, err)
+	}
+	v := o.Workspaces()
+	v.DenyEnv, v.DenyGIDs, v.AllowedUIDs, v.AllowedGIDs = o.DenyEnv, deny, o.AllowedUIDs, o.AllowedGIDs
+	v.SandboxIDs = o.SandboxIDs
+	v.Runtimes, v.DefaultRuntime = o.Runtimes, o.DefaultRuntime
+	v.Passthrough = make(map[string]bool, len(o.EnvPassthrough))
+	for name, value := range o.EnvPassthrough {
+		v.Passthrough[name] = value != nil
+	}
+	return v, nil
+}
+
+// DefaultMaxRunsPerSandbox is --max-runs-per-sandbox when unset.
+const DefaultMaxRunsPerSandbox = 16
+
+// HostAddressInputs are the settings of the list of the host's addresses.
+func (o Config) HostAddressInputs() hostaddrs.Inputs {
+	return hostaddrs.Inputs{LocalEngine: !o.EngineRemote, Extra: o.EgressDenyIPs, AllowPrivate: o.EgressAllowPrivate}
+}

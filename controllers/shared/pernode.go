@@ -1,0 +1,64 @@
+package shared
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/internal/placement"
+)
+
+// PlaceholderOf reads the ticket's placeholder Pod and what it is to the
+// ticket.
+func PlaceholderOf(ctx context.Context, c client.Reader, tk *afev1.Ticket) (*corev1.Pod, placement.PodState, error) {
+	pod := &corev1.Pod{}
+	err := c.Get(ctx, types.NamespacedName{Namespace: tk.Namespace, Name: placement.PodName(tk.Name)}, pod)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, placement.PodAbsent, nil
+	case err != nil:
+		return nil, placement.PodAbsent, err
+	case !placement.ControlledBy(pod, tk):
+		return pod, placement.PodForeign, nil
+	case pod.Spec.NodeName == "":
+		return pod, placement.PodUnbound, nil
+	}
+	return pod, placement.PodBound, nil
+}
+
+// SandboxHere is the per-node gate (--per-node) of a Sandbox and of the
+// Runs in it: here is true when the Sandbox belongs on this manager's node,
+// its Ticket's placeholder Pod being bound here; ticketed is false for a
+// Sandbox of no Ticket (never placed). A Sandbox being deleted whose ticket
+// has no placeholder any more is finished by the node the ticket reports.
+// Each kind's gate is its reconciler's here method.
+func SandboxHere(ctx context.Context, c client.Reader, instance string, sbx *afev1.Sandbox) (here, ticketed bool, err error) {
+	ref := metav1.GetControllerOf(sbx)
+	if ref == nil || ref.Kind != "Ticket" || ref.APIVersion != afev1.GroupVersion.String() {
+		return false, false, nil
+	}
+	tk := &afev1.Ticket{}
+	err = c.Get(ctx, types.NamespacedName{Namespace: sbx.Namespace, Name: ref.Name}, tk)
+	if client.IgnoreNotFound(err) != nil {
+		return false, true, err
+	}
+	if err != nil || tk.UID != ref.UID {
+		// Its Ticket is gone: any manager finishes its deletion (each
+		// removes its own objects; another node's sweep removes what it
+		// ran once the Sandbox is gone).
+		return !sbx.DeletionTimestamp.IsZero(), true, nil
+	}
+	pod, state, err := PlaceholderOf(ctx, c, tk)
+	switch {
+	case err != nil:
+		return false, true, err
+	case state == placement.PodBound:
+		return pod.Spec.NodeName == instance, true, nil
+	}
+	return !sbx.DeletionTimestamp.IsZero() && tk.Status.Node == instance, true, nil
+}

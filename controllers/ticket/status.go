@@ -1,0 +1,111 @@
+package ticket
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/internal/metrics"
+)
+
+// observeSandboxes lists the Sandboxes the ticket owns and counts their
+// losses as the ticket's requeues.
+func (r *Reconciler) observeSandboxes(ctx context.Context, s *ticketScope) error {
+	owned, err := r.ownedSandboxes(ctx, s.tk)
+	if err != nil {
+		return err
+	}
+	s.owned = owned
+	if lost := recordRequeues(s.tk, owned); lost != "" {
+		s.requeued = lost
+	}
+	return nil
+}
+
+// recordRequeues states the sandboxes' recreations as the ticket's
+// requeues in its status (their count, last time and reason, and the
+// Requeued condition), and returns the sandbox lost last when there are
+// new ones, for the Event that follows the write.
+func recordRequeues(tk *afev1.Ticket, owned []afev1.Sandbox) string {
+	sum, last, lost := lossesOf(owned)
+	delta := sum - tk.Status.ObservedRecreations
+	if delta > 0 {
+		tk.Status.Requeues += delta
+		tk.Status.LastRequeueTime = last
+		tk.Status.LastRequeueReason = afev1.SandboxLostReason
+		shared.SetCondition(tk, afev1.TicketRequeuedCondition, true, afev1.SandboxLostReason,
+			fmt.Sprintf("Sandbox %s was lost and recreated with a fresh workspace; the step in flight was interrupted", lost))
+	}
+	tk.Status.ObservedRecreations = sum
+	if meta.FindStatusCondition(tk.Status.Conditions, afev1.TicketRequeuedCondition) == nil {
+		shared.SetCondition(tk, afev1.TicketRequeuedCondition, false, afev1.NoLossReason, "No sandbox of the ticket was lost")
+	}
+	if delta <= 0 {
+		return ""
+	}
+	return lost
+}
+
+// commit writes the status once, only when it changed, and only over
+// the version it read: the lock refuses a write based on a stale copy, so
+// that what follows a write (the cleanup's metric and Event) happens once.
+func (r *Reconciler) commit(ctx context.Context, s *ticketScope) error {
+	written, err := shared.PatchStatus(ctx, r.Client, s.before, s.tk, afev1.TicketFinalizer,
+		func(o *afev1.Ticket) any { return o.Status })
+	if !written {
+		return err
+	}
+	r.observeCleanup(s.before, s.tk)
+	if s.requeued != "" {
+		r.Recorder.Eventf(s.tk, nil, corev1.EventTypeWarning, afev1.SandboxLostReason, "Requeue",
+			"Sandbox %s was lost and recreated with a fresh workspace; requeue the interrupted step", s.requeued)
+		s.requeued = ""
+	}
+	if s.nodeLost != "" {
+		r.Recorder.Eventf(s.tk, nil, corev1.EventTypeWarning, afev1.NodeLostReason, "Requeue", "%s", s.nodeLost)
+		s.nodeLost = ""
+	}
+	if !meta.IsStatusConditionTrue(s.before.Status.Conditions, afev1.TicketFailedCondition) &&
+		meta.IsStatusConditionTrue(s.tk.Status.Conditions, afev1.TicketFailedCondition) {
+		r.Recorder.Eventf(s.tk, nil, corev1.EventTypeWarning, afev1.DeadlineExceededReason, "Fail",
+			"The ticket ran past spec.lifecycle.activeDeadlineSeconds (%ds) and ended Failed; its sandboxes are removed",
+			s.tk.Spec.Lifecycle.ActiveDeadlineSeconds)
+	}
+	s.before = s.tk.DeepCopy()
+	return nil
+}
+
+// observeCleanup records, after the write that states it, a cleanup that
+// has just ended: its time since it began (the condition went False), or
+// none when it took a single reconcile, and an Event.
+func (r *Reconciler) observeCleanup(before, tk *afev1.Ticket) {
+	if meta.IsStatusConditionTrue(before.Status.Conditions, afev1.TicketCleanedUpCondition) ||
+		!meta.IsStatusConditionTrue(tk.Status.Conditions, afev1.TicketCleanedUpCondition) {
+		return
+	}
+	started := time.Now()
+	if c := meta.FindStatusCondition(before.Status.Conditions, afev1.TicketCleanedUpCondition); c != nil {
+		started = c.LastTransitionTime.Time
+	}
+	metrics.TicketCleanup.Observe(time.Since(started).Seconds())
+	r.Recorder.Eventf(tk, nil, corev1.EventTypeNormal, afev1.CleanedUpReason, "Cleanup", "Every sandbox and Docker object of the ticket was removed")
+}
+
+// lossesOf sums the sandboxes' recreations and names the one lost last,
+// with the time.
+func lossesOf(owned []afev1.Sandbox) (sum int32, last *metav1.Time, lost string) {
+	for i := range owned {
+		st := owned[i].Status
+		sum += st.Recreations
+		if st.LastLostTime != nil && (last == nil || last.Before(st.LastLostTime)) {
+			last, lost = st.LastLostTime, owned[i].Name
+		}
+	}
+	return sum, last, lost
+}
