@@ -90,14 +90,18 @@ func addLoops(mgr ctrl.Manager, engine Engine, cfg shared.Config) (*background, 
 	// with the usage turned off.
 	collector := &loops.UsageCollector{Client: c, Cache: mgr.GetCache(), Engine: engine, Instance: opts.Instance,
 		Period: usagePeriod(opts), Disk: bg.disk, DiskPeriod: diskCheckPeriod(opts), Enqueue: events.Enqueue}
-	runnables := map[string]manager.Runnable{"docker event source": events, "host address watch": bg.hostAddrs,
-		"sweeper": bg.sweeper, "usage collector": collector}
-	if opts.RunLogs != nil {
-		runnables["run log sweeper"] = &runlog.Sweeper{Store: opts.RunLogs, Client: c, Period: time.Minute}
+	type named struct {
+		what string
+		r    manager.Runnable
 	}
-	for what, r := range runnables {
-		if err := mgr.Add(r); err != nil {
-			return nil, fmt.Errorf("add %s: %w", what, err)
+	runnables := []named{{"docker event source", events}, {"host address watch", bg.hostAddrs},
+		{"sweeper", bg.sweeper}, {"usage collector", collector}}
+	if opts.RunLogs != nil {
+		runnables = append(runnables, named{"run log sweeper", &runlog.Sweeper{Store: opts.RunLogs, Client: c, Period: time.Minute}})
+	}
+	for _, n := range runnables {
+		if err := mgr.Add(n.r); err != nil {
+			return nil, fmt.Errorf("add %s: %w", n.what, err)
 		}
 	}
 	return bg, nil

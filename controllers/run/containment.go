@@ -17,7 +17,11 @@ import (
 // Processes names the processes of one attempt and the container they run
 // in: what the integration suite ends directly, against the real engine,
 // to prove the containment of a Run (its deadline's kill and the sweep
-// after its end) without waiting for a Run to reach that point.
+// after its end) without waiting for a Run to reach that point. The
+// reconciler itself never takes one: it derives an attempt's container
+// from the Sandbox's identity and verifies its labels first. A caller of
+// EndProcesses or SweepProcesses vouches for the container, which they may
+// remove.
 type Processes struct {
 	Container   string
 	ContainerID string

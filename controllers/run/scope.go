@@ -33,19 +33,23 @@ func (s *runScope) afterWrite(f func()) { s.after = append(s.after, f) }
 // commit writes the status when it changed, over the version the reconcile
 // read (the lock refuses a write based on a stale copy: an ended Run is
 // never started again from an old cache), then does what follows the
-// write: the queued Events and metrics, the removal of the finalizer of a
-// Run that ended, and forgetting its attempt.
+// write: the queued Events and metrics (only after a write), the removal
+// of the finalizer of a Run that ended, and forgetting its attempt.
 func (r *Reconciler) commit(ctx context.Context, s *runScope) error {
 	written, err := shared.PatchStatus(ctx, r.Client, s.before, s.run, afev1.RunFinalizer,
 		func(o *afev1.Run) any { return o.Status })
-	if err != nil || !written {
+	if err != nil {
 		return err
 	}
-	s.before = s.run.DeepCopy()
-	for _, f := range s.after {
-		f()
+	if written {
+		s.before = s.run.DeepCopy()
+		for _, f := range s.after {
+			f()
+		}
 	}
 	s.after = nil
+	// A status already as stated (written by an earlier try) still ends
+	// the Run: its finalizer and attempt go all the same.
 	if s.ended {
 		if err := r.removeFinalizer(ctx, s.run); err != nil {
 			return err

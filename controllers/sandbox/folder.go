@@ -301,7 +301,9 @@ func (r *Reconciler) folderNeighbours(ctx context.Context, obj client.Object) []
 }
 
 // folderChanged passes the events of Folder Sandboxes that can start or end
-// a conflict: creation, deletion, spec changes and the finalizer's removal.
+// a conflict: creation, deletion, spec changes, the finalizer's removal,
+// and a status that names another container (statusForgeable with no
+// record of the controller's own writes: every container change counts).
 func folderChanged() predicate.Predicate {
 	isFolder := func(o client.Object) bool {
 		s, ok := o.(*afev1.Sandbox)
@@ -311,7 +313,7 @@ func folderChanged() predicate.Predicate {
 		CreateFunc: func(e event.CreateEvent) bool { return isFolder(e.Object) },
 		DeleteFunc: func(e event.DeleteEvent) bool { return isFolder(e.Object) },
 		UpdateFunc: func(e event.UpdateEvent) bool {
-			return (isFolder(e.ObjectOld) || isFolder(e.ObjectNew)) && shared.SpecOrDeletionChanged(nil).Update(e)
+			return (isFolder(e.ObjectOld) || isFolder(e.ObjectNew)) && shared.SpecOrDeletionChanged(statusForgeable(nil)).Update(e)
 		},
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}
