@@ -35,6 +35,8 @@ func dockerCLI(ctx context.Context, stdin []byte, args ...string) error {
 
 // createArgs renders a container spec as `docker create` arguments: the
 // same configuration the docker package sends to the engine.
+// Long on purpose: one flag per field of the spec, in its order, so that a
+// field the CLI twin leaves out shows at a glance.
 func createArgs(spec docker.ContainerSpec) []string {
 	args := []string{"create", "--name", spec.Name, "--ipc", "private", "--restart", "no"}
 	if spec.Entrypoint != nil {

@@ -23,6 +23,9 @@ const memoryFloor = 3 << 30
 // sandbox with its proxy, the proxies' own resident memory, the manager's
 // RSS and the engine's CPU while all of them idle; then all deleted, until
 // no labelled object is left.
+// Long on purpose: a scenario reads top to bottom as the sequence it
+// times, each step beside its CLI twin; split, the timing would be read
+// across functions.
 func (b *bench) egressScale(ctx context.Context) ([]row, error) {
 	n := b.cfg.EgressScale
 	b.logf("%d Sandboxes with egress at once", n)

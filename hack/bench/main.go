@@ -149,6 +149,8 @@ func (b *bench) logf(format string, args ...any) {
 }
 
 // run sets everything up, runs the scenarios in order and tears down.
+// Long on purpose: the set-up, each scenario and the tear-down in the
+// order they run, so that what a scenario may rely on is read in one place.
 func run(ctx context.Context, cfg config, log io.Writer) (rows []row, err error) {
 	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
 		return nil, err

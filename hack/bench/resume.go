@@ -20,6 +20,9 @@ const resumeIdle = 2
 // `true`, from the Run's creation to its start (Running seen), against
 // `docker start` + `docker exec true` of a stopped CLI twin in the same run;
 // then the memory a suspension frees, with and without egress.
+// Long on purpose: a scenario reads top to bottom as the sequence it
+// times, each step beside its CLI twin; split, the timing would be read
+// across functions.
 func (b *bench) resume(ctx context.Context) ([]row, error) {
 	title := fmt.Sprintf("A Run on an idle-suspended sandbox, creation to Running (%d reps)", b.cfg.ResumeReps)
 	b.logf("%s", title)

@@ -30,6 +30,11 @@ func runtimeRow(title string, per map[string]sample) row {
 	return timing("runsc against runc: "+title, per["runsc"], per["runc"], "runc")
 }
 
+// runtimes: runsc against runc in one run (creation, Runs, exec, CPU-bound
+// and file-heavy work, idle memory).
+// Long on purpose: a scenario reads top to bottom as the sequence it
+// times, each step beside its CLI twin; split, the timing would be read
+// across functions.
 func (b *bench) runtimes(ctx context.Context) ([]row, error) {
 	reps := b.cfg.RuntimeReps
 	b.logf("runsc against runc (%d reps, %d files, %d idle sandboxes each)", reps, b.cfg.RuntimeFiles, b.cfg.RuntimeIdle)

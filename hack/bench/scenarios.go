@@ -127,6 +127,9 @@ func (b *bench) sandboxes(ctx context.Context, title, prefix string, egress []af
 // destruction to its replacement's start, both as the engine's events time
 // them; against a script that sees the loss at once and makes a fresh
 // workspace and container with the CLI.
+// Long on purpose: a scenario reads top to bottom as the sequence it
+// times, each step beside its CLI twin; split, the timing would be read
+// across functions.
 func (b *bench) loss(ctx context.Context) ([]row, error) {
 	title := fmt.Sprintf("Container removed by hand, until the replacement runs (%d reps)", b.cfg.LossReps)
 	b.logf("%s", title)
@@ -305,6 +308,9 @@ func waitFor(ctx context.Context, timeout time.Duration, f func() error) error {
 // manyTickets: N Tickets created at once until all Ready, then set Done
 // until no labelled object is left; against the CLI making and removing N
 // sandboxes sequentially and 4 at a time.
+// Long on purpose: a scenario reads top to bottom as the sequence it
+// times, each step beside its CLI twin; split, the timing would be read
+// across functions.
 func (b *bench) manyTickets(ctx context.Context) ([]row, error) {
 	n := b.cfg.Tickets
 	b.logf("%d Tickets at once", n)
@@ -420,6 +426,9 @@ func (b *bench) waitNoObjects(ctx context.Context, timeout time.Duration) error 
 
 // idle: N Ready sandboxes left alone: the Docker requests the controller
 // makes meanwhile, its CPU time and its resident memory.
+// Long on purpose: a scenario reads top to bottom as the sequence it
+// times, each step beside its CLI twin; split, the timing would be read
+// across functions.
 func (b *bench) idle(ctx context.Context) ([]row, error) {
 	n := b.cfg.Idle
 	b.logf("%d Sandboxes, then idle for %s", n, b.cfg.IdleFor)
