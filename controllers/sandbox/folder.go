@@ -91,6 +91,9 @@ func (r *Reconciler) refuseFolder(ctx context.Context, s *sandboxScope, err erro
 		if err := r.dropFolderContainer(ctx, s, ie.Reason, ie.Message); err != nil {
 			return ctrl.Result{}, err
 		}
+		// The container is gone: its condition says why, not what it was.
+		shared.SetCondition(s.sbx, afev1.ContainerReadyCondition, false, ie.Reason,
+			"No container while the workspace folder is refused")
 	}
 	return r.refuse(ctx, s, afev1.WorkspaceReadyCondition, ie)
 }

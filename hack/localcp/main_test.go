@@ -366,7 +366,14 @@ func TestMakeRunInstallsTheAccessRolesAndMountsTheWorkspaceRoot(t *testing.T) {
 		{"bob", "create", "sandboxes", "exec", "default", false},
 		{"bob", "get", "runs", "log", "default", true},
 	} {
-		if got := allowed(c.user, c.verb, c.resource, c.sub, c.ns); got != c.want {
+		// The API server's authorizer sees a new binding from its cache, a
+		// moment after its creation: an allowed access may take that long.
+		got := allowed(c.user, c.verb, c.resource, c.sub, c.ns)
+		for deadline := time.Now().Add(10 * time.Second); got != c.want && c.want && time.Now().Before(deadline); {
+			time.Sleep(100 * time.Millisecond)
+			got = allowed(c.user, c.verb, c.resource, c.sub, c.ns)
+		}
+		if got != c.want {
 			t.Errorf("%s %s %s/%s in %s: allowed %v, want %v", c.user, c.verb, c.resource, c.sub, c.ns, got, c.want)
 		}
 	}
