@@ -17,6 +17,7 @@ import (
 	"k8s.io/streaming/pkg/httpstream"
 	"k8s.io/streaming/pkg/httpstream/spdy"
 
+	accessv1 "afe.dev/sandbox/api/access/v1alpha1"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/runexec"
 	"afe.dev/sandbox/internal/sandboxspec"
@@ -52,16 +53,17 @@ func parseExecOptions(r *http.Request) (execOptions, error) {
 		o.stderr = false
 	}
 	if len(o.command) == 0 {
-		return o, &statusError{http.StatusBadRequest, metav1.StatusReasonBadRequest, "exec needs a command"}
+		return o, badRequest("exec needs a command")
 	}
 	if !o.stdin && !o.stdout && !o.stderr {
-		return o, &statusError{http.StatusBadRequest, metav1.StatusReasonBadRequest, "exec needs at least one of stdin, stdout and stderr"}
+		return o, badRequest("exec needs at least one of stdin, stdout and stderr")
 	}
 	return o, nil
 }
 
 // serveExec runs a command in the sandbox container as the sandbox's user,
-// in /workspace, with the container's env, over the SPDY streaming
+// in /workspace, with the sandbox's declared env (resolved for this exec:
+// a command-less sandbox's container holds none of it), over the SPDY streaming
 // protocol v4 (client-go's remotecommand, kubectl exec): the client opens an
 // error stream and one stream per attached stdio (plus resize with a
 // terminal); the exit code comes back on the error stream as a Status.
@@ -73,6 +75,10 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, req *request)
 		return
 	}
 	t, err := s.target(ctx, req.namespace, req.name)
+	if err == nil {
+		// Before the upgrade: a refusal is an answer the client shows.
+		err = s.resolveEnv(ctx, t)
+	}
 	if err != nil {
 		s.auditExec(ctx, req, t, o, -1, err)
 		writeError(w, err)
@@ -103,6 +109,22 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, req *request)
 	awaitClientClose(conn)
 }
 
+// resolveEnv resolves the target sandbox's declared env for an exec into
+// t.env. A declaration that cannot be honoured now (a Secret deleted since
+// the sandbox was made) refuses the exec with the reason the Sandbox's
+// and the Run's conditions give, and nothing is executed.
+func (s *Server) resolveEnv(ctx context.Context, t *target) error {
+	env, err := s.env.Resolve(ctx, t.sbx)
+	if ie, ok := sandboxspec.AsInvalid(err); ok {
+		return conflict(accessv1.ReasonEnvUnavailable, "the env of sandbox %s cannot be given to the command (%s): %s", t.sbx.Name, ie.Reason, ie.Message)
+	}
+	if err != nil {
+		return fmt.Errorf("the env of sandbox %s: %w", t.sbx.Name, err)
+	}
+	t.env = env
+	return nil
+}
+
 // upgradeExec upgrades the request to the SPDY streaming protocol v4 and
 // returns the connection and the streams the client opens on it; a nil
 // connection when the request was answered instead (no such protocol).
@@ -112,7 +134,7 @@ func upgradeExec(w http.ResponseWriter, r *http.Request) (httpstream.Connection,
 		return nil, nil
 	}
 	if r.Header.Get(httpstream.HeaderProtocolVersion) == "" {
-		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, "exec needs the streaming protocol "+remotecommand.StreamProtocolV4Name)
+		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, accessv1.ReasonInvalidRequest, "exec needs the streaming protocol "+remotecommand.StreamProtocolV4Name)
 		return nil, nil
 	}
 	opened := make(chan httpstream.Stream, 8)
@@ -142,6 +164,7 @@ func execSpec(ctx context.Context, t *target, o execOptions, streams map[string]
 		Cmd:        cmd,
 		User:       t.user,
 		WorkingDir: sandboxspec.WorkspacePath,
+		Env:        sandboxspec.ExecEnv(t.env, nil),
 		TTY:        o.tty,
 	}
 	if st := streams[corev1.StreamTypeStdin]; st != nil {

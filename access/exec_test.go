@@ -18,6 +18,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -355,5 +356,38 @@ var _ = Describe("Exec in a sandbox its idle timeout suspended", func() {
 			Expect(res.stdout).To(Equal("back\n"))
 			Expect(adminClient.Delete(ctx, sbx)).To(Succeed())
 		})
+	})
+})
+
+var _ = Describe("Exec with the sandbox's declared env", func() {
+	It("gives each exec the declared env, a Secret's value included, which the container's config does not hold, and refuses an exec once the Secret is gone", func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: nsA, Name: "exec-creds"},
+			Data: map[string][]byte{"token": []byte("s3cr3t-exec")}}
+		Expect(adminClient.Create(ctx, secret)).To(Succeed())
+		sbx := readySandboxUnder(ctx, nsA, "env-box", "", func(s *afev1.Sandbox) {
+			s.Spec.Env = []afev1.EnvVar{{Name: "GREETING", Value: "hello"},
+				{Name: "API_TOKEN", ValueFrom: &afev1.EnvVarSource{SecretKeyRef: &afev1.SecretKeySelector{Name: "exec-creds", Key: "token"}}}}
+		})
+		DeferCleanup(func() { _ = adminClient.Delete(context.Background(), sbx) })
+
+		res := execIn(ctx, alice, nsA, "env-box", []string{"sh", "-c", `printf '%s %s' "$GREETING" "$API_TOKEN"`}, remotecommand.StreamOptions{})
+		Expect(res.err).NotTo(HaveOccurred())
+		Expect(res.code).To(Equal(0))
+		Expect(res.stdout).To(Equal("hello s3cr3t-exec"))
+
+		By("holding none of it in the container's config")
+		c, err := dockertest.Inspect(sbx.Status.ContainerName)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(strings.Join(c.Config.Env, "\n")).NotTo(Or(ContainSubstring("s3cr3t-exec"), ContainSubstring("GREETING")))
+
+		By("refusing an exec, with the reason, once the Secret is gone; nothing is executed")
+		Expect(adminClient.Delete(ctx, secret)).To(Succeed())
+		res = execIn(ctx, alice, nsA, "env-box", []string{"sh", "-c", "touch /workspace/ran"}, remotecommand.StreamOptions{})
+		Expect(res.err).To(HaveOccurred())
+		Expect(res.err.Error()).To(And(ContainSubstring(afev1.SecretNotFoundReason), ContainSubstring("Secret exec-creds does not exist")))
+		_, err = dockertest.Exec(sbx.Status.ContainerName, "test", "!", "-e", "/workspace/ran")
+		Expect(err).NotTo(HaveOccurred(), "the refused command ran")
 	})
 })

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 
+	accessv1 "afe.dev/sandbox/api/access/v1alpha1"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/naming"
 	"afe.dev/sandbox/internal/sandboxspec"
@@ -46,21 +47,35 @@ const (
 // workspacePath is p cleaned, when it is /workspace or under it.
 func workspacePath(p string) (string, error) {
 	if !strings.HasPrefix(p, "/") {
-		return "", badRequest("path %q is not absolute: give /workspace/...", p)
+		return "", refusePath("path %q is not absolute: give /workspace/...", p)
 	}
 	clean := path.Clean(p)
 	if clean != sandboxspec.WorkspacePath && !strings.HasPrefix(clean, sandboxspec.WorkspacePath+"/") {
-		return "", badRequest("path %q is outside %s", p, sandboxspec.WorkspacePath)
+		return "", refusePath("path %q is outside %s", p, sandboxspec.WorkspacePath)
 	}
 	return clean, nil
 }
 
 func badRequest(format string, args ...any) error {
-	return &statusError{http.StatusBadRequest, metav1.StatusReasonBadRequest, fmt.Sprintf(format, args...)}
+	return badRequestFor(accessv1.ReasonInvalidRequest, format, args...)
+}
+
+// refusePath refuses a transfer's path.
+func refusePath(format string, args ...any) error {
+	return badRequestFor(accessv1.ReasonPathRefused, format, args...)
+}
+
+// refuseTar refuses an upload's tar.
+func refuseTar(format string, args ...any) error {
+	return badRequestFor(accessv1.ReasonTarRefused, format, args...)
+}
+
+func badRequestFor(cause accessv1.Reason, format string, args ...any) error {
+	return &statusError{http.StatusBadRequest, metav1.StatusReasonBadRequest, cause, fmt.Sprintf(format, args...)}
 }
 
 func tooLarge(limit int64) error {
-	return &statusError{http.StatusRequestEntityTooLarge, metav1.StatusReasonRequestEntityTooLarge,
+	return &statusError{http.StatusRequestEntityTooLarge, metav1.StatusReasonRequestEntityTooLarge, accessv1.ReasonTransferTooLarge,
 		fmt.Sprintf("the transfer is larger than the manager's bound of %d bytes (--access-max-file-bytes)", limit)}
 }
 
@@ -80,7 +95,7 @@ func (s *Server) openHelper(ctx context.Context, t *target) (*docker.FilesHelper
 		}
 	}
 	if ws == nil {
-		return nil, conflict("sandbox %s has no workspace mounted", t.sbx.Name)
+		return nil, notReady("sandbox %s has no workspace mounted", t.sbx.Name)
 	}
 	id := sandboxspec.IdentityOf(t.sbx, s.opts.Instance)
 	labels := id.Labels(RoleFiles)
@@ -109,16 +124,16 @@ func noSymlinks(ctx context.Context, h *docker.FilesHelper, p string, mustBeDir 
 		}
 		info, err := h.Stat(ctx, cur)
 		if errors.Is(err, docker.ErrNotFound) {
-			return &statusError{http.StatusNotFound, metav1.StatusReasonNotFound, fmt.Sprintf("%s does not exist in the workspace", cur)}
+			return &statusError{http.StatusNotFound, metav1.StatusReasonNotFound, accessv1.ReasonPathNotFound, fmt.Sprintf("%s does not exist in the workspace", cur)}
 		}
 		if err != nil {
 			return err
 		}
 		if info.Mode&os.ModeSymlink != 0 {
-			return badRequest("%s is a symlink: refused (transfers never follow the workspace's symlinks)", cur)
+			return refusePath("%s is a symlink: refused (transfers never follow the workspace's symlinks)", cur)
 		}
 		if i < len(parts)-1 && !info.Mode.IsDir() || mustBeDir && i == len(parts)-1 && !info.Mode.IsDir() {
-			return badRequest("%s is not a folder", cur)
+			return refusePath("%s is not a folder", cur)
 		}
 	}
 	return nil
@@ -211,9 +226,9 @@ func (s *Server) tarError(n int64, err error) error {
 	case errors.As(err, &se):
 		return err
 	case errors.Is(err, tarbound.ErrSparse):
-		return badRequest("%v (archive/tar would write its holes as zeros): send the file whole", err)
+		return refuseTar("%v (archive/tar would write its holes as zeros): send the file whole", err)
 	case errors.Is(err, tarbound.ErrNotTar), errors.Is(err, io.ErrUnexpectedEOF):
-		return badRequest("the tar does not read: %v", err)
+		return refuseTar("the tar does not read: %v", err)
 	}
 	return err
 }
@@ -271,7 +286,7 @@ func ownedBy(uid, gid int) func(*tar.Header) (*tar.Header, error) {
 	return func(hdr *tar.Header) (*tar.Header, error) {
 		name := path.Clean(hdr.Name)
 		if path.IsAbs(hdr.Name) || name == ".." || strings.HasPrefix(name, "../") {
-			return nil, badRequest("tar entry %q leaves the destination", hdr.Name)
+			return nil, refuseTar("tar entry %q leaves the destination", hdr.Name)
 		}
 		size := int64(0)
 		switch hdr.Typeflag {
@@ -279,7 +294,7 @@ func ownedBy(uid, gid int) func(*tar.Header) (*tar.Header, error) {
 			size = hdr.Size
 		case tar.TypeDir, tar.TypeSymlink:
 		default:
-			return nil, badRequest("tar entry %q is of a type uploads refuse (only files, folders and symlinks)", hdr.Name)
+			return nil, refuseTar("tar entry %q is of a type uploads refuse (only files, folders and symlinks)", hdr.Name)
 		}
 		return &tar.Header{
 			Typeflag: hdr.Typeflag, Name: hdr.Name, Linkname: hdr.Linkname, Size: size,

@@ -10,6 +10,8 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	apirequest "k8s.io/apiserver/pkg/endpoints/request"
+
+	accessv1 "afe.dev/sandbox/api/access/v1alpha1"
 )
 
 // errUnauthorized is a request without an identity the server accepts.
@@ -42,12 +44,12 @@ type request struct {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	u, err := s.auth.authenticate(r)
 	if err != nil {
-		writeStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized")
+		writeStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "", "Unauthorized")
 		return
 	}
 	info, err := s.info.NewRequestInfo(r)
 	if err != nil {
-		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, err.Error())
+		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, accessv1.ReasonInvalidRequest, err.Error())
 		return
 	}
 	if !info.IsResourceRequest {
@@ -56,7 +58,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	serve, ok := routes[route{info.Resource, info.Subresource, r.Method}]
 	if !ok || info.APIGroup != Group || info.APIVersion != Version || info.Namespace == "" || info.Name == "" {
-		writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, "the server could not find the requested resource")
+		writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, "", "the server could not find the requested resource")
 		return
 	}
 	decision, reason, err := s.auth.authz.Authorize(r.Context(), attributes(u, info))
@@ -71,7 +73,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.log.Info("Refused", "user", u.GetName(), "verb", info.Verb, "resource", info.Resource+"/"+info.Subresource,
 			"namespace", info.Namespace, "name", info.Name)
-		writeStatus(w, http.StatusForbidden, metav1.StatusReasonForbidden, msg)
+		writeStatus(w, http.StatusForbidden, metav1.StatusReasonForbidden, accessv1.ReasonForbidden, msg)
 		return
 	}
 	serve(s, w, r, &request{user: u, namespace: info.Namespace, name: info.Name})
@@ -116,7 +118,7 @@ func (s *Server) serveDiscovery(w http.ResponseWriter, r *http.Request) {
 			APIResources: apiResources(),
 		})
 	default:
-		writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, "the server could not find the requested resource")
+		writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, "", "the server could not find the requested resource")
 	}
 }
 
@@ -149,12 +151,18 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 // writeStatus answers with a Status, as the Kubernetes API does.
-func writeStatus(w http.ResponseWriter, code int, reason metav1.StatusReason, message string) {
-	writeJSON(w, code, metav1.Status{
+// A refusal with a cause carries it in its Details (api/access/v1alpha1):
+// clients act on that, never on the message.
+func writeStatus(w http.ResponseWriter, code int, reason metav1.StatusReason, cause accessv1.Reason, message string) {
+	st := metav1.Status{
 		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
 		Status:   metav1.StatusFailure,
 		Message:  message,
 		Reason:   reason,
 		Code:     int32(code),
-	})
+	}
+	if cause != "" {
+		st.Details = accessv1.Details(cause, "", "")
+	}
+	writeJSON(w, code, st)
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	accessv1 "afe.dev/sandbox/api/access/v1alpha1"
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/internal/runlog"
 )
@@ -25,13 +26,13 @@ import (
 func (s *Server) serveLog(w http.ResponseWriter, r *http.Request, req *request) {
 	ctx := r.Context()
 	if s.opts.RunLogs == nil {
-		writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, "this manager keeps no Run logs")
+		writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, accessv1.ReasonLogsNotKept, "this manager keeps no Run logs")
 		return
 	}
 	run := &afev1.Run{}
 	if err := s.reader.Get(ctx, types.NamespacedName{Namespace: req.namespace, Name: req.name}, run); err != nil {
 		if apierrors.IsNotFound(err) {
-			writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, fmt.Sprintf("runs.sandbox.afe.dev %q not found", req.name))
+			writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, accessv1.ReasonRunNotFound, fmt.Sprintf("runs.sandbox.afe.dev %q not found", req.name))
 			return
 		}
 		writeError(w, err)
@@ -51,7 +52,7 @@ func (s *Server) serveLog(w http.ResponseWriter, r *http.Request, req *request) 
 		var err error
 		if attempt, err = s.opts.RunLogs.Latest(run.UID); err != nil {
 			if errors.Is(err, runlog.ErrNoLog) {
-				writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, fmt.Sprintf("run %s has no log yet: it has not started", req.name))
+				writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, accessv1.ReasonLogNotFound, fmt.Sprintf("run %s has no log yet: it has not started", req.name))
 				return
 			}
 			writeError(w, err)
@@ -65,13 +66,13 @@ func (s *Server) serveLog(w http.ResponseWriter, r *http.Request, req *request) 
 		}
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("X-Afe-Attempt", strconv.Itoa(int(attempt)))
+	w.Header().Set(accessv1.AttemptHeader, strconv.Itoa(int(attempt)))
 	err := s.opts.RunLogs.Copy(ctx, w, flush, run.UID, attempt, follow, s.attemptOver(ctx, run, attempt))
 	switch {
 	case errors.Is(err, runlog.ErrNoLog):
 		// Nothing was written yet: the attempt has no log (yet).
-		w.Header().Del("X-Afe-Attempt")
-		writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, fmt.Sprintf("run %s has no log of attempt %d yet", req.name, attempt))
+		w.Header().Del(accessv1.AttemptHeader)
+		writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, accessv1.ReasonLogNotFound, fmt.Sprintf("run %s has no log of attempt %d yet", req.name, attempt))
 	case err != nil && !errors.Is(err, ctx.Err()):
 		s.log.Error(err, "Cannot serve the Run's log", "namespace", req.namespace, "run", req.name)
 	}

@@ -3,6 +3,7 @@ package access_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 
 	"afe.dev/sandbox/access"
+	accessv1 "afe.dev/sandbox/api/access/v1alpha1"
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 )
 
@@ -61,12 +63,15 @@ var _ = Describe("Logs and files per namespace", Ordered, func() {
 		_ = resp.Body.Close()
 		Expect(err).NotTo(HaveOccurred())
 		Expect(string(data)).To(Equal("bob 1\nbob 2\nbob 3\n"))
-		Expect(resp.Header.Get("X-Afe-Attempt")).To(Equal("1"))
+		Expect(resp.Header.Get(accessv1.AttemptHeader)).To(Equal("1"))
 
 		By("answering 404 for an attempt the Run never had")
 		code, body := status(attemptLogRequest(ctx, bob, nsB, run.Name, 2))
 		Expect(code).To(Equal(http.StatusNotFound), body)
 		Expect(body).To(ContainSubstring("has no log of attempt 2"))
+		var st metav1.Status
+		Expect(json.Unmarshal([]byte(body), &st)).To(Succeed())
+		Expect(accessv1.ReasonOf(&st)).To(Equal(accessv1.ReasonLogNotFound), "the reason a client acts on is in the Status's details")
 		code, body = status(attemptLogRequest(ctx, bob, nsB, run.Name, 1))
 		Expect(code).To(Equal(http.StatusOK), body)
 		Expect(body).To(Equal("bob 1\nbob 2\nbob 3\n"))

@@ -20,24 +20,28 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	afev1 "afe.dev/sandbox/api/v1alpha1"
+	accessv1 "afe.dev/sandbox/api/access/v1alpha1"
 	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/metrics"
 	"afe.dev/sandbox/internal/pki"
 	"afe.dev/sandbox/internal/runlog"
+	"afe.dev/sandbox/internal/sandboxenv"
 	"afe.dev/sandbox/internal/telemetry"
 )
 
-// The access API's group and version (written once, in api/v1alpha1), and
-// the name of its APIService.
+// The access API's group and version (written once, in the public package
+// api/access/v1alpha1), and the name of its APIService.
 const (
-	Group          = afev1.AccessGroup
-	Version        = afev1.AccessVersion
+	Group          = accessv1.GroupName
+	Version        = accessv1.Version
 	APIServiceName = Version + "." + Group
 )
 
 // Engine is what the access API needs of the Docker engine.
 type Engine interface {
 	InspectContainer(ctx context.Context, name string) (*docker.Container, error)
+	// InspectVolume reads a claimed sandbox's claim record.
+	InspectVolume(ctx context.Context, name string) (*docker.Volume, error)
 	ExecStream(ctx context.Context, containerID string, spec docker.StreamSpec) (int, error)
 	OpenFilesHelper(ctx context.Context, spec docker.FilesHelperSpec) (*docker.FilesHelper, error)
 	Runtime(ctx context.Context, name string) (docker.Runtime, error)
@@ -74,6 +78,12 @@ type Options struct {
 	// SpoolDir is where file transfers are spooled, MaxFileBytes at most
 	// each; empty is the temporary folder.
 	SpoolDir string
+	// DenyEnv and EnvPassthrough are the controller's --deny-env and
+	// --env-passthrough (each listed name with its value, nil when
+	// unset): a sandbox's declared env is resolved with them for each
+	// exec, as the controllers resolve it.
+	DenyEnv        []string
+	EnvPassthrough map[string]*string
 }
 
 // The manager checks callers with the API server (as system:auth-delegator
@@ -89,9 +99,11 @@ type Server struct {
 	engine Engine
 	reader client.Reader
 	writer client.Client
-	auth   *delegated
-	info   *apirequest.RequestInfoFactory
-	log    logr.Logger
+	// env resolves the declared env of a sandbox for an exec in it.
+	env  sandboxenv.Resolver
+	auth *delegated
+	info *apirequest.RequestInfoFactory
+	log  logr.Logger
 
 	listener net.Listener
 	cert     tls.Certificate
@@ -122,9 +134,11 @@ func New(mgr ctrl.Manager, engine Engine, opts Options) (*Server, error) {
 		engine: engine,
 		reader: mgr.GetAPIReader(),
 		writer: writer,
-		auth:   auth,
-		info:   &apirequest.RequestInfoFactory{APIPrefixes: sets.NewString("apis"), GrouplessAPIPrefixes: sets.NewString("api")},
-		log:    ctrl.Log.WithName("access"),
+		// Secrets are read from the API server, never cached.
+		env:  sandboxenv.Resolver{Reader: mgr.GetAPIReader(), DenyEnv: opts.DenyEnv, Passthrough: opts.EnvPassthrough},
+		auth: auth,
+		info: &apirequest.RequestInfoFactory{APIPrefixes: sets.NewString("apis"), GrouplessAPIPrefixes: sets.NewString("api")},
+		log:  ctrl.Log.WithName("access"),
 	}
 	if err := s.loadCert(); err != nil {
 		return nil, err
@@ -151,7 +165,7 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("access API: %w", err)
 	}
 	srv := &http.Server{
-		Handler:           s,
+		Handler:           metrics.CountAccessRequests(s),
 		ReadHeaderTimeout: 30 * time.Second,
 		TLSConfig: &tls.Config{
 			MinVersion:   tls.VersionTLS12,

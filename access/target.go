@@ -13,9 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	accessv1 "afe.dev/sandbox/api/access/v1alpha1"
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/naming"
+	"afe.dev/sandbox/internal/pool"
 	"afe.dev/sandbox/internal/sandboxspec"
 )
 
@@ -33,30 +35,39 @@ type target struct {
 	// userSpaceKernel is true when the container runs under gVisor, as
 	// the engine reports its runtime.
 	userSpaceKernel bool
+	// env is the sandbox's declared env, resolved for an exec (resolveEnv).
+	env []string
 }
 
-// statusError is an error with the HTTP status and reason it is answered
-// with.
+// statusError is an error with the HTTP status, the Kubernetes reason and
+// the access API's reason (api/access/v1alpha1) it is answered with.
 type statusError struct {
 	code   int
 	reason metav1.StatusReason
+	cause  accessv1.Reason
 	msg    string
 }
 
 func (e *statusError) Error() string { return e.msg }
 
-func conflict(format string, args ...any) error {
-	return &statusError{http.StatusConflict, metav1.StatusReasonConflict, fmt.Sprintf(format, args...)}
+func conflict(cause accessv1.Reason, format string, args ...any) error {
+	return &statusError{http.StatusConflict, metav1.StatusReasonConflict, cause, fmt.Sprintf(format, args...)}
+}
+
+// notReady refuses a request to a sandbox with no running container of
+// its own.
+func notReady(format string, args ...any) error {
+	return conflict(accessv1.ReasonSandboxNotReady, format, args...)
 }
 
 // writeError answers with err's status, or 500.
 func writeError(w http.ResponseWriter, err error) {
 	var se *statusError
 	if errors.As(err, &se) {
-		writeStatus(w, se.code, se.reason, se.msg)
+		writeStatus(w, se.code, se.reason, se.cause, se.msg)
 		return
 	}
-	writeStatus(w, http.StatusInternalServerError, metav1.StatusReasonInternalError, err.Error())
+	writeStatus(w, http.StatusInternalServerError, metav1.StatusReasonInternalError, "", err.Error())
 }
 
 // target finds the sandbox container of the Sandbox of that namespace and
@@ -66,12 +77,12 @@ func (s *Server) target(ctx context.Context, namespace, name string) (*target, e
 	sbx := &afev1.Sandbox{}
 	if err := s.reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, sbx); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, &statusError{http.StatusNotFound, metav1.StatusReasonNotFound, fmt.Sprintf("sandboxes.sandbox.afe.dev %q not found", name)}
+			return nil, &statusError{http.StatusNotFound, metav1.StatusReasonNotFound, accessv1.ReasonSandboxNotFound, fmt.Sprintf("sandboxes.sandbox.afe.dev %q not found", name)}
 		}
 		return nil, err
 	}
 	if sbx.DeletionTimestamp != nil {
-		return nil, conflict("sandbox %s is being deleted", name)
+		return nil, conflict(accessv1.ReasonSandboxDeleting, "sandbox %s is being deleted", name)
 	}
 	t, err := containerFor(ctx, s.engine, sbx, s.opts.Instance)
 	var se *statusError
@@ -122,31 +133,32 @@ func (s *Server) requestResume(ctx context.Context, sbx *afev1.Sandbox) error {
 // be running.
 func containerFor(ctx context.Context, engine Engine, sbx *afev1.Sandbox, instance string) (*target, error) {
 	if sbx.UID == "" {
-		return nil, conflict("sandbox %s has no UID", sbx.Name)
+		return nil, notReady("sandbox %s has no UID", sbx.Name)
 	}
 	id := sandboxspec.IdentityOf(sbx, instance)
 	name := naming.Container(id.Key)
 	ct, err := engine.InspectContainer(ctx, name)
 	if errors.Is(err, docker.ErrNotFound) {
-		return nil, conflict("sandbox %s has no container: wait until it is Ready", sbx.Name)
+		return nil, notReady("sandbox %s has no container: wait until it is Ready", sbx.Name)
 	}
 	if err != nil {
 		return nil, err
 	}
-	want := id.Labels(afev1.RoleSandbox)
-	for _, k := range []string{afev1.LabelSandboxUID, afev1.LabelNamespace, afev1.LabelSandbox, afev1.LabelRole, afev1.LabelController} {
-		if got, ok := ct.Labels[k]; !ok || got != want[k] {
-			return nil, conflict("container %s is not the sandbox container of sandbox %s (label %s differs): wait until it is Ready", name, sbx.Name, k)
-		}
+	k, err := differs(ctx, engine, id, ct)
+	if err != nil {
+		return nil, err
+	}
+	if k != "" {
+		return nil, notReady("container %s is not the sandbox container of sandbox %s (label %s differs): wait until it is Ready", name, sbx.Name, k)
 	}
 	// The sandbox's user, or the id allocated to it, as its container
 	// carries it.
 	uid, gid, err := sandboxspec.ContainerUser(sbx.Spec.User, ct)
 	if err != nil {
-		return nil, conflict("sandbox %s: %v", sbx.Name, err)
+		return nil, notReady("sandbox %s: %v", sbx.Name, err)
 	}
 	if !ct.Running {
-		return nil, conflict("the container of sandbox %s is not running: wait until it is Ready", sbx.Name)
+		return nil, notReady("the container of sandbox %s is not running: wait until it is Ready", sbx.Name)
 	}
 	t := &target{sbx: sbx, containerID: ct.ID, user: fmt.Sprintf("%d:%d", uid, gid), uid: uid, gid: gid, mounts: ct.Mounts}
 	if ct.Runtime != "" {
@@ -157,4 +169,26 @@ func containerFor(ctx context.Context, engine Engine, sbx *afev1.Sandbox, instan
 		t.userSpaceKernel = rt.UserSpaceKernel()
 	}
 	return t, nil
+}
+
+// differs is the first label in which the container differs from the
+// sandbox container's; empty when it is the sandbox's, or the pool member
+// its claim record binds to it (the record's labels and the member's
+// verified as internal/pool.Binds says, never a status field).
+func differs(ctx context.Context, engine Engine, id sandboxspec.Identity, ct *docker.Container) (string, error) {
+	k := id.Differs(ct.Labels, afev1.RoleSandbox)
+	if k == "" || ct.Labels[afev1.LabelRole] != afev1.RoleMember {
+		return k, nil
+	}
+	v, err := engine.InspectVolume(ctx, naming.Claim(id.Key))
+	if errors.Is(err, docker.ErrNotFound) {
+		return k, nil
+	}
+	if err != nil {
+		return k, err
+	}
+	if pool.Binds(id, v.Labels, ct) {
+		return "", nil
+	}
+	return k, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	accessv1 "afe.dev/sandbox/api/access/v1alpha1"
 	"afe.dev/sandbox/internal/metrics"
 	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/internal/telemetry"
@@ -33,7 +34,7 @@ func (s *Server) serveTicketTelemetry(w http.ResponseWriter, r *http.Request, re
 
 func (s *Server) serveTelemetry(w http.ResponseWriter, r *http.Request, f telemetry.Filter) {
 	if s.opts.Telemetry == nil {
-		writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, "this manager keeps no command telemetry (--telemetry-db)")
+		writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, accessv1.ReasonTelemetryNotKept, "this manager keeps no command telemetry (--telemetry-db)")
 		return
 	}
 	if l := r.URL.Query().Get("limit"); l != "" {

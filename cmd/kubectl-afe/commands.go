@@ -4,101 +4,79 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	"github.com/spf13/cobra"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/client"
 )
 
-// waitRun watches the Run until it ends.
-func waitRun(ctx context.Context, c client.WithWatch, run *afev1.Run) error {
-	for !run.Status.Phase.Terminal() {
-		w, err := c.Watch(ctx, &afev1.RunList{}, client.InNamespace(run.Namespace),
-			client.MatchingFields{"metadata.name": run.Name},
-			&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: run.ResourceVersion}})
-		if err != nil {
-			return err
-		}
-		for ev := range w.ResultChan() {
-			if r, ok := ev.Object.(*afev1.Run); ok {
-				*run = *r
-				if run.Status.Phase.Terminal() {
-					break
-				}
+// newRunCommand is kubectl afe run SANDBOX [--timeout S] [--workdir DIR]
+// (-- COMMAND [ARG...] | --script SCRIPT).
+func newRunCommand(newClient clientFunc, streams execStreams) *cobra.Command {
+	var timeout int
+	var workdir, script string
+	cmd := &cobra.Command{
+		Use:   "run SANDBOX [--timeout SECONDS] [--workdir DIR] (-- COMMAND [ARG...] | --script SCRIPT)",
+		Short: "Run a command in the sandbox as a Run; exit with its exit code (124: timed out, 125: not executed)",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			sandbox, command, err := sandboxAndCommand(cmd, args)
+			if err != nil {
+				return err
 			}
-		}
-		w.Stop()
-		// The watch ended or the Run did: read it as it is now.
-		if err := c.Get(ctx, client.ObjectKeyFromObject(run), run); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// runCommand creates a Run, waits for its end and mirrors its outcome.
-func runCommand(c client.WithWatch, ns string, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("run", stderr)
-	timeout := fs.Int("timeout", 0, "Timeout in seconds (default: the sandbox's).")
-	workdir := fs.String("workdir", "", "Working directory (default /workspace).")
-	script := fs.String("script", "", "A shell script to run with /bin/sh -c instead of a command.")
-	if len(args) == 0 {
-		return fmt.Errorf("run needs a SANDBOX")
-	}
-	sandbox := args[0]
-	if err := fs.Parse(args[1:]); err != nil {
-		return exitError{2}
-	}
-	command := fs.Args()
-	if len(command) > 0 && command[0] == "--" {
-		command = command[1:]
-	}
-	if (len(command) == 0) == (*script == "") {
-		return fmt.Errorf("give a command after -- or a --script, not both")
-	}
-	run := &afev1.Run{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: sandbox + "-run-"},
-		Spec: afev1.RunSpec{
-			SandboxRef: afev1.SandboxReference{Name: sandbox},
-			Command:    command,
-			Script:     *script,
-			WorkingDir: *workdir,
+			if (len(command) == 0) == (script == "") {
+				return fmt.Errorf("give a command after -- or a --script, not both")
+			}
+			run := client.Cmd(command...)
+			if script != "" {
+				run = client.Script(script)
+			}
+			if workdir != "" {
+				run = run.WorkingDir(workdir)
+			}
+			if timeout > 0 {
+				run = run.Timeout(time.Duration(timeout) * time.Second)
+			}
+			return withClient(newClient, func(c *client.Client) error {
+				return runCommand(c, sandbox, run, streams.stdout, streams.stderr)
+			})
 		},
 	}
-	if *timeout > 0 {
-		t := int32(*timeout)
-		run.Spec.TimeoutSeconds = &t
-	}
-	ctx := context.Background()
-	if err := c.Create(ctx, run); err != nil {
+	cmd.Flags().IntVar(&timeout, "timeout", 0, "Timeout in seconds (default: the sandbox's).")
+	cmd.Flags().StringVar(&workdir, "workdir", "", "Working directory (default /workspace).")
+	cmd.Flags().StringVar(&script, "script", "", "A shell script to run with /bin/sh -c instead of a command.")
+	return cmd
+}
+
+// runCommand creates the Run (client.Run), waits for its end and mirrors
+// its outcome.
+func runCommand(c *client.Client, sandbox string, run client.Command, stdout, stderr io.Writer) error {
+	run = run.OnCreate(func(name string) { _, _ = fmt.Fprintf(stderr, "run/%s created\n", name) })
+	o, err := c.Run(context.Background(), sandbox, run)
+	if o == nil {
 		return err
 	}
-	_, _ = fmt.Fprintf(stderr, "run/%s created\n", run.Name)
-	if err := waitRun(ctx, c, run); err != nil {
-		return err
-	}
-	printOutput(run, stdout, stderr)
-	return runExit(run, stderr)
+	printOutput(o, stdout, stderr)
+	return runExit(o, err, stderr)
 }
 
 // runExit is the plugin's end for an ended Run: its exit code, 124 when it
 // timed out, 125 when it could not be executed.
-func runExit(run *afev1.Run, stderr io.Writer) error {
-	switch run.Status.Phase {
+func runExit(o *client.Outcome, err error, stderr io.Writer) error {
+	switch o.Phase {
 	case afev1.RunTimedOut:
-		_, _ = fmt.Fprintf(stderr, "run/%s timed out and was killed\n", run.Name)
+		_, _ = fmt.Fprintf(stderr, "run/%s timed out and was killed\n", o.Run)
 		return exitError{124}
 	case afev1.RunFailed:
-		if c := meta.FindStatusCondition(run.Status.Conditions, afev1.RunCompletedCondition); c != nil {
-			_, _ = fmt.Fprintf(stderr, "run/%s failed: %s\n", run.Name, c.Message)
-		}
+		_, _ = fmt.Fprintf(stderr, "run/%s failed: %s\n", o.Run, o.Message)
 		return exitError{125}
 	}
-	if run.Status.ExitCode != nil && *run.Status.ExitCode != 0 {
-		return exitError{exitCodeOf(*run.Status.ExitCode)}
+	if err != nil {
+		return err
+	}
+	if o.ExitCode != 0 {
+		return exitError{exitCodeOf(o.ExitCode)}
 	}
 	return nil
 }
@@ -113,9 +91,9 @@ func exitCodeOf(code int32) int {
 	return int(code)
 }
 
-func printOutput(run *afev1.Run, stdout, stderr io.Writer) {
-	if ptr.Deref(run.Status.OutputTruncated, false) {
-		_, _ = fmt.Fprintf(stderr, "(output truncated: the last %d bytes follow)\n", len(run.Status.Output))
+func printOutput(o *client.Outcome, stdout, stderr io.Writer) {
+	if o.OutputTruncated {
+		_, _ = fmt.Fprintf(stderr, "(output truncated: the last %d bytes follow)\n", len(o.Output))
 	}
-	_, _ = fmt.Fprint(stdout, run.Status.Output)
+	_, _ = fmt.Fprint(stdout, o.Output)
 }

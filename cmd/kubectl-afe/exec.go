@@ -5,32 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"os/signal"
-	"path"
 	"syscall"
 
+	"github.com/spf13/cobra"
 	"golang.org/x/term"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
-	utilexec "k8s.io/client-go/util/exec"
 
-	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/client"
 )
-
-// accessURL is the URL of a subresource of the access API, such as
-// sandboxes/NAME/exec: the API the manager serves (package access) and the
-// plugin reaches through the Kubernetes API server.
-func accessURL(cfg *rest.Config, ns, resource, name, subresource string) (*url.URL, error) {
-	base, _, err := rest.DefaultServerUrlFor(cfg)
-	if err != nil {
-		return nil, err
-	}
-	u := *base
-	u.Path = path.Join(base.Path, "/apis", afev1.AccessGroup, afev1.AccessVersion, "namespaces", ns, resource, name, subresource)
-	return &u, nil
-}
 
 // execStreams are where an exec's input comes from and its output goes.
 type execStreams struct {
@@ -40,95 +24,64 @@ type execStreams struct {
 	terminal io.Writer
 }
 
-// execCommand runs kubectl afe exec SANDBOX [-i] [-t] -- CMD [ARG...].
-func execCommand(cfg *rest.Config, ns string, args []string, streams execStreams) error {
-	fs := newFlagSet("exec", streams.stderr)
-	stdin := fs.Bool("i", false, "Pass stdin to the command.")
-	tty := fs.Bool("t", false, "Run the command on a terminal (stdin must be one).")
-	fs.BoolVar(stdin, "stdin", false, "Same as -i.")
-	fs.BoolVar(tty, "tty", false, "Same as -t.")
-	if len(args) == 0 {
-		return errors.New("exec needs a SANDBOX")
+// newExecCommand is kubectl afe exec SANDBOX [-i] [-t] -- COMMAND [ARG...],
+// its flags anywhere before "--" (kubectl exec -i POD -- cat).
+func newExecCommand(newClient clientFunc, streams execStreams) *cobra.Command {
+	var stdin, tty bool
+	cmd := &cobra.Command{
+		Use:   "exec SANDBOX [-i] [-t] -- COMMAND [ARG...]",
+		Short: "Execute a command in the sandbox through the access API; exit with its exit code",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			sandbox, command, err := sandboxAndCommand(cmd, args)
+			if err != nil {
+				return err
+			}
+			if len(command) == 0 {
+				return errors.New("exec needs a command after --")
+			}
+			if tty && !term.IsTerminal(int(streams.stdin.Fd())) {
+				return errors.New("-t needs stdin to be a terminal")
+			}
+			return withClient(newClient, func(c *client.Client) error {
+				return streamExec(c, sandbox, command, stdin, tty, streams)
+			})
+		},
 	}
-	sandbox := args[0]
-	if err := fs.Parse(splitShortFlags(args[1:])); err != nil {
-		return exitError{2}
-	}
-	command := fs.Args()
-	if len(command) > 0 && command[0] == "--" {
-		command = command[1:]
-	}
-	if len(command) == 0 {
-		return errors.New("exec needs a command after --")
-	}
-	if *tty && !term.IsTerminal(int(streams.stdin.Fd())) {
-		return errors.New("-t needs stdin to be a terminal")
-	}
-	return streamExec(cfg, ns, sandbox, command, *stdin, *tty, streams)
+	cmd.Flags().BoolVarP(&stdin, "stdin", "i", false, "Pass stdin to the command.")
+	cmd.Flags().BoolVarP(&tty, "tty", "t", false, "Run the command on a terminal (stdin must be one).")
+	return cmd
 }
 
-// splitShortFlags spells -it and -ti as -i -t, as kubectl exec takes them,
-// before the command.
-func splitShortFlags(args []string) []string {
-	var out []string
-	for i, a := range args {
-		if a == "--" {
-			return append(out, args[i:]...)
-		}
-		if a == "-it" || a == "-ti" {
-			out = append(out, "-i", "-t")
-			continue
-		}
-		out = append(out, a)
-	}
-	return out
-}
-
-// streamExec runs the command in the sandbox through the access API, with
-// client-go's remotecommand executor (SPDY), as kubectl exec does, and
-// ends with the command's exit code. With a terminal, the local one is put
-// in raw mode and its size follows the window's; what the command prints
-// then reaches the terminal unescaped, as with docker exec -it or ssh.
-func streamExec(cfg *rest.Config, ns, sandbox string, command []string, stdin, tty bool, streams execStreams) error {
-	u, err := accessURL(cfg, ns, "sandboxes", sandbox, "exec")
-	if err != nil {
-		return err
-	}
-	q := url.Values{"command": command, "stdout": {"true"}}
-	opts := remotecommand.StreamOptions{Stdout: streams.stdout, Tty: tty}
+// streamExec runs the command in the sandbox through the access API
+// (client.Exec, as kubectl exec does), and ends with the command's exit
+// code. With a terminal, the local one is put in raw mode and its size
+// follows the window's; what the command prints then reaches the terminal
+// unescaped, as with docker exec -it or ssh.
+func streamExec(c *client.Client, sandbox string, command []string, stdin, tty bool, streams execStreams) error {
+	o := client.ExecOptions{Command: command, Stdout: streams.stdout, Stderr: streams.stderr, TTY: tty}
 	if stdin {
-		q.Set("stdin", "true")
-		opts.Stdin = streams.stdin
-	}
-	if tty {
-		q.Set("tty", "true")
-		opts.Stdout = streams.terminal
-	} else {
-		q.Set("stderr", "true")
-		opts.Stderr = streams.stderr
-	}
-	u.RawQuery = q.Encode()
-	executor, err := remotecommand.NewSPDYExecutor(cfg, "POST", u)
-	if err != nil {
-		return err
+		o.Stdin = streams.stdin
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if tty {
+		o.Stdout, o.Stderr = streams.terminal, nil
 		fd := int(streams.stdin.Fd())
 		state, err := term.MakeRaw(fd)
 		if err != nil {
 			return fmt.Errorf("terminal: %w", err)
 		}
 		defer func() { _ = term.Restore(fd, state) }()
-		opts.TerminalSizeQueue = newSizeQueue(ctx, fd)
+		o.Sizes = newSizeQueue(ctx, fd)
 	}
-	err = executor.StreamWithContext(ctx, opts)
-	var exit utilexec.CodeExitError
-	if errors.As(err, &exit) {
-		return exitError{exitCodeOf(int32(exit.Code))}
+	code, err := c.Exec(ctx, sandbox, o)
+	if err != nil {
+		return err
 	}
-	return err
+	if code != 0 {
+		return exitError{exitCodeOf(int32(code))}
+	}
+	return nil
 }
 
 // sizeQueue reports the terminal's size at start and after each SIGWINCH.

@@ -4,99 +4,63 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
-	"strconv"
-	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	accessv1 "afe.dev/sandbox/api/access/v1alpha1"
 	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/client"
 )
+
+// newLogsCommand is kubectl afe logs RUN [-f].
+func newLogsCommand(newClient clientFunc, streams execStreams) *cobra.Command {
+	var follow bool
+	cmd := &cobra.Command{
+		Use:   "logs RUN [-f]",
+		Short: "Print a Run's output; with -f follow it until the Run ends and exit with its exit code",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return withClient(newClient, func(c *client.Client) error {
+				return logsCommand(c, args[0], follow, streams.stdout, streams.stderr)
+			})
+		},
+	}
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "Follow the output until the Run ends; exit with its exit code.")
+	return cmd
+}
 
 // logsCommand prints a Run's whole output, as the manager kept it (the
 // access API), or its status.output when the manager keeps none. With -f it
 // follows the output until the Run ends, attempt after attempt when the Run
 // is executed again, and exits with the Run's exit code.
-func logsCommand(c client.WithWatch, cfg *rest.Config, ns string, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("logs", stderr)
-	follow := fs.Bool("f", false, "Follow the output until the Run ends; exit with its exit code.")
-	fs.BoolVar(follow, "follow", false, "Same as -f.")
-	if err := fs.Parse(args); err != nil {
-		return exitError{2}
-	}
-	if fs.NArg() != 1 {
-		return fmt.Errorf("logs needs exactly one RUN")
-	}
+func logsCommand(c *client.Client, name string, follow bool, stdout, stderr io.Writer) error {
 	ctx := context.Background()
 	run := &afev1.Run{}
-	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: fs.Arg(0)}, run); err != nil {
+	if err := c.Kube().Get(ctx, types.NamespacedName{Namespace: c.Namespace(), Name: name}, run); err != nil {
 		return err
 	}
-	lc, err := newLogClient(cfg, run)
-	if err != nil {
+	if follow {
+		return followLog(ctx, c, run, stdout, stderr)
+	}
+	l, err := c.Logs(ctx, run.Name, client.LogOptions{})
+	if err == nil {
+		defer func() { _ = l.Close() }()
+		_, err = io.Copy(stdout, l)
 		return err
 	}
-	if *follow {
-		return followLog(ctx, c, lc, run, stdout, stderr)
-	}
-	resp, err := lc.get(ctx, 0, false)
-	if err != nil {
+	if classify(err) == logFailed {
 		return err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode == http.StatusOK {
-		_, err = io.Copy(stdout, resp.Body)
-		return err
-	}
-	if outcome, apiErr := classify(resp); outcome == logFailed {
-		return apiErr
 	}
 	// No log kept: the status has the last 32 KiB.
 	if !run.Status.Phase.Terminal() {
 		_, _ = fmt.Fprintf(stderr, "run/%s is %s; its output is recorded when it ends\n", run.Name, run.Status.Phase)
 	}
-	printOutput(run, stdout, stderr)
+	o, _ := client.OutcomeOf(run)
+	printOutput(o, stdout, stderr)
 	return nil
-}
-
-// logClient reads a Run's log from the access API.
-type logClient struct {
-	hc  *http.Client
-	url *url.URL
-}
-
-func newLogClient(cfg *rest.Config, run *afev1.Run) (*logClient, error) {
-	u, err := accessURL(cfg, run.Namespace, "runs", run.Name, "log")
-	if err != nil {
-		return nil, err
-	}
-	hc, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return &logClient{hc: hc, url: u}, nil
-}
-
-// get asks for the attempt's log (0: the latest attempt's).
-func (lc *logClient) get(ctx context.Context, attempt int32, follow bool) (*http.Response, error) {
-	u := *lc.url
-	q := url.Values{}
-	if follow {
-		q.Set("follow", "true")
-	}
-	if attempt > 0 {
-		q.Set("attempt", strconv.Itoa(int(attempt)))
-	}
-	u.RawQuery = q.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return nil, err
-	}
-	return lc.hc.Do(req)
 }
 
 // logOutcome is how the last request for an attempt's log went.
@@ -120,18 +84,19 @@ const (
 	logFailed
 )
 
-// classify is the outcome of an answer other than 200, and its error.
-func classify(resp *http.Response) (logOutcome, error) {
-	apiErr := apiError(resp)
+// classify is the outcome of a refused request for a log, by the access
+// API's reason (api/access/v1alpha1), never by its message.
+func classify(err error) logOutcome {
 	switch {
-	case resp.StatusCode == http.StatusNotFound && strings.Contains(apiErr.Error(), "has no log"):
-		return logMissing, apiErr
-	case resp.StatusCode == http.StatusNotFound:
-		return logNotKept, apiErr
-	case resp.StatusCode == http.StatusServiceUnavailable:
-		return logUnavailable, apiErr
+	case client.ReasonOf(err) == string(accessv1.ReasonLogNotFound):
+		return logMissing
+	case apierrors.IsServiceUnavailable(err):
+		return logUnavailable
+	case client.IsNotFound(err):
+		// The manager keeps no logs, or serves no access API.
+		return logNotKept
 	}
-	return logFailed, apiErr
+	return logFailed
 }
 
 // followState is where logs -f is in the Run's attempts.
@@ -226,17 +191,19 @@ const followPause = 500 * time.Millisecond
 // followLog prints the Run's log as it grows, from its latest attempt on
 // to every later one, until the Run ends; then it exits with the Run's exit
 // code. A Run that ends with no log prints its status.output.
-func followLog(ctx context.Context, c client.Client, lc *logClient, run *afev1.Run, stdout, stderr io.Writer) error {
-	key := client.ObjectKeyFromObject(run)
+func followLog(ctx context.Context, c *client.Client, run *afev1.Run, stdout, stderr io.Writer) error {
+	key := types.NamespacedName{Namespace: run.Namespace, Name: run.Name}
 	var st followState
 	for {
 		act := nextFollow(st, run)
 		switch act {
 		case actEnd:
-			return runExit(run, stderr)
+			o, err := client.OutcomeOf(run)
+			return runExit(o, err, stderr)
 		case actStatus:
-			printOutput(run, stdout, stderr)
-			return runExit(run, stderr)
+			o, err := client.OutcomeOf(run)
+			printOutput(o, stdout, stderr)
+			return runExit(o, err, stderr)
 		case actFail:
 			return st.err
 		case actNext:
@@ -248,7 +215,7 @@ func followLog(ctx context.Context, c client.Client, lc *logClient, run *afev1.R
 				return ctx.Err()
 			case <-time.After(followPause):
 			}
-			if err := c.Get(ctx, key, run); err != nil {
+			if err := c.Kube().Get(ctx, key, run); err != nil {
 				return err
 			}
 			if act == actWaitRun {
@@ -256,10 +223,10 @@ func followLog(ctx context.Context, c client.Client, lc *logClient, run *afev1.R
 			}
 		}
 		var err error
-		if st, err = followAttempt(ctx, lc, st, run, stdout, stderr); err != nil {
+		if st, err = followAttempt(ctx, c, st, run, stdout, stderr); err != nil {
 			return err
 		}
-		if err := c.Get(ctx, key, run); err != nil {
+		if err := c.Kube().Get(ctx, key, run); err != nil {
 			return err
 		}
 	}
@@ -267,27 +234,24 @@ func followLog(ctx context.Context, c client.Client, lc *logClient, run *afev1.R
 
 // followAttempt asks for the followed attempt's log, with the Run as read
 // just before, and prints what was not printed of it yet.
-func followAttempt(ctx context.Context, lc *logClient, st followState, run *afev1.Run, stdout, stderr io.Writer) (followState, error) {
+func followAttempt(ctx context.Context, c *client.Client, st followState, run *afev1.Run, stdout, stderr io.Writer) (followState, error) {
 	st.endedBefore = run.Status.Phase.Terminal()
 	// An attempt before the Run's latest is over, even when its end was
 	// never written (the manager running it was killed): not followed.
 	follow := st.attempt == 0 || st.attempt >= run.Status.Attempts
-	resp, err := lc.get(ctx, st.attempt, follow)
+	l, err := c.Logs(ctx, run.Name, client.LogOptions{Attempt: st.attempt, Follow: follow})
 	if err != nil {
-		return st, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		st.last, st.err = classify(resp)
+		st.last, st.err = classify(err), err
 		if st.last == logFailed {
-			return st, st.err
+			return st, err
 		}
 		return st, nil
 	}
+	defer func() { _ = l.Close() }()
 	if st.attempt == 0 {
 		st.attempt = max(run.Status.Attempts, 1)
-		if n, err := strconv.ParseInt(resp.Header.Get("X-Afe-Attempt"), 10, 32); err == nil && n > 0 {
-			st.attempt = int32(n)
+		if l.Attempt > 0 {
+			st.attempt = l.Attempt
 		}
 	}
 	if !st.started && st.found {
@@ -295,12 +259,12 @@ func followAttempt(ctx context.Context, lc *logClient, st followState, run *afev
 	}
 	st.started, st.found = true, true
 	// What was printed before the stream broke off is skipped.
-	if _, err := io.CopyN(io.Discard, resp.Body, st.copied); err != nil {
+	if _, err := io.CopyN(io.Discard, l, st.copied); err != nil {
 		st.last, st.err = logCut, fmt.Errorf("the log of attempt %d broke off: %w", st.attempt, err)
 		return st, nil
 	}
 	out := &countingWriter{w: stdout}
-	_, err = io.Copy(out, resp.Body)
+	_, err = io.Copy(out, l)
 	st.copied += out.n
 	switch {
 	case out.err != nil:

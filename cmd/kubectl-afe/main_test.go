@@ -1,43 +1,70 @@
 package main
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
 )
 
-func TestParseGlobals(t *testing.T) {
-	tests := map[string]struct {
-		args     []string
-		instance string
-		rest     []string
-		wantErr  bool
-	}{
-		"default instance":        {args: []string{"shell", "s"}, instance: "default", rest: []string{"shell", "s"}},
-		"--instance NAME":         {args: []string{"--instance", "e2e", "shell", "s"}, instance: "e2e", rest: []string{"shell", "s"}},
-		"--instance=NAME after":   {args: []string{"shell", "s", "--instance=e2e"}, instance: "e2e", rest: []string{"shell", "s"}},
-		"the command's own flags": {args: []string{"shell", "s", "--", "x", "--instance", "y"}, instance: "default", rest: []string{"shell", "s", "--", "x", "--instance", "y"}},
-		"empty instance":          {args: []string{"--instance=", "shell", "s"}, wantErr: true},
-		"missing value":           {args: []string{"shell", "s", "--instance"}, wantErr: true},
+// kubeconfigNowhere is a kubeconfig whose server refuses connections: a
+// command that parsed gets as far as connecting.
+func kubeconfigNowhere(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "kubeconfig")
+	cfg := `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u, namespace: ns}}]
+current-context: x
+`
+	if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	for name, tc := range tests {
+	return p
+}
+
+func execute(args ...string) (string, error) {
+	var out bytes.Buffer
+	devNull, _ := os.Open(os.DevNull)
+	defer func() { _ = devNull.Close() }()
+	root := newRoot(execStreams{stdin: devNull, stdout: &out, stderr: &out, terminal: &out})
+	root.SetOut(&out)
+	root.SetArgs(args)
+	err := root.Execute()
+	return out.String(), err
+}
+
+func TestFlagsAnywhereBeforeTheDash(t *testing.T) {
+	kc := kubeconfigNowhere(t)
+	tests := map[string][]string{
+		"exec -i before the sandbox":      {"exec", "-i", "box", "--", "cat"},
+		"exec -i after the sandbox":       {"exec", "box", "-i", "--", "cat"},
+		"kubectl's flags after a command": {"exec", "box", "-n", "other", "--as", "alice", "--", "cat"},
+		"logs RUN -f":                     {"logs", "r", "-f"},
+		"run with flags around":           {"run", "--timeout", "3", "box", "--workdir", "/workspace", "--", "sh", "-c", "echo -n x"},
+		"--instance, deprecated":          {"--instance", "e2e", "telemetry", "box"},
+		"telemetry -o json":               {"telemetry", "--ticket", "t", "-o", "json"},
+	}
+	for name, args := range tests {
 		t.Run(name, func(t *testing.T) {
-			g, rest, err := parseGlobals(tc.args)
-			if tc.wantErr {
-				if err == nil {
-					t.Fatalf("got instance %q, rest %q; want an error", g.instance, rest)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d := cmp.Diff(tc.instance, g.instance); d != "" {
-				t.Error(d)
-			}
-			if d := cmp.Diff(tc.rest, rest); d != "" {
-				t.Error(d)
+			_, err := execute(append([]string{"--kubeconfig", kc, "--request-timeout", "2s"}, args...)...)
+			if err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") {
+				t.Fatalf("want an error connecting to 127.0.0.1:1 (the arguments parsed), got %v", err)
 			}
 		})
+	}
+}
+
+func TestHelpNeedsNoKubeconfig(t *testing.T) {
+	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "missing"))
+	out, err := execute("help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "exec") || !strings.Contains(out, "--as") {
+		t.Errorf("help lists no exec or no --as:\n%s", out)
 	}
 }

@@ -3,95 +3,68 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 	"unicode"
 
-	"k8s.io/client-go/rest"
+	"github.com/spf13/cobra"
 
-	"afe.dev/sandbox/internal/telemetry"
+	accessv1 "afe.dev/sandbox/api/access/v1alpha1"
+	"afe.dev/sandbox/client"
 )
 
 // telemetryCommand prints the command records of a sandbox, or of every
 // sandbox of a ticket, through the access API: a table, or JSON with -o
 // json.
-func telemetryCommand(cfg *rest.Config, ns string, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("telemetry", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	ticket := fs.String("ticket", "", "the records of every sandbox of this ticket")
-	output := fs.String("o", "table", "table or json")
-	limit := fs.Int("limit", 0, "the newest this many records (the API's default: 1000)")
-	sandbox, rest := "", args
-	if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
-		sandbox, rest = rest[0], rest[1:]
+func newTelemetryCommand(newClient clientFunc, streams execStreams) *cobra.Command {
+	var ticket, output string
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "telemetry (SANDBOX | --ticket TICKET) [-o table|json] [--limit N]",
+		Short: "Print the record of the commands executed in a sandbox, or in every sandbox of a ticket",
+		RunE: func(_ *cobra.Command, args []string) error {
+			sandbox := ""
+			if len(args) == 1 {
+				sandbox = args[0]
+			}
+			if len(args) > 1 || (sandbox == "") == (ticket == "") || (output != "table" && output != "json") {
+				_, _ = fmt.Fprintln(streams.stderr, "usage: kubectl afe telemetry SANDBOX | --ticket TICKET [-o table|json] [--limit N]")
+				return exitError{2}
+			}
+			return withClient(newClient, func(c *client.Client) error {
+				q := client.TelemetryQuery{Sandbox: sandbox, Ticket: ticket, Limit: limit}
+				return telemetryCommand(c, q, output, streams.stdout)
+			})
+		},
 	}
-	if err := fs.Parse(rest); err != nil {
-		return exitError{2}
-	}
-	if (sandbox == "") == (*ticket == "") || fs.NArg() > 0 || (*output != "table" && *output != "json") {
-		_, _ = fmt.Fprintln(stderr, "usage: kubectl afe telemetry SANDBOX | --ticket TICKET [-o table|json] [--limit N]")
-		return exitError{2}
-	}
-	resource, name := "sandboxes", sandbox
-	if *ticket != "" {
-		resource, name = "tickets", *ticket
-	}
-	u, err := accessURL(cfg, ns, resource, name, "telemetry")
+	cmd.Flags().StringVar(&ticket, "ticket", "", "the records of every sandbox of this ticket")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	cmd.Flags().IntVar(&limit, "limit", 0, "the newest this many records (the API's default: 1000)")
+	return cmd
+}
+
+func telemetryCommand(c *client.Client, q client.TelemetryQuery, output string, stdout io.Writer) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	list, err := c.Telemetry(ctx, q)
 	if err != nil {
 		return err
 	}
-	if *limit > 0 {
-		u.RawQuery = url.Values{"limit": {strconv.Itoa(*limit)}}.Encode()
-	}
-	list, err := getTelemetry(cfg, u)
-	if err != nil {
-		return err
-	}
-	if *output == "json" {
+	if output == "json" {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(list)
 	}
-	return writeRecords(stdout, list.Items, *ticket != "")
-}
-
-func getTelemetry(cfg *rest.Config, u *url.URL) (*telemetry.RecordList, error) {
-	hc, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := doOK(hc, req)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	list := &telemetry.RecordList{}
-	if err := json.NewDecoder(resp.Body).Decode(list); err != nil {
-		return nil, fmt.Errorf("read the telemetry: %w", err)
-	}
-	if list.Kind != telemetry.ListKind {
-		return nil, errors.New("read the telemetry: the answer is not a " + telemetry.ListKind)
-	}
-	return list, nil
+	return writeRecords(stdout, list.Items, q.Ticket != "")
 }
 
 // writeRecords prints the records as a table; a command is quoted where it
 // holds anything but printable characters, so a record is one line.
-func writeRecords(w io.Writer, recs []telemetry.Record, withSandbox bool) error {
+func writeRecords(w io.Writer, recs []accessv1.CommandRecord, withSandbox bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	head := "SEQ\tSOURCE\tSTARTED\tDURATION\tEXIT\tUSER\tRUN\tSTARTED BY\tCOMMAND"
 	if withSandbox {

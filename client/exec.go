@@ -1,0 +1,93 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/remotecommand"
+	utilexec "k8s.io/client-go/util/exec"
+
+	accessv1 "afe.dev/sandbox/api/access/v1alpha1"
+)
+
+// ExecOptions are a command to exec in a sandbox and its streams.
+type ExecOptions struct {
+	// Command is the command and its arguments (exec form).
+	Command []string
+	// Stdin, when set, is passed to the command.
+	Stdin io.Reader
+	// Stdout and Stderr receive the command's output apart (with TTY,
+	// everything comes on Stdout).
+	Stdout, Stderr io.Writer
+	// TTY runs the command on a terminal.
+	TTY bool
+	// Sizes, with TTY, gives the terminal's size as it changes; nil
+	// leaves the engine's default.
+	Sizes remotecommand.TerminalSizeQueue
+}
+
+// Exec runs the command in the sandbox through the access API, as the
+// sandbox's user, in /workspace, with the sandbox's env, and returns its
+// exit code: a non-zero exit is no error. It speaks the Kubernetes
+// streaming protocol over SPDY, as kubectl exec does, and ends with ctx.
+func (c *Client) Exec(ctx context.Context, sandbox string, o ExecOptions) (int, error) {
+	if len(o.Command) == 0 {
+		return -1, &Error{Kind: KindInvalid, Reason: string(accessv1.ReasonInvalidRequest), Message: "exec needs a command"}
+	}
+	req := c.subresource("POST", accessv1.ResourceSandboxes, sandbox, accessv1.SubresourceExec).
+		SpecificallyVersionedParams(&corev1.PodExecOptions{
+			Command: o.Command,
+			Stdin:   o.Stdin != nil,
+			Stdout:  o.Stdout != nil || o.TTY,
+			Stderr:  o.Stderr != nil && !o.TTY,
+			TTY:     o.TTY,
+		}, clientgoscheme.ParameterCodec, corev1.SchemeGroupVersion)
+	executor, err := remotecommand.NewSPDYExecutor(c.cfg, "POST", req.URL())
+	if err != nil {
+		return -1, err
+	}
+	stdout := o.Stdout
+	if stdout == nil && o.TTY {
+		stdout = io.Discard
+	}
+	opts := remotecommand.StreamOptions{Stdin: o.Stdin, Stdout: stdout, Tty: o.TTY, TerminalSizeQueue: o.Sizes}
+	if !o.TTY {
+		opts.Stderr = o.Stderr
+	}
+	err = executor.StreamWithContext(ctx, opts)
+	var exit utilexec.CodeExitError
+	switch {
+	case err == nil:
+		return 0, nil
+	case errors.As(err, &exit):
+		return exit.Code, nil
+	}
+	return -1, wrap(c.refusal(ctx, req, err), "exec in sandbox %s", sandbox)
+}
+
+// refusal is the Status the access API refused the exec with: an upgrade
+// the server answered with a Status reaches the SPDY executor as text
+// only, so the same request is asked again without the upgrade. The
+// server checks the caller, the sandbox and its env first and executes
+// nothing without the streaming protocol; when it finds nothing to
+// refuse (it asks for the protocol), err stands.
+func (c *Client) refusal(ctx context.Context, req *rest.Request, err error) error {
+	if ctx.Err() != nil {
+		return err
+	}
+	st := req.Do(ctx).Error()
+	var se apierrors.APIStatus
+	if !errors.As(st, &se) {
+		return err
+	}
+	status := se.Status()
+	if accessv1.ReasonOf(&status) == accessv1.ReasonInvalidRequest {
+		return err
+	}
+	return st
+}
