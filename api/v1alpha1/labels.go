@@ -19,12 +19,10 @@ const (
 	LabelRole = "afe.role"
 	// LabelSpecHash is the hash of the spec a container was created from.
 	LabelSpecHash = "afe.spec-hash"
-	// LabelDenyIPs is, on a proxy container, the engine host's addresses
-	// its squid refuses (AFE_EGRESS_DENY_IPS, comma-separated), written by
-	// the controller when it made the proxy. It is not part of the spec
-	// hash: a proxy whose list holds every address of the current one is
-	// kept when an address goes away, and recreated when one comes.
-	LabelDenyIPs = "afe.deny-ips"
+	// LabelAllowlist is, on a proxy container, the ID of the allowlist it
+	// was created admitting (sandboxspec.Allowlist). What it admits now is
+	// what its --admits says: the allowlist changes in place.
+	LabelAllowlist = "afe.allowlist"
 	// LabelController is the --instance of the controller that owns it.
 	LabelController = "afe.controller"
 	// LabelRun is the name of the Run that made a snapshot volume (and its
@@ -46,6 +44,22 @@ const (
 	// sandbox it was taken from, whose files a sandbox restored from it
 	// with another user is given.
 	LabelUser = "afe.uid"
+	// LabelPool is the name of the SandboxPool a member was made for, on
+	// the member's container, volume, network and proxy, and on a claim
+	// record. Docker labels never change, so a claimed member keeps it.
+	LabelPool = "afe.pool"
+	// LabelPoolUID is the UID of that SandboxPool: a member of an earlier
+	// pool of the same name is never claimed.
+	LabelPoolUID = "afe.pool-uid"
+	// LabelMember is, on a claim record, the ID of the member container the
+	// Sandbox claimed.
+	LabelMember = "afe.member"
+	// LabelMemberName is, on a member's objects and on a claim record, the
+	// name the member has in its pool: the name the claim renames from, and
+	// the stem of the member's volume, network and proxy names
+	// (internal/naming). A claimed member keeps it, and with it the host id
+	// it was given (afe.uid).
+	LabelMemberName = "afe.member-name"
 )
 
 // Values of LabelRole.
@@ -63,4 +77,14 @@ const (
 	// image, afe-<key>_vol-<hash of the path>: it lives as long as the
 	// container, like the anonymous volume the engine would have made.
 	RoleImageVolume = "image-volume"
+	// RoleMember marks the container of a SandboxPool member. It carries
+	// the pool's labels and no Sandbox's; the label stays when a Sandbox
+	// claims it (labels never change): the claim record binds it then.
+	// The member's volume, network and proxy carry the roles workspace,
+	// network and proxy with the pool's labels.
+	RoleMember = "member"
+	// RoleClaim marks a claim record: the empty volume afe-<key>_claim
+	// whose labels bind a Sandbox (afe.sandbox-uid) to the member it
+	// claimed (afe.member, afe.pool, afe.pool-uid).
+	RoleClaim = "claim"
 )

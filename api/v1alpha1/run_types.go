@@ -345,3 +345,40 @@ func init() {
 
 // Succeeded is true when the Run ended with ok true.
 func (s *RunStatus) Succeeded() bool { return s.OK != nil && *s.OK }
+
+// MergeAndCIResult is the status.result of a builtin MergeAndCI Run, as
+// clients decode it (afe.dev/sandbox/client's MergeReport).
+// +kubebuilder:object:generate=false
+type MergeAndCIResult struct {
+	// Merged is true when every lane merged.
+	Merged bool `json:"merged"`
+	// Conflicts are the lane whose merge conflicted and its files.
+	Conflicts []MergeConflict `json:"conflicts"`
+	// CIPassed is true when ciScript exited 0.
+	CIPassed bool `json:"ci_passed"`
+	// CIOutput is the last 4 KiB of ciScript's output.
+	CIOutput string `json:"ci_output"`
+	// CIExitCode is ciScript's exit code, when it ran.
+	CIExitCode        *int         `json:"ci_exit_code,omitempty"`
+	BaseCommit        string       `json:"base_commit,omitempty"`
+	IntegrationBranch string       `json:"integration_branch"`
+	IntegrationCommit string       `json:"integration_commit,omitempty"`
+	Lanes             []MergedLane `json:"lanes"`
+}
+
+// MergeConflict is the lane whose merge conflicted, and the conflicting
+// files.
+// +kubebuilder:object:generate=false
+type MergeConflict struct {
+	Lane  string   `json:"lane"`
+	Files []string `json:"files"`
+	// FilesTruncated is true when more files conflicted than are listed.
+	FilesTruncated bool `json:"files_truncated,omitempty"`
+}
+
+// MergedLane is a lane merged, at the commit it was merged at.
+// +kubebuilder:object:generate=false
+type MergedLane struct {
+	Lane   string `json:"lane"`
+	Commit string `json:"commit"`
+}

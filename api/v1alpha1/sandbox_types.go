@@ -197,6 +197,9 @@ const (
 	// ProxyNotAnsweringReason: the egress proxy runs but does not answer, or
 	// exited (a bad allowlist stops it with a message in its log).
 	ProxyNotAnsweringReason = "ProxyNotAnswering"
+	// EgressChangedReason: the proxy was given a changed allowlist in
+	// place; its connections were kept.
+	EgressChangedReason = "EgressChanged"
 	// ProxyRecreatedReason: the egress proxy was lost or reconfigured and
 	// was recreated; the sandbox container was kept.
 	ProxyRecreatedReason = "ProxyRecreated"
@@ -336,7 +339,7 @@ type EnvVarSource struct {
 }
 
 // EnvVar is one environment variable of the sandbox. Only declared variables
-// enter the container; the controller's own environment is never copied.
+// reach it; the controller's own environment is never copied.
 // +kubebuilder:validation:XValidation:rule="!(has(self.value) && has(self.valueFrom))",message="set value or valueFrom, not both"
 type EnvVar struct {
 	// name of the variable. Names on the controller's --deny-env list are
@@ -494,7 +497,12 @@ type SandboxTemplateSpec struct {
 	// +optional
 	User string `json:"user,omitempty"`
 
-	// env lists the environment variables of the sandbox (and of its Runs).
+	// env lists the environment variables given to each command the
+	// controller executes in the sandbox (its Runs, builtins, kubectl afe
+	// exec and shell), resolved for each. They are written into the
+	// container's config only when the sandbox has its own command; an env
+	// change then recreates the container, and otherwise reaches the next
+	// command.
 	// +kubebuilder:validation:MaxItems=256
 	// +listType=map
 	// +listMapKey=name
@@ -509,6 +517,15 @@ type SandboxTemplateSpec struct {
 	// lifecycle suspends the sandbox when idle and bounds its life.
 	// +optional
 	Lifecycle *SandboxLifecycle `json:"lifecycle,omitempty"`
+
+	// poolRef names a SandboxPool of the same namespace whose ready member
+	// the sandbox takes when it is created. A sandbox the pool cannot serve
+	// (no ready member, a template that shapes another container, a Folder
+	// workspace, a workspace from a snapshot) is created cold, and an Event
+	// says why. Unset, a pool of the namespace whose template shapes the
+	// very same container is used when one exists.
+	// +optional
+	PoolRef *PoolReference `json:"poolRef,omitempty"`
 }
 
 // EgressHost is a host name, or a domain with a leading dot.
@@ -516,6 +533,16 @@ type SandboxTemplateSpec struct {
 // +kubebuilder:validation:MaxLength=253
 // +kubebuilder:validation:Pattern=`^\.?([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\.)+[a-z]([-a-z0-9]{0,61}[a-z0-9])?$`
 type EgressHost string
+
+// PoolReference names a SandboxPool in the namespace of the object that
+// holds it.
+type PoolReference struct {
+	// name of the SandboxPool.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Name string `json:"name"`
+}
 
 // SandboxSpec declares one sandbox container and what it needs.
 type SandboxSpec struct {
@@ -551,6 +578,12 @@ type SandboxStatus struct {
 	// the controller chose it (spec.runtime or its --default-runtime).
 	// +optional
 	Runtime string `json:"runtime,omitempty"`
+	// pool is the SandboxPool the sandbox's container came from; empty when
+	// it was created cold. A report: the controller finds a claimed
+	// container by its name, its labels and its claim record on the engine,
+	// never by this field.
+	// +optional
+	Pool string `json:"pool,omitempty"`
 	// containerName is the Docker name of the sandbox container.
 	// +optional
 	ContainerName string `json:"containerName,omitempty"`

@@ -357,6 +357,44 @@ spec:
 		setState("Done", "selected", "nowhere")
 	})
 
+	It("keeps a pool's replicas on every node, each node's in its own entry, and serves a ticket from its node's members", func() {
+		pkubectlStdin(fmt.Sprintf(`apiVersion: sandbox.afe.dev/v1alpha1
+kind: SandboxPool
+metadata: {name: warm}
+spec:
+  replicas: 1
+  template:
+    image: %s
+    resources: {cpu: 500m, memory: 64Mi, pids: 64}
+`, dockertest.TestImage), "apply", "-n", ns, "-f", "-")
+		DeferCleanup(func() {
+			pkubectl("delete", "sandboxpool", "warm", "-n", ns, "--timeout=60s")
+			Eventually(func() ([]string, error) {
+				return dockertest.Objects(afev1.LabelNamespace + "=" + ns + "," + afev1.LabelPool + "=warm")
+			}, time.Minute, time.Second).Should(BeEmpty(), "every node's members go with the pool")
+		})
+		Eventually(func() string {
+			return pkubectl("get", "sandboxpool", "warm", "-n", ns, "-o",
+				`jsonpath={.status.ready} {.status.readyReplicas} {range .status.nodes[*]}{.node}={.readyReplicas} {end}`)
+		}, time.Minute, time.Second).Should(Equal(fmt.Sprintf("3/3 3 %s=1 %s=1 %s=1", nodes[0], nodes[1], nodes[2])))
+
+		pkubectlStdin(ticket("pooled", "    poolRef: {name: warm}\n"), "apply", "-n", ns, "-f", "-")
+		var node string
+		Eventually(func(g Gomega) {
+			t := tickets()["pooled"]
+			g.Expect(t.phase).To(Equal("Ready"))
+			node = t.node
+		}, 2*time.Minute, time.Second).Should(Succeed())
+		got := strings.Fields(pkubectl("get", "sandbox", "pooled", "-n", ns, "-o", "jsonpath={.status.pool} {.status.containerName}"))
+		Expect(got).To(HaveLen(2))
+		Expect(got[0]).To(Equal("warm"))
+		c, err := dockertest.Inspect(got[1])
+		Expect(err).NotTo(HaveOccurred())
+		Expect(c.Config.Labels).To(HaveKeyWithValue(afev1.LabelRole, afev1.RoleMember))
+		Expect(c.Config.Labels).To(HaveKeyWithValue(afev1.LabelController, node), "a member of the ticket's own node")
+		setState("Done", "pooled")
+	})
+
 	It("places nothing through a Pod of the placeholder's name that is not the ticket's", func() {
 		// Bound by hand to a node, as anyone who may create Pods can.
 		pkubectlStdin(fmt.Sprintf(`apiVersion: v1

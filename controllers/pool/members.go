@@ -1,0 +1,246 @@
+package pool
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/crashpoint"
+	"afe.dev/sandbox/internal/naming"
+	"afe.dev/sandbox/internal/pool"
+	"afe.dev/sandbox/internal/sandboxspec"
+)
+
+// members are a pool's member containers on the engine, as keep found
+// them.
+type members struct {
+	// ready are the unclaimed members a Sandbox may take, oldest first.
+	ready []docker.Container
+	// inUse are the member names whose volume must stay: every member
+	// container's, claimed or not, and those a claim record names.
+	inUse map[string]bool
+}
+
+// keep lists the pool's members and removes, under the pool's turn, the
+// unclaimed ones that can serve no Sandbox: made for an earlier pool of the
+// name, for another template (any, when s.hash is empty: the pool is going
+// or its template cannot be honoured), exited or lost, or beyond the
+// replicas wanted; then the member volumes no member and no claim uses. A
+// member a claim record names is the claim's to decide, and a claimed
+// member (renamed to its Sandbox's name) the Sandbox's.
+func (r *Reconciler) keep(ctx context.Context, s *poolScope) error {
+	unlock := r.Turns.Lock(s.pool.Namespace, s.pool.Name)
+	defer unlock()
+	sel := s.member("", r.Config.Instance).PoolSelector("")
+	containers, err := r.Engine.ListContainers(ctx, withRole(sel, afev1.RoleMember))
+	if err != nil {
+		return err
+	}
+	records, err := r.Engine.ListVolumes(ctx, withRole(sel, afev1.RoleClaim))
+	if err != nil {
+		return err
+	}
+	claiming := map[string]bool{}
+	s.members = members{inUse: map[string]bool{}}
+	for _, v := range records {
+		claiming[v.Labels[afev1.LabelMember]] = true
+		s.members.inUse[v.Labels[afev1.LabelMemberName]] = true
+	}
+	var stale []docker.Container
+	for _, c := range containers {
+		s.members.inUse[c.Labels[afev1.LabelMemberName]] = true
+		if _, unclaimed := naming.MemberID(s.key, c.Name); !unclaimed || claiming[c.ID] ||
+			c.Labels[afev1.LabelMemberName] != c.Name || r.making.isMaking(c.Name) {
+			continue // claimed, being claimed, or being made
+		}
+		if why := unfit(s, c); why != "" {
+			logf.FromContext(ctx).Info("Removing a pool member", "member", c.Name, "why", why)
+			stale = append(stale, c)
+			continue
+		}
+		s.members.ready = append(s.members.ready, c)
+	}
+	slices.SortFunc(s.members.ready, func(a, b docker.Container) int { return a.Created.Compare(b.Created) })
+	if extra := len(s.members.ready) - s.want; s.hash != "" && extra > 0 {
+		// The newest go: the oldest are claimed first.
+		stale = append(stale, s.members.ready[len(s.members.ready)-extra:]...)
+		s.members.ready = s.members.ready[:len(s.members.ready)-extra]
+	}
+	var errs []error
+	for _, c := range stale {
+		errs = append(errs, r.removeMember(ctx, s, c.ID, c.Name))
+	}
+	return errors.Join(append(errs, r.removeUnusedVolumes(ctx, s, sel))...)
+}
+
+// unfit says why an unclaimed member can serve no Sandbox of the pool;
+// empty when it can.
+func unfit(s *poolScope, c docker.Container) string {
+	switch {
+	case c.Labels[afev1.LabelPoolUID] != string(s.pool.UID) || s.pool.UID == "":
+		return "made for an earlier pool of this name"
+	case s.hash == "":
+		return "the pool is going, or its template cannot be honoured"
+	case c.Labels[afev1.LabelSpecHash] != s.hash:
+		return "made for another template"
+	case s.pool.Spec.Template.User == "" && c.Labels[afev1.LabelUser] == "":
+		return "it carries no host id of its own"
+	case !c.Running:
+		return "it exited or was lost before a claim"
+	}
+	return ""
+}
+
+// removeUnusedVolumes removes the pool's member volumes (workspaces and
+// those of the image's VOLUME paths) that no member container and no claim
+// record uses, nor a creation in flight: what a crash between a volume's
+// creation and its container's left.
+func (r *Reconciler) removeUnusedVolumes(ctx context.Context, s *poolScope, sel map[string]string) error {
+	var errs []error
+	for _, role := range []string{afev1.RoleWorkspace, afev1.RoleImageVolume} {
+		volumes, err := r.Engine.ListVolumes(ctx, withRole(sel, role))
+		if err != nil {
+			return err
+		}
+		for _, v := range volumes {
+			name := v.Labels[afev1.LabelMemberName]
+			if name == "" || s.members.inUse[name] || r.making.isMaking(name) {
+				continue
+			}
+			logf.FromContext(ctx).Info("Removing a volume of no pool member", "volume", v.Name)
+			errs = append(errs, shared.IgnoreEngineNotFound(r.Engine.RemoveVolume(ctx, v.Name)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeMember removes an unclaimed member's container, by the ID it was
+// listed with, then its volumes, found by the member's labels.
+func (r *Reconciler) removeMember(ctx context.Context, s *poolScope, id, name string) error {
+	if err := shared.IgnoreEngineNotFound(r.Engine.RemoveContainer(ctx, id)); err != nil {
+		return err
+	}
+	return r.removeMemberVolumes(ctx, s, name)
+}
+
+// removeMemberVolumes removes the volumes that carry the labels of the
+// pool's member of the name: its workspace, and those of its image's
+// VOLUME paths.
+func (r *Reconciler) removeMemberVolumes(ctx context.Context, s *poolScope, name string) error {
+	sel := s.member("", r.Config.Instance).PoolSelector("")
+	sel[afev1.LabelMemberName] = name
+	return shared.RemoveVolumes(ctx, r.Engine, sel)
+}
+
+func withRole(sel map[string]string, role string) map[string]string {
+	out := make(map[string]string, len(sel)+1)
+	for k, v := range sel {
+		out[k] = v
+	}
+	out[afev1.LabelRole] = role
+	return out
+}
+
+// refill starts the members the pool lacks, as many as pool.Refill allows
+// now, and returns when to look again (zero: when something changes).
+func (r *Reconciler) refill(ctx context.Context, s *poolScope) time.Duration {
+	if wait := r.making.backoff(s.pool.UID, time.Now()); wait > 0 {
+		return wait
+	}
+	st := r.making.state(s.pool.UID)
+	plan := pool.Refill(pool.RefillState{Replicas: int32(s.want), MaxReplicas: r.Config.MaxPoolReplicas,
+		Ready: len(s.members.ready), Creating: st.creating, EngineCreating: st.engine,
+		ColdInFlight: r.Cold.Count(), LastCreation: st.last, Now: time.Now()})
+	for i := 0; i < plan.Start; i++ {
+		name := naming.Member(s.key, newMemberID())
+		r.making.start(s.pool.UID, name, time.Now())
+		// The creation outlives the reconcile, whose status write
+		// overwrites the pool it holds: it gets a copy of its own.
+		own := *s
+		own.pool = s.pool.DeepCopy()
+		go r.make(ctx, &own, name)
+	}
+	return plan.After
+}
+
+func newMemberID() string {
+	id, err := naming.NewMemberID(rand.Reader)
+	if err != nil {
+		panic(fmt.Sprintf("read random bytes: %v", err)) // crypto/rand does not fail
+	}
+	return id
+}
+
+// make makes one member, in the background, and has its pool looked at
+// when it is done. A member that could not be made leaves nothing behind,
+// and the pool's next one waits (making.failed).
+func (r *Reconciler) make(ctx context.Context, s *poolScope, name string) {
+	log := logf.FromContext(ctx).WithValues("member", name)
+	err := r.makeMember(logf.IntoContext(r.ctx, log), s, name)
+	r.making.end(s.pool.UID, name, err, time.Now())
+	if err != nil && r.ctx.Err() == nil {
+		log.Error(err, "Make a pool member")
+		r.Recorder.Eventf(s.pool, nil, corev1.EventTypeWarning, "MemberFailed", "Create",
+			"Member %s could not be made: %v", name, err)
+	}
+	p := &afev1.SandboxPool{}
+	p.Namespace, p.Name = s.pool.Namespace, s.pool.Name
+	select {
+	case r.done <- event.TypedGenericEvent[*afev1.SandboxPool]{Object: p}:
+	default: // the queue is full of this news already; the resync follows
+	}
+}
+
+// CrashMemberVolumeMade is the point of a member's creation where a crash
+// leaves its workspace volume with no container (internal/crashpoint).
+const CrashMemberVolumeMade = "member-volume-made"
+
+// makeMember makes the member's workspace volume and container, under an
+// id of its own when the template names no user; on failure it removes the
+// volume (the engine's RunContainer leaves no container behind, and the
+// volumes of the image's VOLUME paths go with the next keep).
+func (r *Reconciler) makeMember(ctx context.Context, s *poolScope, name string) error {
+	m := s.member(name, r.Config.Instance)
+	resolved := s.resolved
+	var id *shared.HostID
+	if s.pool.Spec.Template.User == "" {
+		vopts, err := r.Config.Validation()
+		if err != nil {
+			return err
+		}
+		if id, err = r.IDs.Reserve(ctx, r.Engine, shared.HolderOf(m.Labels(afev1.RoleMember)), "", vopts); err != nil {
+			return err
+		}
+		defer id.Release()
+		resolved.User = id.User
+	}
+	want := sandboxspec.Member(&s.pool.Spec.Template, m, resolved, s.hash)
+	err := r.Engine.EnsureImage(ctx, want.Image)
+	if err == nil {
+		_, err = r.Engine.EnsureVolume(ctx, sandboxspec.MemberVolume(m))
+		crashpoint.Here(CrashMemberVolumeMade)
+	}
+	var created *docker.Container
+	if err == nil {
+		created, err = r.Engine.RunContainer(ctx, want)
+	}
+	if err == nil && id != nil {
+		// Verify removes the container when another instance's took the id
+		// at the same moment.
+		err = id.Verify(ctx, r.Engine, created)
+	}
+	if err != nil {
+		_ = r.removeMemberVolumes(context.WithoutCancel(ctx), s, name)
+	}
+	return err
+}

@@ -1,0 +1,134 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/gexec"
+
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/controllers/pool"
+	"afe.dev/sandbox/controllers/sandbox"
+	"afe.dev/sandbox/internal/naming"
+	"afe.dev/sandbox/test/dockertest"
+)
+
+// The manager built with the tag crashpoints kills itself with SIGKILL at
+// the point AFE_CRASHPOINT names (internal/crashpoint): between two writes
+// of a claim, or of a member's creation. The manager as shipped, started
+// after it, must converge from what the engine shows.
+var _ = Describe("Warm pools across a real crash", func() {
+	It("converge after a SIGKILL between the steps of a claim or of a member's making: one member claimed once, nothing leaked", func() {
+		crashing := os.Getenv("AFE_MANAGER_CRASHPOINTS_BIN") // make test builds it beforehand
+		if crashing == "" {
+			var err error
+			crashing, err = gexec.Build("afe.dev/sandbox/cmd/manager", "-tags", "crashpoints")
+			Expect(err).NotTo(HaveOccurred())
+		}
+		own := newOwnCluster()
+		inst := fmt.Sprintf("e2e-pool-crash-%d", os.Getpid())
+		label := afev1.LabelController + "=" + inst
+		defer dockertest.RemoveAll(label)
+		var mgr *gexec.Session
+		start := func(bin, point string) {
+			cmd := exec.Command(bin, "--instance", inst, "--metrics-bind-address", "0", "--health-probe-bind-address", "0")
+			cmd.Env = append(os.Environ(), "KUBECONFIG="+own.Kubeconfig, "AFE_CRASHPOINT="+point)
+			var err error
+			mgr, err = gexec.Start(cmd, GinkgoWriter, GinkgoWriter)
+			Expect(err).NotTo(HaveOccurred())
+		}
+		defer func() { stopManager(mgr) }()
+		killedAt := func(point string) {
+			Eventually(mgr, 90*time.Second).Should(gexec.Exit(), "the manager reaches %s", point)
+			Expect(mgr.ExitCode()).To(Equal(128+int(syscall.SIGKILL)), "killed by its signal at %s", point)
+			objects, _ := dockertest.Objects(label)
+			GinkgoWriter.Printf("on the engine when killed at %s: %v\n", point, objects)
+		}
+		template := "image: afe/busybox:dev\n    resources: {cpu: 500m, memory: 64Mi, pids: 64}"
+		own.kubectl(fmt.Sprintf("apiVersion: sandbox.afe.dev/v1alpha1\nkind: SandboxPool\nmetadata: {name: warm}\nspec:\n  replicas: 1\n  template:\n    %s\n", template),
+			"apply", "-f", "-")
+		poolReady := own.get("sandboxpool/warm", "{.status.ready}")
+
+		for i, point := range []string{sandbox.CrashClaimRecorded, sandbox.CrashClaimRenamed} {
+			By("killing the manager at " + point)
+			start(crashing, point)
+			Eventually(poolReady, time.Minute).Should(Equal("1/1"))
+			name := fmt.Sprintf("claimant-%d", i)
+			own.kubectl(fmt.Sprintf("apiVersion: sandbox.afe.dev/v1alpha1\nkind: Sandbox\nmetadata: {name: %s}\nspec:\n  poolRef: {name: warm}\n  %s\n",
+				name, strings.ReplaceAll(template, "\n    ", "\n  ")), "apply", "-f", "-")
+			killedAt(point)
+
+			By("converging with the manager as shipped")
+			start(managerBin, "")
+			Eventually(own.get("sandbox/"+name, "{.status.phase} {.status.pool}"), time.Minute).Should(Equal("Ready warm"))
+			c, err := dockertest.Inspect(naming.Container(naming.Key("default", name)))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(c.Config.Labels).To(HaveKeyWithValue(afev1.LabelRole, afev1.RoleMember))
+			Expect(own.get("sandbox/"+name, "{.status.containerID}")()).To(Equal(c.ID))
+			Eventually(poolReady, time.Minute).Should(Equal("1/1"), "refilled")
+			expectMembersOnce(label, i+1)
+			stopManager(mgr)
+		}
+
+		By("killing the manager at " + pool.CrashMemberVolumeMade)
+		start(crashing, pool.CrashMemberVolumeMade)
+		own.kubectl("", "patch", "sandboxpool/warm", "--type=merge", "-p", `{"spec":{"replicas":2}}`)
+		killedAt(pool.CrashMemberVolumeMade)
+		start(managerBin, "")
+		Eventually(poolReady, time.Minute).Should(Equal("2/2"))
+		expectMembersOnce(label, 2)
+
+		By("leaving nothing once the Sandboxes and the pool are deleted")
+		own.kubectl("", "delete", "sandboxes", "--all", "--timeout=60s")
+		own.kubectl("", "delete", "sandboxpool/warm", "--timeout=60s")
+		Eventually(func() ([]string, error) { return dockertest.Objects(label) }, time.Minute).Should(BeEmpty())
+	})
+})
+
+// expectMembersOnce checks the pool's members on the engine: claimed ones
+// each bound by one claim record, none of them under two names, and no
+// member workspace without its member.
+func expectMembersOnce(label string, claimed int) {
+	members := map[string]int{}
+	bound := 0
+	for _, line := range dockerLines("ps", "-a", "--filter", "label="+label, "--filter", "label="+afev1.LabelRole+"="+afev1.RoleMember,
+		"--format", `{{.Names}} {{.Label "`+afev1.LabelMemberName+`"}}`) {
+		f := strings.Fields(line)
+		ExpectWithOffset(1, f).To(HaveLen(2), line)
+		members[f[1]]++
+		if f[0] != f[1] {
+			bound++
+		}
+	}
+	for name, n := range members {
+		ExpectWithOffset(1, n).To(Equal(1), "member %s is one container", name)
+	}
+	ExpectWithOffset(1, bound).To(Equal(claimed), "claimed members: %v", members)
+	records := dockerLines("volume", "ls", "-q", "--filter", "label="+label, "--filter", "label="+afev1.LabelRole+"="+afev1.RoleClaim)
+	ExpectWithOffset(1, records).To(HaveLen(claimed), "one claim record per claimed member")
+	for _, v := range dockerLines("volume", "ls", "--filter", "label="+label, "--filter", "label="+afev1.LabelRole+"="+afev1.RoleWorkspace,
+		"--format", `{{.Label "`+afev1.LabelMemberName+`"}}`) {
+		if v != "" {
+			ExpectWithOffset(1, members).To(HaveKey(v), "the workspace of member %s has its member", v)
+		}
+	}
+}
+
+// dockerLines runs the docker CLI and returns its output's lines.
+func dockerLines(args ...string) []string {
+	out, err := exec.Command("docker", args...).CombinedOutput()
+	ExpectWithOffset(2, err).NotTo(HaveOccurred(), "docker %s: %s", strings.Join(args, " "), out)
+	var lines []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if line != "" {
+			lines = append(lines, line)
+		}
+	}
+	return lines
+}
