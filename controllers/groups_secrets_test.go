@@ -296,6 +296,80 @@ var _ = Describe("Tenant isolation: groups and Secrets", func() {
 		}, "token-secret", "Secret bootstrap-token-abcdef is a bootstrap token"),
 	)
 
+	It("gives a Secret in env to each Run and never to the container's config; a change reaches the next Run in the same container; a deleted Secret holds the next Run with SecretNotFound", func() {
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "run-creds"},
+			Data: map[string][]byte{"token": []byte("s3cr3t-run-1")}}
+		Expect(k8sClient.Create(ctx, secret)).To(Succeed())
+		sbx := newSandbox(ns, "secret-runs")
+		sbx.Spec.Env = []afev1.EnvVar{{Name: "GREETING", Value: "hello"},
+			{Name: "API_TOKEN", ValueFrom: &afev1.EnvVarSource{SecretKeyRef: &afev1.SecretKeySelector{Name: "run-creds", Key: "token"}}}}
+		Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
+		DeferCleanup(func() { deleteAndWaitGone(ctx, sbx) })
+		ready := waitReady(ctx, sbx)
+		runEnv := func(name string) *afev1.Run {
+			run := newRun(ns, name, sbx.Name)
+			run.Spec.Script = `printf '%s %s' "$GREETING" "$API_TOKEN"`
+			Expect(k8sClient.Create(ctx, run)).To(Succeed())
+			return run
+		}
+		done := waitRunPhase(ctx, runEnv("first"), afev1.RunCompleted)
+		Expect(done.Status.Output).To(Equal("hello s3cr3t-run-1"))
+
+		By("holding none of the declared env in the container: not in its config, nor in its processes")
+		c, err := dockertest.Inspect(ready.Status.ContainerName)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(c.ID).To(Equal(ready.Status.ContainerID))
+		Expect(strings.Join(c.Config.Env, "\n")).NotTo(Or(ContainSubstring("s3cr3t-run"), ContainSubstring("GREETING")))
+		Expect(inContainer(ready.Status.ContainerName, `cat /proc/1/environ | tr '\0' '\n'; echo; env`)).
+			NotTo(Or(ContainSubstring("s3cr3t-run"), ContainSubstring("GREETING")))
+
+		By("giving a changed value and a changed Secret to the next Run, in the same container")
+		secret.Data["token"] = []byte("s3cr3t-run-2")
+		Expect(k8sClient.Update(ctx, secret)).To(Succeed())
+		Eventually(func() error {
+			cur := getSandbox(ctx, sbx)(Default)
+			cur.Spec.Env[0].Value = "bye"
+			return k8sClient.Update(ctx, cur)
+		}).Should(Succeed())
+		Eventually(func(g Gomega) {
+			got := getSandbox(ctx, sbx)(g)
+			g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
+			g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, afev1.SandboxReadyCondition)).To(BeTrue())
+		}).Should(Succeed())
+		done = waitRunPhase(ctx, runEnv("second"), afev1.RunCompleted)
+		Expect(done.Status.Output).To(Equal("bye s3cr3t-run-2"))
+		Expect(done.Status.ContainerID).To(Equal(ready.Status.ContainerID), "an env change does not recreate the container")
+		Expect(getSandbox(ctx, sbx)(Default).Status.ContainerID).To(Equal(ready.Status.ContainerID))
+
+		By("holding the next Run, before any attempt, while the Secret is gone")
+		Expect(k8sClient.Delete(ctx, secret)).To(Succeed())
+		held := runEnv("third")
+		Eventually(func(g Gomega) {
+			got := getRun(ctx, held)(g)
+			g.Expect(got.Status.Phase).To(Equal(afev1.RunPending))
+			c := findCondition(got.Status.Conditions, afev1.RunCompletedCondition)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(afev1.SecretNotFoundReason))
+			c = findCondition(got.Status.Conditions, afev1.RunSandboxReadyCondition)
+			g.Expect(c.Reason).To(Equal(afev1.SecretNotFoundReason))
+			g.Expect(c.Message).To(ContainSubstring("Secret run-creds does not exist"))
+		}).Should(Succeed())
+		Consistently(func(g Gomega) {
+			got := getRun(ctx, held)(g)
+			g.Expect(got.Status.Attempts).To(BeZero(), "nothing of an attempt is done or counted")
+			g.Expect(got.Status.Phase).To(Equal(afev1.RunPending))
+		}, "2s").Should(Succeed())
+
+		By("executing it once the Secret is back")
+		Expect(k8sClient.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "run-creds"},
+			Data: map[string][]byte{"token": []byte("s3cr3t-run-3")}})).To(Succeed())
+		Eventually(func(g Gomega) {
+			got := getRun(ctx, held)(g)
+			g.Expect(got.Status.Phase).To(Equal(afev1.RunCompleted))
+			g.Expect(got.Status.Output).To(Equal("bye s3cr3t-run-3"))
+		}, "90s").Should(Succeed())
+	})
+
 	It("reads a Secret of the sandbox's own namespace only", func() {
 		other := newNamespace(ctx)
 		Expect(k8sClient.Create(ctx, &corev1.Secret{

@@ -170,7 +170,9 @@ var _ = Describe("Hostile workloads", Serial, func() {
 				// cannot sit at its limit. The bystander keeps working
 				// through the kill and the recreation.
 				hog.Spec.MaxAttempts = ptr.To[int32](1)
-				hog.Spec.TimeoutSeconds = ptr.To[int32](10)
+				// Long enough for the hog to reach the limit on a loaded
+				// host (it did not in 10 s once); it ends with the sandbox.
+				hog.Spec.TimeoutSeconds = ptr.To[int32](40)
 				Expect(k8sClient.Create(ctx, hog)).To(Succeed())
 				for i := range 3 {
 					bystanderWorks(fmt.Sprintf("during-pressure-%d", i))

@@ -115,7 +115,7 @@ var _ = Describe("Host ids of sandboxes without a user", func() {
 		_, err := inSandbox(a.Status.ContainerName, "echo mine > /workspace/f")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(a), a)).To(Succeed())
-		a.Spec.Env = []afev1.EnvVar{{Name: "DRIFT", Value: "1"}}
+		a.Spec.Resources.Pids++ // held by the container: a drift
 		Expect(k8sClient.Update(ctx, a)).To(Succeed())
 		before := a.Status.ContainerID
 		Eventually(func(g Gomega) {

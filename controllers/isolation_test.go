@@ -314,7 +314,7 @@ var _ = Describe("Tenant isolation", func() {
 			case 2, 3:
 				Eventually(func(g Gomega) {
 					got := getSandbox(ctx, sbx)(g)
-					got.Spec.Env = []afev1.EnvVar{{Name: "ROUND", Value: rand.String(4)}}
+					got.Spec.Resources.Pids = int64(100 + round) // a drift
 					g.Expect(k8sClient.Update(ctx, got)).To(Succeed())
 				}).Should(Succeed())
 			}

@@ -211,16 +211,27 @@ var _ = Describe("Sandbox lifecycle", func() {
 			waitSuspended(ctx, sbx)
 			Eventually(func() error {
 				cur := getSandbox(ctx, sbx)(Default)
-				cur.Spec.Env = []afev1.EnvVar{{Name: "CHANGED", Value: "yes"}}
+				cur.Spec.Resources.Pids = 65
 				cur.Spec.Suspend = false
 				return k8sClient.Update(ctx, cur)
 			}).Should(Succeed())
 			got = waitReady(ctx, sbx)
 			Expect(got.Status.ContainerID).NotTo(Equal(id))
 			Expect(got.Status.Recreations).To(BeZero(), "a drift, not a loss")
-			out, err := dockertest.Exec(name, "sh", "-c", "cat /workspace/mark; echo $CHANGED")
+			out, err := dockertest.Exec(name, "sh", "-c", "cat /workspace/mark")
 			Expect(err).NotTo(HaveOccurred())
-			Expect(out).To(Equal("kept\nyes"))
+			Expect(out).To(Equal("kept"))
+			// The changed limit: the pids cgroup under runc; under gVisor the
+			// workload's RLIMIT_NPROC (the host's limit is gVisor's own).
+			if userSpaceKernel(runtime) {
+				out, err := dockertest.Exec(name, "sh", "-c", "ulimit -u")
+				Expect(err).NotTo(HaveOccurred())
+				Expect(out).To(Equal("65"), "the changed spec")
+			} else {
+				c, err := dockertest.Inspect(name)
+				Expect(err).NotTo(HaveOccurred())
+				Expect(*c.HostConfig.PidsLimit).To(Equal(int64(65)), "the changed spec")
+			}
 		})
 
 		It("keeps the sandboxes of a Paused ticket running past their idle timeout, and keeps spec.suspend on a ticket's sandbox", func() {

@@ -91,6 +91,8 @@ var _ = Describe("Builtin MergeAndCI", func() {
 		ns = newNamespace(ctx)
 		sbx = newSandbox(ns, "lanes")
 		sbx.Spec.Image = dockertest.GitImage
+		// Given to ciScript as to any command executed for the tenant.
+		sbx.Spec.Env = []afev1.EnvVar{{Name: "SUITE", Value: "test_x"}}
 		Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
 		sbx = waitReady(ctx, sbx)
 	})
@@ -166,7 +168,7 @@ var _ = Describe("Builtin MergeAndCI", func() {
 		inContainer(c, gitRepo, "a", "b")
 		inContainer(c, `echo a > /workspace/lanes/a/a.txt`)
 		run := newMergeRun(ns, "redci", sbx.Name, "a", "b")
-		run.Spec.CIScript = `echo "test_x FAILED: expected 2, got 3" >&2; exit 3`
+		run.Spec.CIScript = `echo "$SUITE FAILED: expected 2, got 3" >&2; exit 3`
 		Expect(k8sClient.Create(ctx, run)).To(Succeed())
 		got := waitRunPhase(ctx, run, afev1.RunCompleted)
 		Expect(got.Status.OK).To(HaveValue(BeFalse()))

@@ -121,7 +121,7 @@ var _ = Describe("Sandbox", func() {
 		Expect(c.Mounts[0].Destination).To(Equal("/workspace"))
 		Expect(c.Mounts[0].Type).To(Equal("volume"))
 		Expect(c.Mounts[0].Name).To(Equal(got.Status.VolumeName))
-		Expect(c.Config.Env).To(ConsistOf("GREETING=hello", "PATH=/bin"), "only the declared env and the image's")
+		Expect(c.Config.Env).To(ConsistOf("PATH=/bin"), "the image's only: the declared env is given to each command executed in it")
 		Expect(c.Config.Labels).To(HaveKeyWithValue(afev1.LabelTicket, "hardened"))
 		Expect(c.Config.Labels).To(HaveKeyWithValue(afev1.LabelNamespace, ns))
 		Expect(c.Config.Labels).To(HaveKeyWithValue(afev1.LabelSandbox, "hardened"))
@@ -271,18 +271,23 @@ var _ = Describe("Sandbox", func() {
 		Expect(filepath.Join(dir, "f")).To(BeAnExistingFile())
 	})
 
-	It("passes Secret values into the container", func() {
+	It("passes Secret values into the container of a sandbox with its own command, and to its Runs", func() {
 		Expect(k8sClient.Create(ctx, &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "creds"},
 			Data:       map[string][]byte{"token": []byte("s3cr3t")},
 		})).To(Succeed())
 		sbx := newSandbox(ns, "secret-env")
+		sbx.Spec.Command = []string{"/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1; done"}
 		sbx.Spec.Env = []afev1.EnvVar{{Name: "API_TOKEN", ValueFrom: &afev1.EnvVarSource{SecretKeyRef: &afev1.SecretKeySelector{Name: "creds", Key: "token"}}}}
 		Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
 		got := waitReady(ctx, sbx)
-		out, err := dockertest.Exec(got.Status.ContainerName, "sh", "-c", "echo $API_TOKEN")
+		out, err := dockertest.Exec(got.Status.ContainerName, "sh", "-c", "tr '\\0' '\\n' < /proc/1/environ | grep API_TOKEN")
 		Expect(err).NotTo(HaveOccurred())
-		Expect(out).To(Equal("s3cr3t"))
+		Expect(out).To(Equal("API_TOKEN=s3cr3t"), "its command sees it from its start")
+		run := newRun(ns, "token", sbx.Name)
+		run.Spec.Script = `printf %s "$API_TOKEN"`
+		Expect(k8sClient.Create(ctx, run)).To(Succeed())
+		Expect(waitRunPhase(ctx, run, afev1.RunCompleted).Status.Output).To(Equal("s3cr3t"))
 		deleteAndWaitGone(ctx, sbx)
 	})
 

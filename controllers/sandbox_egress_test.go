@@ -13,6 +13,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
@@ -257,17 +258,41 @@ var _ = Describe("Sandbox egress", func() {
 			// image, with a name on port 80: TestProxyImageRefusesTheHostByItsGateway).
 			Expect(proxyDenyIPs(got.Status.ProxyName)).To(ContainElement(strings.TrimSpace(string(gw))))
 
-			By("changing egress: the proxy is reconfigured, the sandbox container kept")
+			By("changing egress: the proxy is given the allowlist in place, the sandbox container kept")
+			before := meta.FindStatusCondition(got.Status.Conditions, afev1.EgressReadyCondition).Message
+			setEgress := func(hosts ...afev1.EgressHost) time.Time {
+				Eventually(func(g Gomega) {
+					cur := getSandbox(ctx, sbx)(g)
+					cur.Spec.Egress = hosts
+					g.Expect(k8sClient.Update(ctx, cur)).To(Succeed())
+				}).Should(Succeed())
+				return time.Now()
+			}
+			written := setEgress("allowed.test", "denied.test")
+			Eventually(func() (string, error) { return fetchWithin(name, "http://denied.test/", true, 1) }).Should(Equal("hello-from-test-web"))
+			GinkgoWriter.Printf("an added host reachable %s after the write\n", time.Since(written))
 			Eventually(func(g Gomega) {
 				cur := getSandbox(ctx, sbx)(g)
-				cur.Spec.Egress = []afev1.EgressHost{"allowed.test", "denied.test"}
-				g.Expect(k8sClient.Update(ctx, cur)).To(Succeed())
+				c := meta.FindStatusCondition(cur.Status.Conditions, afev1.EgressReadyCondition)
+				g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+				g.Expect(c.Message).To(ContainSubstring("denied.test"))
+				g.Expect(c.Message).To(MatchRegexp(`\(allowlist [0-9a-f]+\)`))
+				g.Expect(c.Message).NotTo(Equal(before))
 			}).Should(Succeed())
-			Eventually(func() (string, error) { return fetch(name, "http://denied.test/", true) }).Should(Equal("hello-from-test-web"))
 			Expect(getSandbox(ctx, sbx)(Default).Status.ContainerID).To(Equal(got.Status.ContainerID))
-			newProxy, err := dockertest.Inspect(got.Status.ProxyName)
+			same, err := dockertest.Inspect(got.Status.ProxyName)
 			Expect(err).NotTo(HaveOccurred())
-			Expect(newProxy.ID).NotTo(Equal(p.ID))
+			Expect(same.ID).To(Equal(p.ID), "the proxy was recreated for an allowlist change")
+			Expect(same.State.StartedAt).To(Equal(p.State.StartedAt), "the proxy was restarted for an allowlist change")
+			written = setEgress("allowed.test")
+			Eventually(func() string {
+				out, _ := fetchWithin(name, "http://denied.test/", true, 1)
+				return out
+			}).Should(ContainSubstring("403"))
+			GinkgoWriter.Printf("a removed host refused %s after the write\n", time.Since(written))
+			same, err = dockertest.Inspect(got.Status.ProxyName)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(same.ID).To(Equal(p.ID), "the proxy was recreated for an allowlist change")
 
 			By("recreating a proxy killed by hand, for the same sandbox container")
 			killed := time.Now()
@@ -357,7 +382,9 @@ var _ = Describe("Sandbox egress", func() {
 			}
 		}, "30s").Should(Succeed())
 
-		By("recreating the proxy with a network that came after it, the sandbox container kept")
+		By("giving the proxy, in place, a network that came after it; the sandbox container kept")
+		proxy, err := dockertest.Inspect(got.Status.ProxyName)
+		Expect(err).NotTo(HaveOccurred())
 		out, err = exec.Command("docker", "network", "create", "--label", labels, second).CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), string(out))
 		newGW := gateway(second)
@@ -368,8 +395,6 @@ var _ = Describe("Sandbox egress", func() {
 		Expect(getSandbox(ctx, sbx)(Default).Status.ContainerID).To(Equal(container))
 
 		By("keeping the proxy, and its connections, when a network goes")
-		proxy, err := dockertest.Inspect(got.Status.ProxyName)
-		Expect(err).NotTo(HaveOccurred())
 		Expect(exec.Command("docker", "network", "rm", second).Run()).To(Succeed())
 		Consistently(func(g Gomega) {
 			now, err := dockertest.Inspect(got.Status.ProxyName)
@@ -378,6 +403,9 @@ var _ = Describe("Sandbox egress", func() {
 		}, "5s").Should(Succeed())
 		Expect(proxyDenyIPs(got.Status.ProxyName)).To(ContainElements(egressGW, firstGW, newGW))
 		Eventually(func() (string, error) { return fetch(got.Status.ContainerName, "http://allowed.test/", true) }).Should(Equal("hello-from-test-web"))
+		now, err := dockertest.Inspect(got.Status.ProxyName)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(now.ID).To(Equal(proxy.ID), "the proxy was recreated for a change of the host's addresses")
 	})
 
 	It("refuses malformed egress entries at admission", func() {
@@ -403,14 +431,17 @@ var _ = Describe("Sandbox egress", func() {
 
 // proxyDenyIPs is the list of host addresses the proxy container was given
 // (AFE_EGRESS_DENY_IPS); none when it is gone.
+// proxyDenyIPs is the list of addresses the running squid of the proxy
+// refuses, read from the configuration it runs with (the allowlist changes
+// in place: the container's environment is its creation's).
 func proxyDenyIPs(name string) []string {
-	p, err := dockertest.Inspect(name)
+	out, err := exec.Command("docker", "exec", name, "cat", "/tmp/squid.conf").Output()
 	if err != nil {
 		return nil
 	}
-	for _, e := range p.Config.Env {
-		if list, ok := strings.CutPrefix(e, "AFE_EGRESS_DENY_IPS="); ok {
-			return strings.Split(list, ",")
+	for _, l := range strings.Split(string(out), "\n") {
+		if list, ok := strings.CutPrefix(l, "acl afe_host dst "); ok {
+			return strings.Fields(list)
 		}
 	}
 	return nil

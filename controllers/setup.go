@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"afe.dev/sandbox/controllers/loops"
+	"afe.dev/sandbox/controllers/pool"
 	"afe.dev/sandbox/controllers/run"
 	"afe.dev/sandbox/controllers/sandbox"
 	"afe.dev/sandbox/controllers/shared"
@@ -27,6 +28,9 @@ type Options = shared.Options
 
 // DefaultMaxRunsPerSandbox is --max-runs-per-sandbox when unset.
 const DefaultMaxRunsPerSandbox = shared.DefaultMaxRunsPerSandbox
+
+// DefaultMaxPoolReplicas is --max-pool-replicas when unset.
+const DefaultMaxPoolReplicas = shared.DefaultMaxPoolReplicas
 
 // TelemetryPruner applies the telemetry's retention every Period.
 type TelemetryPruner = loops.TelemetryPruner
@@ -85,7 +89,7 @@ func addLoops(mgr ctrl.Manager, engine Engine, cfg shared.Config) (*background, 
 		period = max(opts.ResyncPeriod, 10*time.Second)
 	}
 	bg.sweeper = &loops.Sweeper{Client: c, Cache: mgr.GetCache(), Engine: engine, Instance: opts.Instance,
-		Period: period, Enqueue: events.Enqueue}
+		Period: period, Enqueue: events.Enqueue, EnqueuePool: events.EnqueuePool}
 	// The collector also measures the workspaces for resources.disk, even
 	// with the usage turned off.
 	collector := &loops.UsageCollector{Client: c, Cache: mgr.GetCache(), Engine: engine, Instance: opts.Instance,
@@ -110,6 +114,11 @@ func addLoops(mgr ctrl.Manager, engine Engine, cfg shared.Config) (*background, 
 // addReconcilers sets up the reconciler of each kind with the manager.
 func addReconcilers(ctx context.Context, mgr ctrl.Manager, engine Engine, cfg shared.Config, bg *background) error {
 	stops := &shared.StopLog{}
+	// What the Sandbox and SandboxPool reconcilers share: the host ids
+	// being given, the turns of each pool, the cold creations in flight
+	// that the refill makes room for, and the claims and misses counted for
+	// the pools' status; and the manager's disk probe.
+	ids, probe, turns, cold, counts := &shared.HostIDs{}, &shared.DiskProbe{}, &shared.PoolTurns{}, &shared.InFlight{}, &shared.PoolCounts{}
 	sandboxes := &sandbox.Reconciler{
 		Client:       mgr.GetClient(),
 		APIReader:    mgr.GetAPIReader(),
@@ -121,9 +130,18 @@ func addReconcilers(ctx context.Context, mgr ctrl.Manager, engine Engine, cfg sh
 		Stops:        stops,
 		Disk:         bg.disk,
 		HostAddrs:    bg.hostAddrs,
+		IDs:          ids,
+		Probe:        probe,
+		Cold:         cold,
+		Turns:        turns,
+		PoolCounts:   counts,
+		EnqueuePool:  bg.events.EnqueuePool,
 	}
 	if err := sandboxes.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up sandbox controller: %w", err)
+	}
+	if err := addPools(ctx, mgr, engine, cfg, bg, sandboxes); err != nil {
+		return err
 	}
 	tickets := &ticket.Reconciler{
 		Client:    mgr.GetClient(),
@@ -136,14 +154,37 @@ func addReconcilers(ctx context.Context, mgr ctrl.Manager, engine Engine, cfg sh
 		return fmt.Errorf("set up ticket controller: %w", err)
 	}
 	runs := &run.Reconciler{
-		Client:   mgr.GetClient(),
-		Engine:   engine,
-		Recorder: mgr.GetEventRecorder("afe-run-controller"),
-		Config:   cfg,
-		Stops:    stops,
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Engine:    engine,
+		Recorder:  mgr.GetEventRecorder("afe-run-controller"),
+		Config:    cfg,
+		Stops:     stops,
 	}
 	if err := runs.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("set up run controller: %w", err)
+	}
+	return nil
+}
+
+// addPools sets up the SandboxPool reconciler, which shares with the
+// Sandbox reconciler what sandboxes says: the host ids, the pools' turns,
+// the cold creations in flight and the counts of claims.
+func addPools(ctx context.Context, mgr ctrl.Manager, engine Engine, cfg shared.Config, bg *background, sandboxes *sandbox.Reconciler) error {
+	pools := &pool.Reconciler{
+		Client:       mgr.GetClient(),
+		APIReader:    mgr.GetAPIReader(),
+		Engine:       engine,
+		Recorder:     mgr.GetEventRecorder("afe-pool-controller"),
+		Config:       cfg,
+		IDs:          sandboxes.IDs,
+		Turns:        sandboxes.Turns,
+		Cold:         sandboxes.Cold,
+		Counts:       sandboxes.PoolCounts,
+		MemberEvents: bg.events.Pools,
+	}
+	if err := pools.SetupWithManager(ctx, mgr); err != nil {
+		return fmt.Errorf("set up sandbox pool controller: %w", err)
 	}
 	return nil
 }

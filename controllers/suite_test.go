@@ -156,6 +156,7 @@ var _ = BeforeSuite(func() {
 		UsagePeriod:             5 * time.Second,
 		DiskCheckPeriod:         time.Second,
 		MaxConcurrentReconciles: 4,
+		MaxPoolReplicas:         testMaxPoolReplicas,
 		EgressNetwork:           egressNetwork,
 		EgressAllowPrivate:      true, // the test servers have private addresses
 		// The manager's default: each of the suite's processes, and any

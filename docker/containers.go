@@ -253,6 +253,9 @@ func (c *Client) InspectContainer(ctx context.Context, name string) (*Container,
 		out.Labels = info.Config.Labels
 		out.User = info.Config.User
 	}
+	if t, err := time.Parse(time.RFC3339Nano, info.Created); err == nil {
+		out.Created = t
+	}
 	if st := info.State; st != nil {
 		out.State = st.Status
 		out.Running = st.Running
@@ -309,6 +312,7 @@ func (c *Client) ListContainers(ctx context.Context, labels map[string]string) (
 			Running:  s.State == container.StateRunning,
 			ExitCode: -1,
 			IPs:      map[string]string{},
+			Created:  time.Unix(s.Created, 0),
 		}
 		if len(s.Names) > 0 {
 			ct.Name = strings.TrimPrefix(s.Names[0], "/")
@@ -337,6 +341,28 @@ func (c *Client) RemoveContainer(ctx context.Context, name string) error {
 		return c.waitGone(ctx, name)
 	}
 	return wrap(err, "remove container "+name)
+}
+
+// RenameContainer renames the container named from to the name to; see
+// Engine.
+func (c *Client) RenameContainer(ctx context.Context, from, to string) error {
+	c.count("container_rename")
+	// The engine finds a container by name, full ID or ID prefix: a name
+	// that is all hex could be taken for another container's ID.
+	if isHex(from) {
+		return fmt.Errorf("rename container %s: %w: a name of hex digits only could name another container's ID", from, ErrConflict)
+	}
+	return wrap(c.api.ContainerRename(ctx, "/"+strings.TrimPrefix(from, "/"), to), "rename container "+from+" to "+to)
+}
+
+// isHex is true for a non-empty string of hex digits only.
+func isHex(s string) bool {
+	for _, r := range s {
+		if !strings.ContainsRune("0123456789abcdef", r) {
+			return false
+		}
+	}
+	return s != ""
 }
 
 func (c *Client) waitGone(ctx context.Context, name string) error {

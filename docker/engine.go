@@ -38,6 +38,14 @@ type Engine interface {
 	// volumes (an image's VOLUME lines), never a named volume; it succeeds
 	// when it is already gone.
 	RemoveContainer(ctx context.Context, name string) error
+	// RenameContainer gives the container now named from the name to, by
+	// its name (never by an ID, so that a container renamed meanwhile is
+	// not the one renamed): ErrNotFound when no container has the name
+	// from, ErrConflict when another has the name to. Two renames of one
+	// name in flight at once may both succeed on the engine (it looks the
+	// name up before it locks the container): whoever must rename a
+	// container once serializes its renames itself.
+	RenameContainer(ctx context.Context, from, to string) error
 	// StopContainer stops a running container and keeps it (a suspended
 	// sandbox's); it succeeds when it is already stopped and returns
 	// ErrNotFound when there is none of the name.

@@ -109,10 +109,14 @@ const kernelGroupScan = "group"
 // kernelProcessesPasses are the passes of kernelProcessesScript over /proc.
 const kernelProcessesPasses = "1 2 3"
 
-// kernelProcessesTimeout bounds how long the kernel's list may take, its
-// caller's context aside. The scan of a group takes tens of milliseconds;
-// the exec that runs it, seconds on a loaded host (each one starts a
-// process of the runtime there).
+// kernelProcessesTimeout bounds how long the kernel's list may take when
+// its caller gives no deadline of its own. The scan of a group takes tens
+// of milliseconds; the exec that runs it, seconds on a loaded host (each
+// one starts a process of the runtime there), over 10 s on a loaded CI
+// host: a caller with a deadline (a Run's KillGrace, the sweep's patience)
+// says how long an answer is worth waiting for. A list cut short costs the
+// engine all the same: its exec still starts, and the engine then kills it
+// (one more call of the runtime).
 const kernelProcessesTimeout = 10 * time.Second
 
 // kernelProcessesMax bounds what the list may print: three lines of at
@@ -131,10 +135,10 @@ const kernelProcessesMax = 3 * 3 * 80 << 16
 // a group (group >= 0) the shell runs with that group and lists only the
 // processes that have it (kernelGroupScan).
 func (c *Client) kernelProcesses(ctx context.Context, id string, group int) ([]Process, error) {
-	// A list slower than this (a fork-hopper filling /proc on a loaded
-	// machine) is no answer: its caller's schedule of kills, and their
-	// fallback, hold.
-	ctx, cancel := context.WithTimeout(ctx, kernelProcessesTimeout)
+	// A list slower than its caller's deadline (a fork-hopper filling
+	// /proc on a loaded machine) is no answer: its caller's schedule of
+	// kills, and their fallback, hold.
+	ctx, cancel := listContext(ctx)
 	defer cancel()
 	user, scan := "0:0", "all"
 	if group >= 0 {
@@ -155,6 +159,15 @@ func (c *Client) kernelProcesses(ctx context.Context, id string, group int) ([]P
 		return ps, err
 	}
 	return ofGroup(ps, group), nil
+}
+
+// listContext is ctx when it has a deadline, else ctx bounded by
+// kernelProcessesTimeout.
+func listContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, kernelProcessesTimeout)
 }
 
 // ofGroup keeps the processes that have the group.

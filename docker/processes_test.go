@@ -1,7 +1,9 @@
 package docker
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -58,6 +60,34 @@ func TestParseStatus(t *testing.T) {
 	} {
 		if _, err := parseStatus(bad); err == nil {
 			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+// TestListContext: the kernel's list is bounded by its caller's deadline,
+// longer than kernelProcessesTimeout too (the sweep after a Run's end waits
+// for a loaded host), and by kernelProcessesTimeout only when the caller
+// gives none.
+func TestListContext(t *testing.T) {
+	for name, tc := range map[string]struct {
+		timeout time.Duration // 0: no deadline
+		want    time.Duration
+	}{
+		"no deadline":     {0, kernelProcessesTimeout},
+		"a shorter grace": {3 * time.Second, 3 * time.Second},
+		"a longer wait":   {time.Minute, time.Minute},
+	} {
+		ctx := context.Background()
+		if tc.timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, tc.timeout)
+			defer cancel()
+		}
+		lctx, cancel := listContext(ctx)
+		deadline, ok := lctx.Deadline()
+		cancel()
+		if got := time.Until(deadline); !ok || got > tc.want || got < tc.want-time.Second {
+			t.Errorf("%s: the list has %s (deadline %v), want %s", name, got.Round(time.Second), ok, tc.want)
 		}
 	}
 }

@@ -9,7 +9,7 @@
 #      no container stops) and waits until `docker info` lists it.
 # Idempotent: a runtime registered as asked is left alone, without a reload.
 # It needs root, a local engine (unix socket) and a writable daemon.json, and
-# refuses clearly otherwise; on another engine, do the same by hand (README).
+# refuses clearly otherwise; on another engine, do the same by hand (docs/concepts.md, 'Hostile code: a user-space kernel (gVisor)').
 #
 # The runtime's arguments (docs/security.md says why):
 #   --platform=RUNSC_PLATFORM  ptrace (default; needs no virtualisation), or
@@ -35,7 +35,7 @@ die() { echo "install-runsc: $*" >&2; exit 1; }
 
 case "${DOCKER_HOST:-unix:///var/run/docker.sock}" in
 unix://*) ;;
-*) die "the engine is remote (DOCKER_HOST=${DOCKER_HOST}): install runsc on its host and register it there (README, 'A user-space kernel')" ;;
+*) die "the engine is remote (DOCKER_HOST=${DOCKER_HOST}): install runsc on its host and register it there (docs/concepts.md, 'Hostile code: a user-space kernel (gVisor)')" ;;
 esac
 [[ "$(id -u)" == 0 ]] || die "run as root (it installs a package, writes ${DAEMON_JSON} and signals dockerd)"
 command -v docker >/dev/null || die "docker is not installed"

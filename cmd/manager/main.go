@@ -103,6 +103,9 @@ func start(log logr.Logger, f *managerFlags) error {
 	if err := setupChecks(mgr, engine); err != nil {
 		return err
 	}
+	if err := setupStateMetrics(mgr, engine); err != nil {
+		return err
+	}
 	log.Info("Starting the manager", "docker", engine.Host(), "instance", f.opts.Instance)
 	warnWorkspaceRoot(log, f.opts, engine.IsLocal(), engine.Host())
 	if err := mgr.Start(ctx); err != nil {

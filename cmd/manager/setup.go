@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"afe.dev/sandbox/access"
@@ -71,6 +73,9 @@ func logSetupError(log logr.Logger, err error) {
 // and the egress subnets and denied addresses.
 func setupOptions(log logr.Logger, f *managerFlags) error {
 	opts := &f.opts
+	if opts.MaxPoolReplicas < 0 {
+		return setupFailed(fmt.Errorf("--max-pool-replicas must be 0 or more, not %d", opts.MaxPoolReplicas), "Invalid --max-pool-replicas")
+	}
 	if opts.UsagePeriod > 0 {
 		opts.UsagePeriod = max(opts.UsagePeriod, status.MinUsageInterval)
 	}
@@ -229,6 +234,7 @@ func setupAccess(mgr ctrl.Manager, engine *docker.Client, f *managerFlags) error
 	opts.Service = types.NamespacedName{Namespace: ns, Name: name}
 	opts.ServicePort = int32(f.accessPort)
 	opts.Instance = f.opts.Instance
+	opts.DenyEnv, opts.EnvPassthrough = f.opts.DenyEnv, f.opts.EnvPassthrough
 	server, err := access.New(mgr, engine, opts)
 	if err != nil {
 		return setupFailed(err, "Cannot set up the access API")
@@ -251,6 +257,21 @@ func setupChecks(mgr ctrl.Manager, engine *docker.Client) error {
 		return engine.Ping(ctx)
 	}); err != nil {
 		return setupFailed(err, "Cannot add the readiness check")
+	}
+	return nil
+}
+
+// setupStateMetrics registers the series computed at each scrape: whether
+// the engine answers (afe_docker_up) and the state of the Sandboxes from the
+// cache (afe_sandbox_status...), which the alerts of config/prometheus use.
+func setupStateMetrics(mgr ctrl.Manager, engine *docker.Client) error {
+	for _, c := range []prometheus.Collector{
+		metrics.NewEngineUp(engine.Ping, 3*time.Second),
+		&metrics.SandboxStates{Reader: mgr.GetCache()},
+	} {
+		if err := crmetrics.Registry.Register(c); err != nil {
+			return setupFailed(err, "Cannot register the state metrics")
+		}
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"afe.dev/sandbox/controllers/shared"
 	"afe.dev/sandbox/docker"
 )
 
@@ -22,14 +23,18 @@ type SweepEngine interface {
 // UsageEngine measures the containers and volumes of the sandboxes.
 type UsageEngine interface {
 	ListContainers(ctx context.Context, labels map[string]string) ([]docker.Container, error)
+	// ListVolumes lists the claim records that bind pool members.
+	ListVolumes(ctx context.Context, labels map[string]string) ([]docker.Volume, error)
 	ContainerUsage(ctx context.Context, id string) (*docker.ContainerUsage, error)
 	DiskUsage(ctx context.Context) (*docker.DiskUsage, error)
 }
 
 // EventEngine streams the engine's events, and tells the commands this
-// process executed from those others did (the telemetry of the latter).
+// process executed from those others did (the telemetry of the latter);
+// the claim records it inspects bind pool members to their Sandboxes.
 type EventEngine interface {
 	Events(ctx context.Context, labels map[string]string, since time.Time) (<-chan docker.Event, <-chan error)
+	shared.VolumeInspector
 	execEngine
 }
 

@@ -27,8 +27,12 @@ type DockerEventSource struct {
 	// execs records in the telemetry the commands others executed in
 	// sandbox containers (nil: none are).
 	execs *engineExecs
+	// members finds the Sandbox a claimed pool member serves.
+	members *claimedMembers
 	// Out receives one event per affected Sandbox.
 	Out chan event.TypedGenericEvent[*afev1.Sandbox]
+	// Pools receives one event per SandboxPool whose member died or went.
+	Pools chan event.TypedGenericEvent[*afev1.SandboxPool]
 }
 
 // NewDockerEventSource returns a source with its output channel, which
@@ -36,7 +40,8 @@ type DockerEventSource struct {
 // containers.
 func NewDockerEventSource(engine EventEngine, c client.Reader, instance string, store *telemetry.Store) *DockerEventSource {
 	d := &DockerEventSource{Engine: engine, Client: c, Instance: instance, Activity: &shared.ActivityLog{},
-		Out: make(chan event.TypedGenericEvent[*afev1.Sandbox], 1024)}
+		Out: make(chan event.TypedGenericEvent[*afev1.Sandbox], 1024), Pools: make(chan event.TypedGenericEvent[*afev1.SandboxPool], 256)}
+	d.members = newClaimedMembers(engine, c, instance)
 	d.execs = newEngineExecs(engine, store, instance, d.sandboxOf)
 	return d
 }
@@ -92,6 +97,7 @@ func (d *DockerEventSource) pump(events <-chan docker.Event, errs <-chan error, 
 			switch ev.Action {
 			case docker.ActionDie, docker.ActionDestroy, docker.ActionOOM:
 				d.Enqueue(ev.Labels[afev1.LabelNamespace], ev.Labels[afev1.LabelSandbox])
+				d.enqueuePool(ev)
 			case docker.ActionStart:
 				d.sawStart(ev)
 			case docker.ActionExecStart, docker.ActionExecDie:
@@ -111,6 +117,37 @@ func (d *DockerEventSource) Enqueue(namespace, name string) {
 	sbx := &afev1.Sandbox{}
 	sbx.Namespace, sbx.Name = namespace, name
 	d.Out <- event.TypedGenericEvent[*afev1.Sandbox]{Object: sbx}
+}
+
+// enqueuePool asks for a reconcile of the SandboxPool of a member
+// container's event (a claimed member's too: its pool refills).
+// A claimed member names no Sandbox: the Sandbox whose name it bears is
+// looked at too (which member is its, its claim record says).
+func (d *DockerEventSource) enqueuePool(ev docker.Event) {
+	if ev.Labels[afev1.LabelRole] != afev1.RoleMember {
+		return
+	}
+	namespace := ev.Labels[afev1.LabelNamespace]
+	d.EnqueuePool(namespace, ev.Labels[afev1.LabelPool])
+	if d.Client == nil || ev.Name == "" || ev.Name == ev.Labels[afev1.LabelMemberName] {
+		return
+	}
+	if sbx := d.members.named(namespace, ev.Name); sbx != nil {
+		d.Enqueue(namespace, sbx.Name)
+	}
+}
+
+// EnqueuePool asks for a reconcile of the SandboxPool namespace/name.
+func (d *DockerEventSource) EnqueuePool(namespace, name string) {
+	if namespace == "" || name == "" {
+		return
+	}
+	p := &afev1.SandboxPool{}
+	p.Namespace, p.Name = namespace, name
+	select {
+	case d.Pools <- event.TypedGenericEvent[*afev1.SandboxPool]{Object: p}:
+	default: // the pool's resync is the fallback
+	}
 }
 
 func (d *DockerEventSource) resyncAll(ctx context.Context) {
@@ -135,11 +172,22 @@ func (d *DockerEventSource) sawExec(ev docker.Event) {
 	if !shared.IsSandboxExec(ev) {
 		return
 	}
-	d.Activity.Saw(ev.Labels[afev1.LabelSandboxUID], ev.Time)
+	uid := ev.Labels[afev1.LabelSandboxUID]
+	var sbx *afev1.Sandbox
+	if ev.Labels[afev1.LabelRole] == afev1.RoleMember {
+		if sbx = d.members.sandboxOf(ev); sbx == nil {
+			return // an unclaimed member serves no sandbox
+		}
+		uid = string(sbx.UID)
+	}
+	d.Activity.Saw(uid, ev.Time)
 	if ev.Action != docker.ActionExecDie {
 		return
 	}
-	if sbx := d.sandboxOf(ev); sbx != nil && sbx.Spec.Lifecycle.IdleTimeout() > 0 {
+	if sbx == nil {
+		sbx = d.sandboxOf(ev)
+	}
+	if sbx != nil && sbx.Spec.Lifecycle.IdleTimeout() > 0 {
 		d.Enqueue(sbx.Namespace, sbx.Name)
 	}
 }
@@ -147,7 +195,7 @@ func (d *DockerEventSource) sawExec(ev docker.Event) {
 // sawStart has a suspended Sandbox looked at when its container was started
 // behind the controller's back: it is stopped again.
 func (d *DockerEventSource) sawStart(ev docker.Event) {
-	if ev.Labels[afev1.LabelRole] != afev1.RoleSandbox && ev.Labels[afev1.LabelRole] != afev1.RoleProxy {
+	if role := ev.Labels[afev1.LabelRole]; role != afev1.RoleSandbox && role != afev1.RoleProxy && role != afev1.RoleMember {
 		return
 	}
 	if sbx := d.sandboxOf(ev); sbx != nil && sbx.Status.Phase == afev1.SandboxSuspended {
@@ -156,10 +204,14 @@ func (d *DockerEventSource) sawStart(ev docker.Event) {
 }
 
 // sandboxOf is the Sandbox, from the cache, whose UID the event's labels
-// carry; nil when there is none.
+// carry, or which the claimed pool member of the event serves; nil when
+// there is none.
 func (d *DockerEventSource) sandboxOf(ev docker.Event) *afev1.Sandbox {
 	if d.Client == nil {
 		return nil
+	}
+	if ev.Labels[afev1.LabelRole] == afev1.RoleMember {
+		return d.members.sandboxOf(ev)
 	}
 	sbx := &afev1.Sandbox{}
 	key := client.ObjectKey{Namespace: ev.Labels[afev1.LabelNamespace], Name: ev.Labels[afev1.LabelSandbox]}

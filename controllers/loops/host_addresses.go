@@ -30,10 +30,10 @@ type NetworkEvents interface {
 // in the engine host's network namespace, plus --egress-deny-ips. It reads
 // them at the first proxy, again on each network the engine creates or
 // removes and every hostAddressPeriod. When an address comes, every Sandbox
-// with egress is looked at again and its proxy recreated with the new list
-// (the sandbox container is kept, as for an allowlist change); when one
-// goes, the proxies keep refusing it until they are made again for another
-// reason (afe.deny-ips, sandboxspec.ProxyDeniesAll).
+// with egress is looked at again and its proxy given the new list in place,
+// as for an allowlist change: its connections and the sandbox container are
+// kept. One that goes stays refused by the proxies until they are given
+// their list again for another reason, which is harmless.
 type HostAddresses struct {
 	Engine hostaddrs.Engine
 	// Events says when the engine's networks come and go (nil: the list is
@@ -78,9 +78,7 @@ func (h *HostAddresses) refresh(ctx context.Context) (list []string, changed boo
 			"outside the host's network namespace): proxies refuse the gateways of the engine's networks; list the host's "+
 			"other addresses with --egress-deny-ips", "addresses", list)
 	}
-	// Only an address that comes makes the proxies out of date: one that
-	// went stays refused by the proxies made before, which is harmless and
-	// keeps their connections (sandboxspec.ProxyDeniesAll).
+	// Only an address that comes makes the proxies out of date.
 	changed = h.loaded && slices.ContainsFunc(list, func(a string) bool { return !slices.Contains(h.current, a) })
 	h.current, h.loaded = list, true
 	return list, changed, nil

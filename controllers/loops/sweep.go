@@ -17,6 +17,7 @@ import (
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/controllers/shared"
 	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/naming"
 )
 
 // Sweeper periodically looks at every labelled Docker object of this
@@ -34,6 +35,9 @@ type Sweeper struct {
 	Period   time.Duration
 	// Enqueue asks for a reconcile of the Sandbox namespace/name.
 	Enqueue func(namespace, name string)
+	// EnqueuePool asks for a reconcile of the SandboxPool namespace/name
+	// (nil: pools are not looked at).
+	EnqueuePool func(namespace, name string)
 }
 
 // NeedLeaderElection is true: only the leader removes objects.
@@ -49,12 +53,77 @@ func (s *Sweeper) Start(ctx context.Context) error {
 		if err := sweepAndResync(ctx, s.Client, s.Engine, map[string]string{afev1.LabelController: s.Instance}, s.Enqueue); err != nil && ctx.Err() == nil {
 			log.Error(err, "Sweep of orphaned Docker objects")
 		}
+		if err := s.orphanedMembers(ctx); err != nil && ctx.Err() == nil {
+			log.Error(err, "Sweep of the members of pools that are gone")
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(s.Period):
 		}
 	}
+}
+
+// orphanedMembers has the pool of every member whose pool is gone looked
+// at: the SandboxPool reconciler removes the unclaimed members of a pool
+// that no longer exists (one whose finalizer was removed by hand while the
+// manager was away is reconciled by no event).
+func (s *Sweeper) orphanedMembers(ctx context.Context) error {
+	if s.EnqueuePool == nil {
+		return nil
+	}
+	members, err := s.Engine.ListContainers(ctx, map[string]string{afev1.LabelController: s.Instance, afev1.LabelRole: afev1.RoleMember})
+	if err != nil || len(members) == 0 {
+		return err
+	}
+	pools := &afev1.SandboxPoolList{}
+	if err := s.Client.List(ctx, pools); err != nil {
+		return err
+	}
+	live := map[string]bool{}
+	for i := range pools.Items {
+		live[string(pools.Items[i].UID)] = true
+	}
+	asked := map[string]bool{}
+	for _, m := range members {
+		ns, name := m.Labels[afev1.LabelNamespace], m.Labels[afev1.LabelPool]
+		if !live[m.Labels[afev1.LabelPoolUID]] && !asked[ns+"/"+name] {
+			asked[ns+"/"+name] = true
+			s.EnqueuePool(ns, name)
+		}
+	}
+	return s.unboundMembers(ctx, members)
+}
+
+// unboundMembers removes the claimed members (renamed from their pool
+// name) that no claim record names: their Sandbox went without its
+// cleanup (a finalizer removed by hand), whose record the sweep removed.
+// The containers are listed before the records, and a claim writes its
+// record before the rename and removes it after the member: a renamed
+// member listed here whose record is missing from the later list is gone,
+// or going.
+func (s *Sweeper) unboundMembers(ctx context.Context, members []docker.Container) error {
+	records, err := s.Engine.ListVolumes(ctx, map[string]string{afev1.LabelController: s.Instance, afev1.LabelRole: afev1.RoleClaim})
+	if err != nil {
+		return err
+	}
+	bound := map[string]bool{}
+	for _, v := range records {
+		bound[v.Labels[afev1.LabelMember]] = true
+	}
+	var errs []error
+	for _, m := range members {
+		member := m.Labels[afev1.LabelMemberName]
+		if member == "" || m.Name == member || bound[m.ID] {
+			continue
+		}
+		logf.FromContext(ctx).Info("Removing a claimed pool member no claim binds", "container", m.Name)
+		errs = append(errs, s.Engine.RemoveContainer(ctx, m.ID))
+		// Its workspace, by the labels the pool gave it.
+		errs = append(errs, shared.RemoveVolumes(ctx, s.Engine, map[string]string{afev1.LabelController: s.Instance,
+			afev1.LabelNamespace: m.Labels[afev1.LabelNamespace], afev1.LabelMemberName: member, afev1.LabelRole: afev1.RoleWorkspace}))
+	}
+	return errors.Join(errs...)
 }
 
 // SweepTicket removes the labelled Docker objects of the finished or deleted
@@ -144,9 +213,13 @@ func sweepAndResync(ctx context.Context, c client.Reader, engine SweepEngine, la
 // proxy when they have egress, is not among the running containers.
 func notRunning(sandboxes []afev1.Sandbox, containers []docker.Container) []*afev1.Sandbox {
 	running := map[string]bool{} // uid/role
+	claimed := map[string]bool{} // the names of running members, claimed or not
 	for _, ct := range containers {
 		if ct.Running {
 			running[ct.Labels[afev1.LabelSandboxUID]+"/"+ct.Labels[afev1.LabelRole]] = true
+			if ct.Labels[afev1.LabelRole] == afev1.RoleMember {
+				claimed[ct.Name] = true
+			}
 		}
 	}
 	var out []*afev1.Sandbox
@@ -156,7 +229,10 @@ func notRunning(sandboxes []afev1.Sandbox, containers []docker.Container) []*afe
 			continue
 		}
 		uid := string(sbx.UID)
-		if !running[uid+"/"+afev1.RoleSandbox] || (len(sbx.Spec.Egress) > 0 && !running[uid+"/"+afev1.RoleProxy]) {
+		// A sandbox served from a pool runs on the member bearing its name
+		// (which member, its claim record says: this is only a resync).
+		ok := running[uid+"/"+afev1.RoleSandbox] || claimed[naming.Container(naming.Key(sbx.Namespace, sbx.Name))]
+		if !ok || (len(sbx.Spec.Egress) > 0 && !running[uid+"/"+afev1.RoleProxy]) {
 			out = append(out, sbx)
 		}
 	}

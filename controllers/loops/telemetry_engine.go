@@ -143,8 +143,10 @@ func (e *engineExecs) record(ctx context.Context, ev docker.Event) error {
 	if sbx == nil {
 		return nil
 	}
+	// A claimed member's binding was verified by sandboxOf (its claim
+	// record); a sandbox container's labels are its identity.
 	ident := sandboxspec.IdentityOf(sbx, e.instance)
-	if !ident.OwnsAs(ev.Labels, afev1.RoleSandbox) {
+	if ev.Labels[afev1.LabelRole] != afev1.RoleMember && !ident.OwnsAs(ev.Labels, afev1.RoleSandbox) {
 		return nil
 	}
 	rec := telemetry.Record{

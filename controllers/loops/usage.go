@@ -17,6 +17,7 @@ import (
 	"afe.dev/sandbox/controllers/shared"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/metrics"
+	"afe.dev/sandbox/internal/pool"
 	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/internal/status"
 )
@@ -31,7 +32,7 @@ const usageConcurrency = 4
 // volumes, and the usage of each running sandbox container: read from the
 // host's cgroup files for a local engine, else one one-shot stats request
 // each, since the engine has no batched call for CPU, memory and network
-// (the README's Usage section has the cost). Nothing is asked of the
+// (docs/telemetry.md, Usage, has the cost). Nothing is asked of the
 // engine when no sandbox runs.
 type UsageCollector struct {
 	Client   client.Client
@@ -140,6 +141,8 @@ type measurement struct {
 type runningContainer struct {
 	container docker.Container
 	usage     *docker.ContainerUsage
+	// record is the claim record naming the container, a claimed member.
+	record map[string]string
 }
 
 func (u *UsageCollector) collect(ctx context.Context) error {
@@ -193,6 +196,9 @@ func (u *UsageCollector) measure(ctx context.Context) (*measurement, error) {
 			m.running[ct.Labels[afev1.LabelSandboxUID]] = runningContainer{container: ct}
 		}
 	}
+	if err := u.claimedMembers(ctx, m); err != nil {
+		return nil, err
+	}
 	if len(m.running) == 0 {
 		return m, nil
 	}
@@ -223,13 +229,41 @@ func (u *UsageCollector) measure(ctx context.Context) (*measurement, error) {
 	return m, nil
 }
 
+// claimedMembers adds to the running containers the claimed pool members,
+// by the afe.sandbox-uid of the claim record that names each (checked
+// again in usageOf, as internal/pool.Binds says).
+func (u *UsageCollector) claimedMembers(ctx context.Context, m *measurement) error {
+	members, err := u.Engine.ListContainers(ctx, map[string]string{afev1.LabelController: u.Instance, afev1.LabelRole: afev1.RoleMember})
+	if err != nil || len(members) == 0 {
+		return err
+	}
+	records, err := u.Engine.ListVolumes(ctx, map[string]string{afev1.LabelController: u.Instance, afev1.LabelRole: afev1.RoleClaim})
+	if err != nil {
+		return err
+	}
+	byMember := map[string]map[string]string{}
+	for _, v := range records {
+		byMember[v.Labels[afev1.LabelMember]] = v.Labels
+	}
+	for _, ct := range members {
+		if rec := byMember[ct.ID]; ct.Running && rec != nil {
+			m.running[rec[afev1.LabelSandboxUID]] = runningContainer{container: ct, record: rec}
+		}
+	}
+	return nil
+}
+
 // usageOf is the usage of a sandbox whose container runs and was measured:
 // the container and its workspace volume are found by the labels of the
-// sandbox's identity.
+// sandbox's identity, or of its claim record and the member it binds.
 func (m *measurement) usageOf(sbx *afev1.Sandbox, instance string) (afev1.Usage, bool) {
 	id := sandboxspec.IdentityOf(sbx, instance)
 	rc, ok := m.running[id.UID]
-	if !ok || rc.usage == nil || !id.OwnsAs(rc.container.Labels, afev1.RoleSandbox) {
+	if !ok || rc.usage == nil {
+		return afev1.Usage{}, false
+	}
+	claimed := rc.record != nil && pool.Binds(id, rc.record, &rc.container)
+	if !claimed && !id.OwnsAs(rc.container.Labels, afev1.RoleSandbox) {
 		return afev1.Usage{}, false
 	}
 	usage := afev1.Usage{
@@ -242,7 +276,8 @@ func (m *measurement) usageOf(sbx *afev1.Sandbox, instance string) (afev1.Usage,
 	if m.disk != nil {
 		usage.WritableLayerBytes = max(0, m.disk.Containers[rc.container.ID])
 		for _, v := range m.disk.Volumes {
-			if id.OwnsAs(v.Labels, afev1.RoleWorkspace) && v.Bytes > 0 {
+			ours := id.OwnsAs(v.Labels, afev1.RoleWorkspace) || claimed && pool.MemberVolumeOf(id, rc.record, v.Labels)
+			if ours && v.Bytes > 0 {
 				usage.WorkspaceBytes += v.Bytes
 			}
 		}

@@ -39,20 +39,16 @@ func (r *Reconciler) start(ctx context.Context, s *runScope, sbx *afev1.Sandbox,
 	if ie, ok := sandboxspec.AsInvalid(err); ok {
 		return r.fail(ctx, s, ie.Reason, "The sandbox's user is refused: "+ie.Message)
 	}
-	var job *snapshotJob
-	switch run.Spec.Builtin {
-	case afev1.BuiltinMergeAndCI:
-		if err := builtin.MergeOf(run).Validate(); err != nil {
-			return r.fail(ctx, s, afev1.InvalidSpecReason, "The Run's spec is invalid: "+err.Error())
-		}
-	case afev1.BuiltinSnapshot:
-		if job, err = r.snapshotJobOf(ctx, sbx); err != nil {
-			if _, ok := sandboxspec.AsInvalid(err); !ok && !errors.Is(err, docker.ErrNotFound) {
-				return err
-			}
-			return r.fail(ctx, s, afev1.SnapshotFailedReason, "The sandbox's workspace cannot be copied: "+err.Error())
-		}
-		job.user = fmt.Sprintf("%d:%d", uid, sandboxGID)
+	env, err := r.attemptEnv(ctx, run, sbx)
+	if ie, ok := sandboxspec.AsInvalid(err); ok {
+		return r.waitForEnv(s, sbx, ie)
+	}
+	if err != nil {
+		return err
+	}
+	job, failed, err := r.builtinJob(ctx, s, sbx, fmt.Sprintf("%d:%d", uid, sandboxGID))
+	if failed || err != nil {
+		return err
 	}
 	if run.Status.Phase == afev1.RunRunning && run.Status.Attempts > 0 {
 		// In flight when the controller stopped: nothing of that attempt
@@ -75,12 +71,36 @@ func (r *Reconciler) start(ctx context.Context, s *runScope, sbx *afev1.Sandbox,
 		container:   ct.Name,
 		containerID: ct.ID,
 		sandboxGID:  sandboxGID,
+		env:         env,
 		snapshot:    job,
 		cpuSeconds:  sbx.Spec.Resources.CPUSeconds,
 		ticket:      sandboxspec.IdentityOf(sbx, r.Config.Instance).Ticket,
 	}
 	a.gid = runexec.GID(string(run.UID), a.number)
 	return r.begin(ctx, s, sbx, a, uid)
+}
+
+// builtinJob checks a built-in Run before its attempt (a merge's spec, a
+// snapshot's workspace) and returns a snapshot's copy job, made as user;
+// failed is true when the Run failed on it, its status saying why.
+func (r *Reconciler) builtinJob(ctx context.Context, s *runScope, sbx *afev1.Sandbox, user string) (*snapshotJob, bool, error) {
+	switch s.run.Spec.Builtin {
+	case afev1.BuiltinMergeAndCI:
+		if err := builtin.MergeOf(s.run).Validate(); err != nil {
+			return nil, true, r.fail(ctx, s, afev1.InvalidSpecReason, "The Run's spec is invalid: "+err.Error())
+		}
+	case afev1.BuiltinSnapshot:
+		job, err := r.snapshotJobOf(ctx, sbx)
+		if err != nil {
+			if _, ok := sandboxspec.AsInvalid(err); !ok && !errors.Is(err, docker.ErrNotFound) {
+				return nil, true, err
+			}
+			return nil, true, r.fail(ctx, s, afev1.SnapshotFailedReason, "The sandbox's workspace cannot be copied: "+err.Error())
+		}
+		job.user = user
+		return job, false, nil
+	}
+	return nil, false, nil
 }
 
 // begin counts the attempt in the status, writes it (commitAttempt), and
@@ -207,10 +227,15 @@ func (r *Reconciler) recordEnd(ctx context.Context, run *afev1.Run, end plan.Run
 // sandbox's changes bring it back. It never fails: its error is nil, for
 // the callers to return.
 func (r *Reconciler) wait(s *runScope, message string) error {
+	return r.waitFor(s, afev1.SandboxNotReadyReason, message)
+}
+
+// waitFor is wait with a reason that says more than SandboxNotReady.
+func (r *Reconciler) waitFor(s *runScope, reason, message string) error {
 	run := s.run
 	run.Status.Phase = afev1.RunPending
-	shared.SetCondition(run, afev1.RunSandboxReadyCondition, false, afev1.SandboxNotReadyReason, message)
-	shared.SetCondition(run, afev1.RunCompletedCondition, false, afev1.SandboxNotReadyReason, "Waiting for the sandbox")
+	shared.SetCondition(run, afev1.RunSandboxReadyCondition, false, reason, message)
+	shared.SetCondition(run, afev1.RunCompletedCondition, false, reason, "Waiting for the sandbox")
 	return nil
 }
 

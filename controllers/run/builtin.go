@@ -110,14 +110,7 @@ func (r *Reconciler) executeCI(ctx context.Context, run *afev1.Run, a *attempt, 
 // to its output, nor trace it. It returns false when the Run ends there
 // (failed, timed out, or without an outcome), recorded in o.
 func (r *Reconciler) checkMerge(ctx context.Context, run *afev1.Run, a *attempt, uid int, timedOut *atomic.Bool, o *outcome, merge builtin.Merge, rep *builtin.Report, tail *runexec.Tail) bool {
-	ca := &attempt{
-		number:      a.number,
-		gid:         builtin.CheckGID(string(run.UID), a.number, a.sandboxGID),
-		sandboxGID:  a.sandboxGID,
-		sandbox:     a.sandbox,
-		container:   a.container,
-		containerID: a.containerID,
-	}
+	ca := checkAttempt(run, a)
 	chk := builtin.NewCheck(merge.Lanes)
 	code, ok := r.step(ctx, ca, uid, timedOut, o, docker.ExecSpec{
 		Cmd:        builtin.CheckCommand(),
@@ -143,4 +136,19 @@ func (r *Reconciler) checkMerge(ctx context.Context, run *afev1.Run, a *attempt,
 		return false
 	}
 	return true
+}
+
+// checkAttempt is the attempt the check of a merge's report runs as: the
+// attempt's container and number, a group of its own, and none of the
+// sandbox's env (the check is the controller's, and reads the repository
+// as git does without the tenant's variables).
+func checkAttempt(run *afev1.Run, a *attempt) *attempt {
+	return &attempt{
+		number:      a.number,
+		gid:         builtin.CheckGID(string(run.UID), a.number, a.sandboxGID),
+		sandboxGID:  a.sandboxGID,
+		sandbox:     a.sandbox,
+		container:   a.container,
+		containerID: a.containerID,
+	}
 }

@@ -67,9 +67,32 @@ func (r *Reconciler) containerGone(ctx context.Context, a *attempt) bool {
 // counted from the engine's side (docker top), which the workload cannot
 // touch. Processes that survive every round are ended with the container:
 // the Sandbox controller sees a lost container and recreates the sandbox.
+// A list that fails within KillGrace counts as survivors: a deadline holds
+// whatever the engine does. (The sweep after an end looks with patience
+// first, in noneLeft, and comes here only with survivors, or with no
+// answer once its patience has passed: see endLeftovers.)
 func (r *Reconciler) endAttempt(ctx context.Context, a *attempt, uid int) bool {
+	return r.endAttemptBy(ctx, a, uid, time.Now().Add(KillGrace))
+}
+
+// endLeftovers is endAttempt for what the sweep after a Run's end found:
+// no deadline is passing (the Run is said ended only after), so the kill
+// and its lists keep the sweep's patience, never less than KillGrace. Under
+// gVisor on a loaded host one exec took over 10 s: a grace of KillGrace
+// there counted a process already killed as a survivor, and removed the
+// sandbox container with it.
+func (r *Reconciler) endLeftovers(ctx context.Context, a *attempt, uid int, patience time.Time) bool {
+	grace := time.Now().Add(KillGrace)
+	if patience.After(grace) {
+		grace = patience
+	}
+	return r.endAttemptBy(ctx, a, uid, grace)
+}
+
+// endAttemptBy is endAttempt with its grace ending at grace.
+func (r *Reconciler) endAttemptBy(ctx context.Context, a *attempt, uid int, grace time.Time) bool {
 	log := logf.FromContext(ctx)
-	until := time.Now().Add(KillGrace - killRound)
+	until := grace.Add(-killRound)
 	for {
 		kctx, cancel := context.WithTimeout(ctx, killRound)
 		r.kill(kctx, a, uid)
@@ -118,10 +141,12 @@ func (r *Reconciler) endAttempt(ctx context.Context, a *attempt, uid int) bool {
 // uid, so the workload can kill it first (a background process killing its
 // parent, a git filter killing the merge step) and leave processes behind.
 // They are looked for from the engine's side (docker top), which the
-// workload cannot touch; when some are found, or when a step ended by a
-// signal (unclean: its kill may not have run), they are killed as at a
-// deadline (endAttempt), which tells whether the sandbox container had to
-// be removed with survivors.
+// workload cannot touch, with patience (noneLeft): a Run that ended is
+// held, not cut short, by a slow engine. A step that ended by a signal
+// (unclean: its kill may not have run) is killed first, and needs two
+// clean lists. What is found, or what cannot be counted once the patience
+// has passed, is killed as at a deadline (endAttempt), which tells whether
+// the sandbox container had to be removed with survivors.
 func (r *Reconciler) sweepAttempt(ctx context.Context, run *afev1.Run, a *attempt, uid int, unclean bool) bool {
 	groups := []*attempt{a}
 	if run.Spec.Builtin == afev1.BuiltinMergeAndCI {
@@ -129,41 +154,75 @@ func (r *Reconciler) sweepAttempt(ctx context.Context, run *afev1.Run, a *attemp
 		groups = append(groups, &attempt{number: a.number, gid: builtin.CheckGID(string(run.UID), a.number, a.sandboxGID),
 			sandboxGID: a.sandboxGID, sandbox: a.sandbox, container: a.container, containerID: a.containerID})
 	}
+	patience := time.Now().Add(sweepPatience) // one for the whole sweep
 	for _, g := range groups {
-		if !unclean && r.noneLeft(ctx, g) {
+		if unclean {
+			// The kill's own bound (killTimeout), within the patience.
+			kctx, cancel := context.WithDeadline(ctx, patience)
+			r.kill(kctx, g, uid)
+			cancel()
+		}
+		if r.noneLeft(ctx, g, patience, unclean) {
 			continue
 		}
 		logf.FromContext(ctx).Info("Killing what is left of the Run's processes after its end", "gid", g.gid)
-		if r.endAttempt(ctx, g, uid) {
+		if r.endLeftovers(ctx, g, uid, patience) {
 			return true
 		}
 	}
 	return false
 }
 
-// sweepTries is how many times the check for survivors of an attempt that
-// ended cleanly is tried before a list that fails counts as unknown. Its
-// step's own kill ran: a slow engine (each exec under gVisor starts a
-// process of the runtime on the host, seconds apart on a loaded host) is
-// no sign of survivors, and taking it for one removed sandboxes running
-// many Runs at once.
-const sweepTries = 3
+// sweepPatience is how long the sweep after a Run's end waits for the
+// engine to list what is left of the Run, before what it could not count
+// is killed as at a deadline (and the container removed, if the engine
+// still cannot list it): the Run is said ended only after, so nothing of
+// it runs unrecorded meanwhile. Each exec under gVisor starts a process of
+// the runtime on the host: on a loaded host a list took over 10 s, and
+// lists cut short at 10 s and tried again (each abandoned exec still costs
+// the engine its start, and its kill) made the engine slower still, until
+// the sandboxes of many Runs were removed.
+var sweepPatience = time.Minute
+
+// Waits between the lists of a sweep that failed: no list is tried again
+// at once, which would only add to the load of an engine already too slow.
+const (
+	sweepRetry    = time.Second
+	sweepRetryMax = 8 * time.Second
+)
 
 // noneLeft tells whether the engine lists no process of the attempt's group
-// (or no longer has its container), trying a failing list sweepTries
-// times.
-func (r *Reconciler) noneLeft(ctx context.Context, a *attempt) bool {
-	for try := 1; ; try++ {
-		left, err := r.survivors(ctx, a)
+// (or no longer has its container, or has it stopped), waiting for its
+// answer until patience: one list at a time, each given the time left, a
+// failing one tried again after a wait that grows. With recheck, a clean
+// list counts only when a second one, a moment later, agrees (a
+// fork-hopper may be running: see endAttempt).
+func (r *Reconciler) noneLeft(ctx context.Context, a *attempt, patience time.Time, recheck bool) bool {
+	wait := sweepRetry
+	for {
+		lctx, cancel := context.WithDeadline(ctx, patience)
+		left, err := r.survivors(lctx, a)
+		if err == nil && left == 0 && recheck {
+			time.Sleep(survivorsRecheck)
+			left, err = r.survivors(lctx, a)
+		}
+		cancel()
 		switch {
 		case errors.Is(err, docker.ErrNotFound):
-			return true
+			return true // the container, and everything in it, is gone
 		case err == nil:
 			return left == 0
-		case try == sweepTries || ctx.Err() != nil:
+		case r.containerStopped(ctx, a):
+			return true // the end of its first process ended every other
+		case ctx.Err() != nil || time.Now().Add(wait).After(patience):
 			logf.FromContext(ctx).Info("Cannot list what is left of the Run's processes", "gid", a.gid, "error", err.Error())
 			return false
 		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, sweepRetryMax)
 	}
 }
 

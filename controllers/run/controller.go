@@ -27,9 +27,11 @@ import (
 // Reconciler executes Runs in their sandbox containers.
 type Reconciler struct {
 	client.Client
-	Engine   Engine
-	Recorder events.EventRecorder
-	Config   shared.Config
+	// APIReader reads the Secrets a sandbox's env names, uncached.
+	APIReader client.Reader
+	Engine    Engine
+	Recorder  events.EventRecorder
+	Config    shared.Config
 	// Stops are the containers this manager stopped (a suspension): a
 	// command that ends under one is interrupted, not completed.
 	Stops *shared.StopLog
@@ -124,6 +126,14 @@ func (r *Reconciler) runsOfSandbox(ctx context.Context, o client.Object) []recon
 func sandboxReadyReason(sbx *afev1.Sandbox) string {
 	if c := meta.FindStatusCondition(sbx.Status.Conditions, afev1.SandboxReadyCondition); c != nil {
 		return c.Reason
+	}
+	return ""
+}
+
+// readyMessage is the message of the sandbox's Ready condition.
+func readyMessage(sbx *afev1.Sandbox) string {
+	if c := meta.FindStatusCondition(sbx.Status.Conditions, afev1.SandboxReadyCondition); c != nil {
+		return c.Message
 	}
 	return ""
 }

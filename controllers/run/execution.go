@@ -16,6 +16,7 @@ import (
 	"afe.dev/sandbox/controllers/shared"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/runexec"
+	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/internal/telemetry"
 )
 
@@ -36,6 +37,11 @@ type attempt struct {
 	outcome     outcome
 	// snapshot is what a Snapshot Run copies.
 	snapshot *snapshotJob
+	// env is the sandbox's declared env, resolved when the attempt
+	// started: the environment of its steps (step), never of the
+	// controller's own execs (kills, process lists, the check of a
+	// builtin's report).
+	env []string
 	// cpuSeconds is the sandbox's resources.cpuSeconds (0: none), to word
 	// an end at that limit.
 	cpuSeconds int64
@@ -188,6 +194,7 @@ func (r *Reconciler) executeCommand(ctx context.Context, run *afev1.Run, a *atte
 // executed again).
 func (r *Reconciler) step(ctx context.Context, a *attempt, uid int, timedOut *atomic.Bool, o *outcome, spec docker.ExecSpec) (int, bool) {
 	spec.User = fmt.Sprintf("%d:%d", uid, a.gid)
+	spec.Env = sandboxspec.ExecEnv(a.env, spec.Env)
 	// The command, then the kill of what it left, in one exec: nothing the
 	// command started outlives it (processes that left the output stream
 	// included), and the exec's end is the step's.

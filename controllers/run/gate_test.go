@@ -20,6 +20,9 @@ func TestSandboxGate(t *testing.T) {
 			status = metav1.ConditionTrue
 		}
 		sbx.Status.Conditions = []metav1.Condition{{Type: afev1.SandboxReadyCondition, Status: status, Reason: reason}}
+		if reason == afev1.SecretNotFoundReason {
+			sbx.Status.Conditions[0].Message = "Env T: Secret creds does not exist"
+		}
 		return sbx
 	}
 	deleting := ready(afev1.ReadyReason, true)
@@ -43,6 +46,8 @@ func TestSandboxGate(t *testing.T) {
 		"suspended when idle":        {run: run, sbx: ready(afev1.SuspendedReason, false), want: gate{message: "Sandbox box is suspended and is resumed for the Run"}},
 		"suspended by spec":          {run: run, sbx: suspendedBySpec, want: gate{message: "Sandbox box is suspended (spec.suspend); the Run starts once it is resumed"}},
 		"not ready":                  {run: run, sbx: ready(afev1.ProvisioningReason, false), want: gate{message: "Sandbox box is not Ready"}},
+		"its env refused": {run: run, sbx: ready(afev1.SecretNotFoundReason, false),
+			want: gate{reason: afev1.SecretNotFoundReason, message: "The env of sandbox box cannot be given to the Run: Env T: Secret creds does not exist"}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

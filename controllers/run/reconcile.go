@@ -126,6 +126,9 @@ func (r *Reconciler) readySandbox(ctx context.Context, s *runScope) (*afev1.Sand
 		if g.fail {
 			return nil, nil, r.fail(ctx, s, g.reason, g.message)
 		}
+		if g.reason != "" {
+			return nil, nil, r.waitFor(s, g.reason, g.message)
+		}
 		return nil, nil, r.wait(s, g.message)
 	}
 	// The container is the one derived from the Sandbox's namespace, name
@@ -144,7 +147,8 @@ func (r *Reconciler) readySandbox(ctx context.Context, s *runScope) (*afev1.Sand
 }
 
 // gate is what a Run does about its sandbox before it starts: go on (no
-// message), wait with the message, or fail with the reason and message.
+// message), wait with the message (and the reason, when it is more than
+// SandboxNotReady), or fail with the reason and message.
 type gate struct {
 	fail            bool
 	reason, message string
@@ -170,6 +174,10 @@ func sandboxGate(run *afev1.Run, sbx *afev1.Sandbox, finished *afev1.Ticket) gat
 		return gate{message: fmt.Sprintf("Sandbox %s is suspended and is resumed for the Run", sbx.Name)}
 	case reason == afev1.SuspendedReason:
 		return gate{message: fmt.Sprintf("Sandbox %s is suspended (spec.suspend); the Run starts once it is resumed", sbx.Name)}
+	case envRefused[reason]:
+		// Its env cannot be resolved: the Run says why, as it does when it
+		// finds so itself (waitForEnv).
+		return gate{reason: reason, message: envMessage(sbx.Name, readyMessage(sbx))}
 	case !meta.IsStatusConditionTrue(sbx.Status.Conditions, afev1.SandboxReadyCondition):
 		return gate{message: fmt.Sprintf("Sandbox %s is not Ready", sbx.Name)}
 	}

@@ -142,12 +142,7 @@ func (r *Reconciler) executeSnapshot(ctx context.Context, run *afev1.Run, a *att
 // (also of an earlier Sandbox of that name), and a name another Run took
 // meanwhile is skipped.
 func (r *Reconciler) snapshotVolume(ctx context.Context, run *afev1.Run, job *snapshotJob) (string, error) {
-	existing, err := r.Engine.ListVolumes(ctx, map[string]string{
-		afev1.LabelController: job.id.Instance,
-		afev1.LabelNamespace:  job.id.Namespace,
-		afev1.LabelSandbox:    job.id.Name,
-		afev1.LabelRole:       afev1.RoleSnapshot,
-	})
+	existing, err := r.Engine.ListVolumes(ctx, job.id.NameSelector(afev1.RoleSnapshot))
 	if err != nil {
 		return "", err
 	}

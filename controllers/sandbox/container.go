@@ -52,12 +52,9 @@ func (r *Reconciler) ensureImage(ctx context.Context, s *sandboxScope, condType,
 // objects of that Sandbox, which no longer exists.
 func (r *Reconciler) removeStale(ctx context.Context, s *sandboxScope, labels map[string]string) error {
 	logf.FromContext(ctx).Info("Removing the containers of an earlier sandbox of this name", "uid", labels[afev1.LabelSandboxUID])
-	return shared.RemoveContainers(ctx, r.Engine, map[string]string{
-		afev1.LabelController: s.id.Instance,
-		afev1.LabelNamespace:  s.id.Namespace,
-		afev1.LabelSandbox:    s.id.Name,
-		afev1.LabelSandboxUID: labels[afev1.LabelSandboxUID],
-	})
+	sel := s.id.NameSelector("")
+	sel[afev1.LabelSandboxUID] = labels[afev1.LabelSandboxUID]
+	return shared.RemoveContainers(ctx, r.Engine, sel)
 }
 
 // reconcileContainer runs the hardened container and keeps it running with
@@ -65,35 +62,46 @@ func (r *Reconciler) removeStale(ctx context.Context, s *sandboxScope, labels ma
 // drifted one is recreated keeping the workspace. What to do is decided by
 // plan.Container; this carries it out.
 func (r *Reconciler) reconcileContainer(ctx context.Context, s *sandboxScope) (ctrl.Result, error) {
+	if s.claimed != nil {
+		return r.claimedContainer(ctx, s)
+	}
 	sbx := s.sbx
 	want := sandboxspec.Container(sbx, s.id, s.resolved)
 	sbx.Status.ContainerName = want.Name
-	have, action, err := r.planContainer(ctx, s, want)
-	if err != nil {
+	have, err := r.Engine.InspectContainer(ctx, want.Name)
+	if err != nil && !errors.Is(err, docker.ErrNotFound) {
 		return ctrl.Result{}, err
 	}
-	if action == plan.ContainerNotAdopted {
+	overWhy, over := r.Disk.OverDisk(sbx)
+	p := plan.Container(plan.ContainerInput{Status: &sbx.Status, Have: have, ID: s.id,
+		WantHash: want.Labels[afev1.LabelSpecHash], OverDisk: over, Crashes: r.mem.crashes.run(sbx.UID), Now: time.Now()})
+	if p.RemoveOrphan {
+		if err := r.removeStale(ctx, s, have.Labels); err != nil {
+			return ctrl.Result{}, err
+		}
+		have = nil
+	}
+	switch {
+	case p.Action == plan.ContainerNotAdopted:
 		return s.notAdopted(afev1.ContainerReadyCondition, "Container", want.Name)
-	}
-	if stopped, err := r.stopOverDisk(ctx, s, have); stopped || err != nil {
-		return ctrl.Result{}, err
-	}
-	if action.NeedsImage() {
+	case p.Action == plan.ContainerStopOverDisk:
+		return ctrl.Result{}, r.stopOverDisk(ctx, s, have, overWhy)
+	case p.Action.NeedsImage():
 		if err := r.ensureImage(ctx, s, afev1.ContainerReadyCondition, "Image", want.Image); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
-	have, res, err := r.actOnContainer(ctx, s, want, have, action)
+	have, res, err := r.actOnContainer(ctx, s, want, have, p)
 	if err != nil || !res.IsZero() {
 		return res, err
 	}
-	if action != plan.ContainerKeep && action != plan.ContainerStart {
+	if p.Action != plan.ContainerKeep && p.Action != plan.ContainerStart {
 		created, res, err := r.createContainer(ctx, s, want)
 		if created == nil {
 			return res, err
 		}
 		if s.user != nil {
-			if err := s.user.verify(ctx, created); err != nil {
+			if err := s.user.Verify(ctx, r.Engine, created); err != nil {
 				return ctrl.Result{}, err
 			}
 		}
@@ -105,37 +113,15 @@ func (r *Reconciler) reconcileContainer(ctx context.Context, s *sandboxScope) (c
 	return ctrl.Result{}, nil
 }
 
-// planContainer inspects the container of the name and decides what to do
-// with it (plan.Container); an orphan left by an earlier Sandbox of the
-// name is removed first, and the decision taken again without it.
-func (r *Reconciler) planContainer(ctx context.Context, s *sandboxScope, want docker.ContainerSpec) (*docker.Container, plan.ContainerAction, error) {
-	have, err := r.Engine.InspectContainer(ctx, want.Name)
-	if err != nil && !errors.Is(err, docker.ErrNotFound) {
-		return nil, "", err
-	}
-	wantHash := want.Labels[afev1.LabelSpecHash]
-	action := plan.Container(&s.sbx.Status, have, s.id, wantHash)
-	if action == plan.ContainerRemoveOrphan {
-		// Left by an earlier Sandbox of this name: an orphan, not a
-		// conflict.
-		if err := r.removeStale(ctx, s, have.Labels); err != nil {
-			return nil, "", err
-		}
-		have = nil
-		action = plan.Container(&s.sbx.Status, have, s.id, wantHash)
-	}
-	return have, action, nil
-}
-
 // actOnContainer carries out what plan.Container decided but the creation:
 // it returns the container as it then is (nil once removed), or a result
 // or an error that ends the phase.
-func (r *Reconciler) actOnContainer(ctx context.Context, s *sandboxScope, want docker.ContainerSpec, have *docker.Container, action plan.ContainerAction) (*docker.Container, ctrl.Result, error) {
+func (r *Reconciler) actOnContainer(ctx context.Context, s *sandboxScope, want docker.ContainerSpec, have *docker.Container, p plan.ContainerPlan) (*docker.Container, ctrl.Result, error) {
 	log := logf.FromContext(ctx)
 	sbx := s.sbx
-	switch action {
+	switch p.Action {
 	case plan.ContainerRecordLoss, plan.ContainerResumeLoss:
-		res, err := r.replaceLost(ctx, s, have, action)
+		res, err := r.replaceLost(ctx, s, have, p)
 		return nil, res, err
 	case plan.ContainerStart:
 		return r.startStopped(ctx, s, want, have)
@@ -162,24 +148,20 @@ func (r *Reconciler) actOnContainer(ctx context.Context, s *sandboxScope, want d
 }
 
 // replaceLost records a loss (commitLoss, unless a recorded one is being
-// finished) and, once the crash back-off allows, removes what is left of
-// it for the creation that follows.
-func (r *Reconciler) replaceLost(ctx context.Context, s *sandboxScope, have *docker.Container, action plan.ContainerAction) (ctrl.Result, error) {
+// finished) and, once the crash back-off the plan gives allows, removes
+// what is left of it for the creation that follows.
+func (r *Reconciler) replaceLost(ctx context.Context, s *sandboxScope, have *docker.Container, p plan.ContainerPlan) (ctrl.Result, error) {
 	sbx := s.sbx
-	if action == plan.ContainerRecordLoss {
+	if p.Action == plan.ContainerRecordLoss {
 		if err := r.commitLoss(ctx, s, have); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
-	// A crash-looping container waits, exited, for its replacement. One
-	// that is gone was removed by someone with engine access (docker rm
-	// -f shows as an exit first): a removal is no crash.
-	if have == nil {
-		r.mem.crashes.forget(sbx.UID)
-	}
-	if wait, why := r.mem.crashes.wait(sbx.UID, time.Now()); wait > 0 {
-		shared.SetCondition(sbx, afev1.ContainerReadyCondition, false, afev1.SandboxLostReason, why)
-		return ctrl.Result{RequeueAfter: wait}, nil
+	r.mem.crashes.set(sbx.UID, p.Crashes)
+	if p.Wait > 0 {
+		// A crash-looping container waits, exited, for its replacement.
+		shared.SetCondition(sbx, afev1.ContainerReadyCondition, false, afev1.SandboxLostReason, p.WaitWhy)
+		return ctrl.Result{RequeueAfter: p.Wait}, nil
 	}
 	return ctrl.Result{}, r.recreateAfterLoss(ctx, s, have)
 }
@@ -226,7 +208,9 @@ func (r *Reconciler) createContainer(ctx context.Context, s *sandboxScope, want 
 			return nil, res, nil // refused, and said so
 		}
 	} else {
+		end := r.Cold.Start()
 		created, err = r.Engine.RunContainer(ctx, want)
+		end()
 	}
 	if errors.Is(err, docker.ErrConflict) {
 		res, err := s.notAdopted(afev1.ContainerReadyCondition, "Container", want.Name)
@@ -249,9 +233,9 @@ func (r *Reconciler) createContainer(ctx context.Context, s *sandboxScope, want 
 // a conflict does not repeat it.
 func (r *Reconciler) commitLoss(ctx context.Context, s *sandboxScope, have *docker.Container) error {
 	sbx := s.sbx
-	what, started := "disappeared", time.Time{}
+	what := "disappeared"
 	if have != nil {
-		what, started = fmt.Sprintf("exited with code %d", have.ExitCode), have.StartedAt
+		what = fmt.Sprintf("exited with code %d", have.ExitCode)
 	}
 	name := s.containerName()
 	logf.FromContext(ctx).Info("Sandbox container lost", "container", name, "what", what)
@@ -264,7 +248,6 @@ func (r *Reconciler) commitLoss(ctx context.Context, s *sandboxScope, have *dock
 	if err := r.commit(ctx, s); err != nil {
 		return err
 	}
-	r.mem.crashes.lost(sbx.UID, started, now.Time)
 	r.Recorder.Eventf(sbx, nil, corev1.EventTypeWarning, afev1.SandboxLostReason, "Recreate",
 		"Container %s %s; recreating it with a fresh workspace", name, what)
 	return nil

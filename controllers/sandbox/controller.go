@@ -45,19 +45,38 @@ type Reconciler struct {
 	// Disk holds the measured workspace sizes (nil: disk limits are not
 	// enforced on the workspace).
 	Disk *shared.DiskMeter
+	// IDs are the host ids being given, shared with the pool reconciler
+	// (nil: the reconciler keeps its own).
+	IDs *shared.HostIDs
+	// Probe decides how disk limits are enforced, once per manager (nil:
+	// the reconciler keeps its own).
+	Probe *shared.DiskProbe
+	// Cold counts the container creations in flight, which the refill of
+	// pools makes room for (nil: none are counted).
+	Cold *shared.InFlight
+	// Turns serialize the claims of a pool's members with the pool's own
+	// removals.
+	Turns *shared.PoolTurns
+	// PoolCounts passes the claims and misses to the pools' status.
+	PoolCounts *shared.PoolCounts
+	// EnqueuePool has a pool looked at once a member of it was claimed
+	// (nil: its resync does).
+	EnqueuePool func(namespace, name string)
 
 	// mem is what this process remembers of each Sandbox between
 	// reconciles (memory.go).
 	mem memory
-	// disk decides how disk limits are enforced on the engine.
-	disk diskProbe
+	// ownProbe decides how disk limits are enforced on the engine when the
+	// manager shares no probe (Probe).
+	ownProbe shared.DiskProbe
 	// folderLocks holds a *sync.Mutex per namespace, held across the check
 	// of a Folder workspace and the creation of its container.
 	folderLocks sync.Map
 	// subnets hands out the internal networks' subnets.
 	subnets subnetPool
-	// ids are the host ids being given to sandboxes without spec.user.
-	ids idReservations
+	// ownIDs are the host ids being given to sandboxes without spec.user
+	// when the manager shares none (IDs).
+	ownIDs shared.HostIDs
 }
 
 // sandboxScope is what one reconcile of a sandbox works with.
@@ -77,8 +96,14 @@ type sandboxScope struct {
 	// proxyProbe ends with the first answer of a proxy this reconcile
 	// started (awaitProxy waits for it).
 	proxyProbe <-chan error
+	// allowlist is what the sandbox's proxy is to admit.
+	allowlist sandboxspec.Allowlist
 	// user is the id given to a sandbox without spec.user.
-	user *claimedUser
+	user *shared.HostID
+	// claimed is the pool member the sandbox runs on (nil: a cold one).
+	claimed *claimedMember
+	// claimStarted is when this reconcile began choosing a member.
+	claimStarted time.Time
 }
 
 // +kubebuilder:rbac:groups=sandbox.afe.dev,resources=sandboxes,verbs=get;list;watch;update;patch
@@ -155,12 +180,19 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *sandboxScope) (ctrl
 		return res, err
 	}
 
-	if s.sbx.Spec.User == "" { // an id of its own (ids.go)
+	if done, res, err := r.reconcileClaim(ctx, s); done || err != nil {
+		return res, err
+	}
+	switch {
+	case s.claimed != nil:
+		// The member's user: spec.user, or the id the member was given.
+		s.resolved.User = s.claimed.container.Labels[afev1.LabelUser]
+	case s.sbx.Spec.User == "": // an id of its own (ids.go)
 		claim, res, err := r.allocateUser(ctx, s)
 		if claim == nil {
 			return res, err
 		}
-		defer claim.release()
+		defer claim.Release()
 		s.user = claim
 	}
 	if res, err := r.runPhases(ctx, s); err != nil || !res.IsZero() {
@@ -190,7 +222,10 @@ func (r *Reconciler) resolve(ctx context.Context, s *sandboxScope) (done bool, r
 	if err := r.resolveRuntime(ctx, s, vopts); err != nil {
 		return r.refuseSpec(ctx, s, err)
 	}
-	env, err := r.resolveEnv(ctx, s.sbx)
+	// Resolved here for the condition (a missing Secret is said on the
+	// Sandbox) and for the container of a sandbox with its own command;
+	// the commands executed in it resolve it again (sandboxenv).
+	env, err := r.Config.EnvResolver(r.APIReader).Resolve(ctx, s.sbx)
 	if err != nil {
 		return r.refuseSpec(ctx, s, err)
 	}

@@ -26,6 +26,10 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *sandboxScope) (ctrl
 	// Each kind in one list of the objects labelled with the Sandbox's UID,
 	// whatever their names (a legacy name's too), each checked as this
 	// sandbox's in its role before it goes.
+	// A member it claimed first, its record last (claim.go).
+	if err := r.releaseOwnClaim(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
 	if err := r.removeLabelledContainers(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}

@@ -58,14 +58,17 @@ func (r *Reconciler) reconcileEgress(ctx context.Context, s *sandboxScope) (ctrl
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	want := sandboxspec.Proxy(sbx, s.id, sandboxspec.ProxyOptions{
+	opts := sandboxspec.ProxyOptions{
 		Image:         r.Config.ProxyImage,
 		EgressNetwork: egressNet.Name,
 		AllowPrivate:  r.Config.EgressAllowPrivate,
 		DenyIPs:       deny,
 		Runtime:       s.resolved.Runtime,
-	})
-	if res, err := r.ensureProxy(ctx, s, want); err != nil || !res.IsZero() {
+	}
+	allow := sandboxspec.ProxyAllowlist(sbx, opts)
+	s.allowlist = allow
+	want := sandboxspec.Proxy(sbx, s.id, opts, allow)
+	if res, err := r.ensureProxy(ctx, s, want, allow); err != nil || !res.IsZero() {
 		return res, err
 	}
 	sbx.Status.ProxyName = want.Name
@@ -138,11 +141,12 @@ func (r *Reconciler) ensureNetwork(ctx context.Context, s *sandboxScope, spec do
 	return r.inspectOrCreateNetwork(ctx, spec)
 }
 
-// ensureProxy runs the proxy with the current allowlist and waits until it
-// answers. A proxy that is missing, stopped or configured for another
-// allowlist is recreated; the sandbox container is not touched, since it
-// reaches the proxy by its alias.
-func (r *Reconciler) ensureProxy(ctx context.Context, s *sandboxScope, want docker.ContainerSpec) (ctrl.Result, error) {
+// ensureProxy runs the proxy and waits until it answers, admitting the
+// current allowlist. A running proxy is given a changed allowlist in place
+// (ensureAdmits), keeping its connections; one that is missing, lost,
+// drifted or cannot take the change is recreated. The sandbox container is
+// not touched: it reaches the proxy by its alias.
+func (r *Reconciler) ensureProxy(ctx context.Context, s *sandboxScope, want docker.ContainerSpec, allow sandboxspec.Allowlist) (ctrl.Result, error) {
 	log := logf.FromContext(ctx)
 	have, err := r.Engine.InspectContainer(ctx, want.Name)
 	if err != nil && !errors.Is(err, docker.ErrNotFound) {
@@ -157,14 +161,9 @@ func (r *Reconciler) ensureProxy(ctx context.Context, s *sandboxScope, want dock
 	if have != nil && !s.id.OwnsAs(have.Labels, afev1.RoleProxy) {
 		return s.notAdopted(afev1.EgressReadyCondition, "Container", want.Name)
 	}
-	current := have != nil && have.Labels[afev1.LabelSpecHash] == want.Labels[afev1.LabelSpecHash] &&
-		sandboxspec.ProxyDeniesAll(have.Labels, want.Labels)
-	if current && have.Running {
-		return ctrl.Result{}, nil
-	}
-	if current && !have.Running && s.wasSuspended {
-		// Stopped by the suspension: started again as it was.
-		if res, ok, err := r.restartProxy(ctx, s, have); ok {
+	if have != nil && have.Labels[afev1.LabelSpecHash] == want.Labels[afev1.LabelSpecHash] {
+		kept, res, err := r.keepProxy(ctx, s, have, allow)
+		if kept || err != nil || !res.IsZero() {
 			return res, err
 		}
 	}
@@ -196,6 +195,9 @@ func (r *Reconciler) ensureProxy(ctx context.Context, s *sandboxScope, want dock
 			if err = r.waitProxy(ctx, created); err != nil && !errors.Is(err, docker.ErrUnavailable) {
 				err = &proxyNotAnswering{err}
 			}
+		}
+		if err == nil {
+			r.mem.admitted.record(about.UID, created, allow.ID)
 		}
 		probe <- err
 	}()
@@ -234,12 +236,6 @@ func (r *Reconciler) awaitProxy(_ context.Context, s *sandboxScope) (ctrl.Result
 		return ctrl.Result{RequeueAfter: egressRetry}, nil
 	}
 	return ctrl.Result{}, err
-}
-
-// setEgressReady states that the sandbox's proxy admits its allowlist.
-func setEgressReady(s *sandboxScope) {
-	shared.SetCondition(s.sbx, afev1.EgressReadyCondition, true, afev1.ReadyReason,
-		fmt.Sprintf("Proxy %s admits %s", naming.Proxy(s.id.Key), egressSummary(s.sbx.Spec.Egress)))
 }
 
 // waitProxy probes the proxy from inside its container until squid answers.
@@ -354,27 +350,4 @@ func egressSummary(hosts []afev1.EgressHost) string {
 		names = append(names, string(h))
 	}
 	return strings.Join(names, ", ")
-}
-
-// restartProxy starts again the proxy a suspension stopped and waits until
-// it answers; ok is false when it could not be started, and it is then
-// recreated as a lost one.
-func (r *Reconciler) restartProxy(ctx context.Context, s *sandboxScope, have *docker.Container) (ctrl.Result, bool, error) {
-	logf.FromContext(ctx).Info("Starting the proxy of a suspended sandbox", "container", have.Name)
-	err := r.Engine.StartContainer(ctx, have.ID)
-	if errors.Is(err, docker.ErrStartFailed) {
-		return ctrl.Result{}, false, nil
-	}
-	if err != nil {
-		return ctrl.Result{}, true, err
-	}
-	if err := r.waitProxy(ctx, have); err != nil {
-		if errors.Is(err, docker.ErrUnavailable) {
-			return ctrl.Result{}, true, err
-		}
-		shared.SetCondition(s.sbx, afev1.EgressReadyCondition, false, afev1.ProxyNotAnsweringReason,
-			fmt.Sprintf("Proxy %s does not answer: %v", have.Name, err))
-		return ctrl.Result{RequeueAfter: egressRetry}, true, nil
-	}
-	return ctrl.Result{}, true, nil
 }

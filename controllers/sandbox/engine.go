@@ -28,6 +28,7 @@ type Engine interface {
 	InspectContainer(ctx context.Context, name string) (*docker.Container, error)
 	ListContainers(ctx context.Context, labels map[string]string) ([]docker.Container, error)
 	RemoveContainer(ctx context.Context, name string) error
+	RenameContainer(ctx context.Context, from, to string) error
 	StopContainer(ctx context.Context, name string) error
 	StartContainer(ctx context.Context, name string) error
 	RunningExecs(ctx context.Context, name string) (int, error)

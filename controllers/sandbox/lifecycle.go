@@ -64,8 +64,8 @@ func (r *Reconciler) reconcileLifecycle(ctx context.Context, s *sandboxScope) (d
 }
 
 // decideLifecycle is the lifecycle's decision, from the Runs of the
-// sandbox, its ticket and its last activity; one to suspend an idle sandbox
-// is taken again when a command still runs in its container.
+// sandbox, its ticket, its last activity and, when the decision hangs on
+// them, the commands running in its container; taken once.
 func (r *Reconciler) decideLifecycle(ctx context.Context, s *sandboxScope, now time.Time) (plan.LifecycleInput, plan.Lifecycle, error) {
 	sbx := s.sbx
 	runs, err := r.runsOf(ctx, sbx)
@@ -87,22 +87,16 @@ func (r *Reconciler) decideLifecycle(ctx context.Context, s *sandboxScope, now t
 		LastActivity: r.lastActivity(sbx, runs, now),
 		Now:          now,
 	}
+	if in.NeedsCommands() {
+		if in.Commands, err = r.runningExecs(ctx, s); err != nil {
+			return plan.LifecycleInput{}, plan.Lifecycle{}, err
+		}
+	}
 	decision := plan.SandboxLifecycle(in)
-	if decision.State != plan.LifecycleSuspend || !decision.Idle {
-		return in, decision, nil
+	if decision.Active {
+		r.Activity.Saw(string(sbx.UID), now)
+		in.LastActivity = now
 	}
-	// A command still running in the container (a shell, say) is work in
-	// flight: never suspended under it.
-	execs, err := r.runningExecs(ctx, s)
-	if err != nil || execs == 0 {
-		return in, decision, err
-	}
-	r.Activity.Saw(string(sbx.UID), now)
-	in.Busy, in.LastActivity = true, now
-	decision = plan.SandboxLifecycle(in)
-	// No event marks the end of a command seen this way but its exec_die;
-	// look again in a while should it be missed.
-	decision.Recheck = plan.Sooner(in.IdleTimeout, decision.Recheck)
 	return in, decision, nil
 }
 

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"afe.dev/sandbox/docker"
 )
 
 // memory is what the reconciler remembers of each Sandbox between two
@@ -17,6 +19,9 @@ type memory struct {
 	written writtenIDs
 	// crashes spaces the recreations of crash-looping containers.
 	crashes crashBackoff
+	// admitted is the allowlist this manager gave each proxy since its
+	// start: no need to ask the proxy again.
+	admitted admittedLists
 	// legacyChecked holds the UIDs whose legacy-named proxy and network
 	// (docs/upgrade.md) this process has looked for.
 	legacyChecked sync.Map
@@ -40,6 +45,7 @@ const finalizedMemory = time.Minute
 func (r *Reconciler) forget(uid types.UID) {
 	r.mem.written.forget(uid)
 	r.mem.crashes.forget(uid)
+	r.mem.admitted.forget(uid)
 	r.mem.legacyChecked.Delete(uid)
 	r.mem.egressGone.Delete(uid)
 	r.Activity.Forget(uid)
@@ -81,4 +87,29 @@ func (w *writtenIDs) wrote(uid types.UID, id string) bool {
 	}
 	got, ok := w.ids.Load(uid)
 	return ok && got == id
+}
+
+// admittedLists remembers, by Sandbox UID, the allowlist ID this manager
+// last gave (or found) the sandbox's proxy, with the proxy's container ID
+// and start: a proxy started again has its creation's allowlist, and is
+// asked again.
+type admittedLists struct{ m sync.Map }
+
+type admission struct {
+	container string
+	started   time.Time
+	id        string
+}
+
+func (a *admittedLists) record(uid types.UID, proxy *docker.Container, id string) {
+	a.m.Store(uid, admission{container: proxy.ID, started: proxy.StartedAt, id: id})
+}
+
+func (a *admittedLists) forget(uid types.UID) { a.m.Delete(uid) }
+
+// holds tells whether the proxy, as it runs now, was given the allowlist
+// id by this manager.
+func (a *admittedLists) holds(uid types.UID, proxy *docker.Container, id string) bool {
+	got, ok := a.m.Load(uid)
+	return ok && got == admission{container: proxy.ID, started: proxy.StartedAt, id: id}
 }

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/internal/plan"
 )
 
 // forget drops everything the reconciler remembers of a Sandbox, and only
@@ -16,8 +17,7 @@ func TestForget(t *testing.T) {
 	r := &Reconciler{Activity: &shared.ActivityLog{}}
 	for _, uid := range []types.UID{"gone", "kept"} {
 		r.mem.written.record(uid, "c1")
-		r.mem.crashes.lost(uid, now.Add(-time.Second), now)
-		r.mem.crashes.lost(uid, now.Add(-time.Second), now)
+		r.mem.crashes.set(uid, plan.CrashRun{}.AfterLoss(now.Add(-2*time.Second), now.Add(-time.Second)).AfterLoss(now.Add(-time.Second), now))
 		r.mem.legacyChecked.Store(uid, true)
 		r.mem.egressGone.Store(uid, true)
 		r.Activity.Saw(string(uid), now)
@@ -28,7 +28,7 @@ func TestForget(t *testing.T) {
 	remembers := func(uid types.UID) map[string]bool {
 		_, legacy := r.mem.legacyChecked.Load(uid)
 		_, egress := r.mem.egressGone.Load(uid)
-		wait, _ := r.mem.crashes.wait(uid, now)
+		wait, _ := r.mem.crashes.run(uid).Wait(now)
 		return map[string]bool{
 			"written":       r.mem.written.wrote(uid, "c1"),
 			"crashes":       wait > 0,

@@ -14,12 +14,7 @@ import (
 // good. One of the name that is neither is not removed, and the engine
 // client refuses to mount it (ErrConflict).
 func (r *Reconciler) removeImageVolumes(ctx context.Context, s *sandboxScope) error {
-	volumes, err := r.Engine.ListVolumes(ctx, map[string]string{
-		afev1.LabelController: s.id.Instance,
-		afev1.LabelNamespace:  s.id.Namespace,
-		afev1.LabelSandbox:    s.id.Name,
-		afev1.LabelRole:       afev1.RoleImageVolume,
-	})
+	volumes, err := r.Engine.ListVolumes(ctx, s.id.NameSelector(afev1.RoleImageVolume))
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,9 @@ func (r *Reconciler) reconcileWorkspace(ctx context.Context, s *sandboxScope) (c
 	if s.sbx.Spec.Workspace.Type == afev1.WorkspaceFolder {
 		return r.reconcileFolder(ctx, s)
 	}
+	if s.claimed != nil {
+		return r.claimedWorkspace(ctx, s)
+	}
 	// A workspace that starts from a snapshot: the snapshot is checked
 	// before anything is created.
 	restore, err := r.mustRestore(ctx, s)
@@ -49,6 +52,27 @@ func (r *Reconciler) reconcileWorkspace(ctx context.Context, s *sandboxScope) (c
 		reason, msg = afev1.RestoredFromSnapshotReason, "Volume "+v.Name+", made from snapshot "+from+", is mounted at /workspace"
 	}
 	shared.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, true, reason, msg)
+	return ctrl.Result{}, nil
+}
+
+// claimedWorkspace is the workspace of a sandbox served from a pool: its
+// member's volume, as the record binds it.
+func (r *Reconciler) claimedWorkspace(ctx context.Context, s *sandboxScope) (ctrl.Result, error) {
+	v, err := shared.WorkspaceVolume(ctx, r.Engine, s.id)
+	if errors.Is(err, docker.ErrNotFound) {
+		// The member's workspace is gone: a loss, released and made again
+		// by the next reconcile.
+		shared.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, false, afev1.SandboxLostReason,
+			"The workspace volume of the pool member was lost")
+		return ctrl.Result{}, r.releaseLost(ctx, s)
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	s.resolved.Workspace = v.Name
+	s.sbx.Status.VolumeName = v.Name
+	shared.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, true, afev1.ReadyReason,
+		"Volume "+v.Name+", of a member of pool "+s.sbx.Status.Pool+", is mounted at /workspace")
 	return ctrl.Result{}, nil
 }
 

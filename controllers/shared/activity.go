@@ -49,9 +49,11 @@ func (a *ActivityLog) Forget(uid types.UID) {
 	}
 }
 
-// IsSandboxExec is true for an exec event of a sandbox container (not a
-// proxy's): the labels are the container's, as the engine reports them.
+// IsSandboxExec is true for an exec event of a sandbox container or of a
+// pool member, which serves a sandbox once claimed (not a proxy's): the
+// labels are the container's, as the engine reports them.
 func IsSandboxExec(ev docker.Event) bool {
+	role := ev.Labels[afev1.LabelRole]
 	return (ev.Action == docker.ActionExecStart || ev.Action == docker.ActionExecDie) &&
-		ev.Labels[afev1.LabelRole] == afev1.RoleSandbox
+		(role == afev1.RoleSandbox || role == afev1.RoleMember)
 }

@@ -13,14 +13,15 @@ import (
 // Every action on a Docker object starts from the identity of the Kubernetes
 // object it serves (namespace, name and UID): the object's name is derived
 // from it (internal/naming), the object is inspected, its labels are
-// verified (afe.sandbox-uid, afe.controller, afe.role), and the action then
+// verified (sandboxspec.Identity.Differs: afe.sandbox-uid, afe.namespace,
+// afe.sandbox, afe.controller, afe.role), and the action then
 // names the object by the ID the inspection returned. Nothing in a status is
 // ever used to name an object: any user who may write a status could point
 // it at another tenant's.
 
 // SandboxContainer is the running container of the sandbox, or nil when it
-// has none that carries its labels.
-func SandboxContainer(ctx context.Context, engine ContainerInspector, id sandboxspec.Identity) (*docker.Container, error) {
+// has none that carries its labels (or is its claimed member).
+func SandboxContainer(ctx context.Context, engine ObjectInspector, id sandboxspec.Identity) (*docker.Container, error) {
 	c, err := OwnedContainer(ctx, engine, id, naming.Container(id.Key), afev1.RoleSandbox)
 	if c == nil || !c.Running {
 		return nil, IgnoreEngineNotFound(err)
@@ -29,16 +30,17 @@ func SandboxContainer(ctx context.Context, engine ContainerInspector, id sandbox
 }
 
 // OwnedContainer inspects the named container and verifies its labels: it
-// is the sandbox's, in the role unless role is empty. It returns
+// is the sandbox's, in the role unless role is empty, or, in the sandbox
+// role, the pool member the sandbox claimed (claims.go). It returns
 // docker.ErrNotFound when there is no container of the name, and nil
 // without an error when the container is another object's.
-func OwnedContainer(ctx context.Context, engine ContainerInspector, id sandboxspec.Identity, name, role string) (*docker.Container, error) {
+func OwnedContainer(ctx context.Context, engine ObjectInspector, id sandboxspec.Identity, name, role string) (*docker.Container, error) {
 	c, err := engine.InspectContainer(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	if !id.Owns(c.Labels) || role != "" && !id.OwnsAs(c.Labels, role) {
-		return nil, nil
+	if k, err := ContainerDiffers(ctx, engine, id, c, role); k != "" || err != nil {
+		return nil, err
 	}
 	return c, nil
 }
@@ -51,9 +53,9 @@ func IgnoreEngineNotFound(err error) error {
 	return err
 }
 
-// WorkspaceVolume is the name of the sandbox's workspace volume, under its
-// current or its legacy name, when one carries its labels; ErrNotFound
-// otherwise.
+// WorkspaceVolume is the sandbox's workspace volume, under its current or
+// its legacy name, when one carries its labels, or else its claimed
+// member's; ErrNotFound otherwise.
 func WorkspaceVolume(ctx context.Context, engine VolumeInspector, id sandboxspec.Identity) (*docker.Volume, error) {
 	for _, name := range []string{naming.Volume(id.Key), naming.LegacyVolume(id.Key)} {
 		v, err := engine.InspectVolume(ctx, name)
@@ -67,5 +69,5 @@ func WorkspaceVolume(ctx context.Context, engine VolumeInspector, id sandboxspec
 			return v, nil
 		}
 	}
-	return nil, docker.ErrNotFound
+	return memberWorkspace(ctx, engine, id)
 }

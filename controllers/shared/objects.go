@@ -3,6 +3,7 @@ package shared
 import (
 	"context"
 	"slices"
+	"strings"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/internal/naming"
@@ -14,9 +15,21 @@ import (
 func StatusNamesForeign(sbx *afev1.Sandbox) bool {
 	st, key := &sbx.Status, naming.Key(sbx.Namespace, sbx.Name)
 	return !oneOf(st.ContainerName, naming.Container(key)) ||
-		!oneOf(st.VolumeName, naming.Volume(key), naming.LegacyVolume(key)) ||
+		!oneOf(st.VolumeName, naming.Volume(key), naming.LegacyVolume(key)) && !memberVolumeOfPool(st.VolumeName, sbx.Namespace, st.Pool) ||
 		!oneOf(st.NetworkName, naming.Network(key)) ||
 		!oneOf(st.ProxyName, naming.Proxy(key))
+}
+
+// memberVolumeOfPool is true when volume is named as the workspace of a
+// member of the namespace's pool: what a sandbox served from it mounts
+// (which member, its claim record says).
+func memberVolumeOfPool(volume, namespace, pool string) bool {
+	member, ok := strings.CutSuffix(volume, naming.MemberVolume(""))
+	if pool == "" || !ok {
+		return false
+	}
+	_, ok = naming.MemberID(naming.Key(namespace, pool), member)
+	return ok
 }
 
 // oneOf is true when v is empty or one of the names.

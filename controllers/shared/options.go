@@ -5,10 +5,13 @@ import (
 	"net/netip"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/hostaddrs"
 	"afe.dev/sandbox/internal/hostgroups"
 	"afe.dev/sandbox/internal/runlog"
+	"afe.dev/sandbox/internal/sandboxenv"
 	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/internal/telemetry"
 )
@@ -62,6 +65,11 @@ type Options struct {
 	// MaxRunsPerSandbox is --max-runs-per-sandbox: how many Runs execute in
 	// one sandbox at once (0: DefaultMaxRunsPerSandbox).
 	MaxRunsPerSandbox int
+	// MaxPoolReplicas is --max-pool-replicas: the most ready members a
+	// SandboxPool keeps on an engine, whatever its spec.replicas; 0 keeps
+	// none (every sandbox is created cold). The manager's default is
+	// DefaultMaxPoolReplicas.
+	MaxPoolReplicas int
 	// DenyGIDs are gids a sandbox's user may not have: the group of the
 	// engine's socket, the host's privileged groups and --deny-gids. Nil
 	// denies none but those sandboxspec always refuses.
@@ -137,15 +145,22 @@ func (o Config) Validation() (sandboxspec.Options, error) {
 	v.DenyEnv, v.DenyGIDs, v.AllowedUIDs, v.AllowedGIDs = o.DenyEnv, deny, o.AllowedUIDs, o.AllowedGIDs
 	v.SandboxIDs = o.SandboxIDs
 	v.Runtimes, v.DefaultRuntime = o.Runtimes, o.DefaultRuntime
-	v.Passthrough = make(map[string]bool, len(o.EnvPassthrough))
-	for name, value := range o.EnvPassthrough {
-		v.Passthrough[name] = value != nil
-	}
+	v.Passthrough = sandboxspec.PassthroughSet(o.EnvPassthrough)
 	return v, nil
+}
+
+// EnvResolver resolves a sandbox's declared env with these settings,
+// reading Secrets with reader, which must be the manager's API reader (no
+// Secret is ever cached).
+func (o Options) EnvResolver(reader client.Reader) sandboxenv.Resolver {
+	return sandboxenv.Resolver{Reader: reader, DenyEnv: o.DenyEnv, Passthrough: o.EnvPassthrough}
 }
 
 // DefaultMaxRunsPerSandbox is --max-runs-per-sandbox when unset.
 const DefaultMaxRunsPerSandbox = 16
+
+// DefaultMaxPoolReplicas is --max-pool-replicas when unset.
+const DefaultMaxPoolReplicas = 50
 
 // HostAddressInputs are the settings of the list of the host's addresses.
 func (o Config) HostAddressInputs() hostaddrs.Inputs {

@@ -4,14 +4,22 @@
 # foreground as the user it was started as (never root).
 #
 #   AFE_EGRESS_HOSTS          comma-separated host names; ".example.com" means
-#                             the domain and its subdomains (required)
+#                             the domain and its subdomains; empty admits
+#                             nothing (a warm pool's proxy before its claim)
 #   AFE_EGRESS_ALLOW_PRIVATE  1 lets destinations in private, loopback and
 #                             link-local ranges through (default 0)
 #   AFE_EGRESS_DENY_IPS       comma-separated IPv4 or IPv6 addresses or CIDRs
 #                             always refused, whatever AFE_EGRESS_ALLOW_PRIVATE
 #                             (the engine host's addresses)
+#   AFE_EGRESS_ALLOWLIST_ID   the controller's name for this configuration (a
+#                             hash of it, lower-case hex), said by --admits
 #
-# With --render it only prints the configuration.
+# With --render it only prints the configuration. With --reload (run by the
+# controller as an exec in the proxy's container, the variables above in the
+# exec's environment: the workload has no way into this container) it
+# replaces the running squid's configuration and has squid read it again:
+# connections in flight go on, new requests meet the new rules. With --admits
+# it prints the AFE_EGRESS_ALLOWLIST_ID squid runs with.
 set -eu
 
 fail() {
@@ -22,15 +30,28 @@ fail() {
 HOST_RE='^\.?([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\.)+[a-z]([-a-z0-9]{0,61}[a-z0-9])?$'
 IP_RE='^([0-9]{1,3}(\.[0-9]{1,3}){3}(/[0-9]{1,2})?|[0-9a-f]{0,4}(:[0-9a-f]{0,4}){2,7}(:[0-9]{1,3}(\.[0-9]{1,3}){3})?(/[0-9]{1,3})?)$'
 
+conf="${TMPDIR:-/tmp}/squid.conf"
+pidfile="${TMPDIR:-/tmp}/squid.pid"
+if [ "${1:-}" = "--admits" ]; then
+	id="$(grep -m1 '^# afe-allowlist ' "${conf}")" || fail "squid has no configuration of the controller's"
+	echo "${id#\# afe-allowlist }"
+	exit 0
+fi
+
 hosts="${AFE_EGRESS_HOSTS:-}"
 private="${AFE_EGRESS_ALLOW_PRIVATE:-0}"
 deny_ips="${AFE_EGRESS_DENY_IPS:-}"
+allowlist_id="${AFE_EGRESS_ALLOWLIST_ID:-none}"
 
 case "${private}" in
 0 | 1) ;;
 *) fail "AFE_EGRESS_ALLOW_PRIVATE must be 0 or 1" ;;
 esac
-[ -n "${hosts}" ] || fail "AFE_EGRESS_HOSTS is empty: nothing would be allowed"
+case "${allowlist_id}" in
+none) ;;
+'' | *[!0-9a-f]*) fail "AFE_EGRESS_ALLOWLIST_ID must be lower-case hex" ;;
+esac
+[ "${#allowlist_id}" -le 64 ] || fail "AFE_EGRESS_ALLOWLIST_ID is longer than 64 characters"
 # Only lower-case letters, digits, dots, dashes and the separating commas:
 # no space, newline, quote, wildcard, port, scheme or path can get through.
 case "${hosts}" in
@@ -64,11 +85,12 @@ unset IFS
 render() {
 	cat <<CONF
 # Written by afe-egress-proxy from AFE_EGRESS_HOSTS; do not edit.
+# afe-allowlist ${allowlist_id}
 http_port 3128
 icp_port 0
 htcp_port 0
 snmp_port 0
-pid_filename none
+pid_filename ${pidfile}
 netdb_filename none
 pinger_enable off
 coredump_dir /tmp
@@ -110,12 +132,16 @@ logformat afe %{%Y-%m-%dT%H:%M:%S}tl afe-egress client=%>a method=%rm url=%ru de
 access_log stdio:/dev/stdout afe
 cache_log stdio:/dev/stderr
 
-acl afe_allowed dstdomain -n${allowed}
 acl afe_connect method CONNECT
 acl afe_tls port 443
 acl afe_http port 80
 acl afe_private dst 0.0.0.0/8 10.0.0.0/8 100.64.0.0/10 127.0.0.0/8 169.254.0.0/16 172.16.0.0/12 192.0.0.0/24 192.168.0.0/16 198.18.0.0/15 224.0.0.0/3 ::/127 fc00::/7 fe80::/10 ff00::/8
 CONF
+	if [ -z "${allowed}" ]; then
+		echo "http_access deny all"
+		return
+	fi
+	echo "acl afe_allowed dstdomain -n${allowed}"
 	[ -z "${denied}" ] || echo "acl afe_host dst${denied}"
 	echo "http_access deny afe_connect !afe_tls"
 	echo "http_access deny !afe_connect !afe_http"
@@ -131,7 +157,19 @@ if [ "${1:-}" = "--render" ]; then
 	exit 0
 fi
 [ "$(id -u)" != 0 ] || fail "refusing to run squid as root; run the container as the proxy user"
-conf="${TMPDIR:-/tmp}/squid.conf"
+say() {
+	echo "afe-egress-proxy: ${1} ${allowed:- nothing}; private destinations $([ "${private}" = 1 ] && echo allowed || echo refused)" >&2
+}
+if [ "${1:-}" = "--reload" ]; then
+	pid="$(cat "${pidfile}")" || fail "squid is not running"
+	# Validated above: the render cannot fail half-way. squid reads the
+	# file only when told to.
+	render >"${conf}"
+	kill -HUP "${pid}" || fail "squid (pid ${pid}) could not be told to reconfigure"
+	say "now allowing"
+	echo "${allowlist_id}"
+	exit 0
+fi
 render >"${conf}"
-echo "afe-egress-proxy: allowing${allowed}; private destinations $([ "${private}" = 1 ] && echo allowed || echo refused)" >&2
+say allowing
 exec squid -N -f "${conf}"

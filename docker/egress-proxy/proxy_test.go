@@ -54,7 +54,6 @@ func render(env map[string]string) (stdout, stderr string, code int) {
 
 func TestEntrypointRefusesHostileAllowlists(t *testing.T) {
 	hostile := map[string]string{
-		"empty":               "",
 		"ip":                  "10.0.0.1",
 		"ipv6":                "::1",
 		"port":                "example.com:443",
@@ -105,6 +104,31 @@ func TestEntrypointRefusesHostileAllowlists(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if out, errs, code := render(env); code != 64 || out != "" {
 				t.Fatalf("code %d, stdout %q, stderr %q", code, out, errs)
+			}
+		})
+	}
+}
+
+// An empty allowlist (a warm pool's proxy before its claim) admits nothing:
+// its one access rule denies all.
+func TestEntrypointEmptyAllowlistAdmitsNothing(t *testing.T) {
+	out, errs, code := render(map[string]string{"AFE_EGRESS_HOSTS": "", "AFE_EGRESS_ALLOW_PRIVATE": "1"})
+	if code != 0 {
+		t.Fatalf("code %d: %s", code, errs)
+	}
+	var access []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "http_access") {
+			access = append(access, l)
+		}
+	}
+	if !slices.Equal(access, []string{"http_access deny all"}) {
+		t.Fatalf("access rules %q, want only a deny of all", access)
+	}
+	for name, id := range map[string]string{"upper case": "AB", "injected": "aa\nhttp_access allow all", "too long": strings.Repeat("a", 65)} {
+		t.Run(name, func(t *testing.T) {
+			if out, _, code := render(map[string]string{"AFE_EGRESS_HOSTS": "a.com", "AFE_EGRESS_ALLOWLIST_ID": id}); code != 64 || out != "" {
+				t.Fatalf("allowlist ID %q: code %d, stdout %q", id, code, out)
 			}
 		})
 	}
@@ -447,6 +471,91 @@ func TestProxyImageStopsOnAHostileAllowlist(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "AFE_EGRESS_HOSTS may only hold") {
 		t.Fatalf("no clear message: %s", out)
+	}
+}
+
+// An allowlist is replaced in place (--reload, as the controller's exec
+// does it): the new rules hold within a second, a connection in flight goes
+// on to its end, --admits says the allowlist's ID, an empty allowlist
+// admits nothing, and a hostile one is refused, leaving the rules as they
+// were.
+func TestProxyImageReloadsItsAllowlistInPlace(t *testing.T) {
+	h := newHarness(t)
+	// A server that streams for 6 s, on names of its own.
+	h.docker("run", "-d", "--label", h.label, "--name", h.network+"-stream", "--network", h.network,
+		"--network-alias", "stream.test", "--network-alias", "other.test", dockertest.TestImage, "sh", "-c",
+		`mkdir -p /www/cgi-bin && echo other-ok > /www/index.html && printf '#!/bin/sh\nprintf "Content-Type: application/octet-stream\\r\\n\\r\\n"\nfor i in $(seq 60); do head -c 65536 /dev/zero; sleep 0.1; done\n' > /www/cgi-bin/slow && chmod 755 /www/cgi-bin/slow && exec httpd -f -p 80 -h /www`)
+	proxy := h.proxy("AFE_EGRESS_HOSTS=stream.test", "AFE_EGRESS_ALLOW_PRIVATE=1", "AFE_EGRESS_ALLOWLIST_ID=aa")
+	admits := func() string { return h.docker("exec", proxy, "afe-egress-proxy", "--admits") }
+	reload := func(hosts, id string) (string, error) {
+		out, err := exec.Command("docker", "exec", "-e", "AFE_EGRESS_HOSTS="+hosts, "-e", "AFE_EGRESS_ALLOW_PRIVATE=1",
+			"-e", "AFE_EGRESS_ALLOWLIST_ID="+id, proxy, "afe-egress-proxy", "--reload").Output()
+		return strings.TrimSpace(string(out)), err
+	}
+	// within polls until get(url) does what ok says, for at most a second.
+	within := func(url string, allowed bool) {
+		t.Helper()
+		deadline := time.Now().Add(time.Second)
+		for {
+			out, err := h.get(proxy, url)
+			if (err == nil) == allowed {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: allowed %t not in force a second after the reload: %v %q", url, allowed, err, out)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if got := admits(); got != "aa" {
+		t.Fatalf("--admits says %q, want aa", got)
+	}
+	within("http://stream.test/", true)
+	within("http://other.test/", false)
+
+	client := h.network + "-client"
+	h.docker("exec", "-d", "-e", "http_proxy=http://"+proxy+":3128", client, "sh", "-c",
+		"wget -q -O /tmp/stream http://stream.test/cgi-bin/slow; echo $? > /tmp/stream.rc")
+	time.Sleep(time.Second)
+
+	if out, err := reload("stream.test,other.test", "bb"); err != nil || out != "bb" {
+		t.Fatalf("reload: %v %q", err, out)
+	}
+	within("http://other.test/", true)
+	if got := admits(); got != "bb" {
+		t.Fatalf("--admits says %q, want bb", got)
+	}
+	if out, err := reload("other.test", "cc"); err != nil || out != "cc" {
+		t.Fatalf("reload: %v %q", err, out)
+	}
+	within("http://stream.test/", false)
+	if out, err := reload("other.test\nhttp_access allow all", "dd"); err == nil {
+		t.Fatalf("a hostile allowlist was taken: %q", out)
+	}
+	if got := admits(); got != "cc" {
+		t.Fatalf("after a refused reload --admits says %q, want cc", got)
+	}
+	within("http://stream.test/", false)
+	if out, err := reload("", "ee"); err != nil || out != "ee" {
+		t.Fatalf("reload of an empty allowlist: %v %q", err, out)
+	}
+	within("http://other.test/", false)
+
+	// The stream began before the reloads and went on to its end.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		rc, err := exec.Command("docker", "exec", client, "cat", "/tmp/stream.rc").Output()
+		if err == nil {
+			size := h.docker("exec", client, "sh", "-c", "wc -c < /tmp/stream")
+			if strings.TrimSpace(string(rc)) != "0" || size != fmt.Sprint(60*65536) {
+				t.Fatalf("the stream in flight was cut by a reload: exit %s, %s bytes", rc, size)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the stream did not end")
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 

@@ -41,7 +41,10 @@ type config struct {
 	// PlacementTickets is how many Tickets the placement scenario creates
 	// at once in per-node mode, on 1 node and then on 3.
 	PlacementTickets int
-	IdleFor          time.Duration
+	// PoolTickets is how many Tickets the pool scenario creates at once
+	// from a pool of as many members.
+	PoolTickets int
+	IdleFor     time.Duration
 	// Resync is the manager's --resync-period.
 	Resync                time.Duration
 	Parallel, Concurrency int
@@ -76,6 +79,7 @@ func main() {
 	flag.IntVar(&cfg.ResumeReps, "resume-reps", 5, "Runs that resume an idle-suspended sandbox.")
 	flag.IntVar(&cfg.Idle, "idle", 100, "Ready sandboxes left idle.")
 	flag.IntVar(&cfg.EgressScale, "egress-scale", 500, "Sandboxes with egress created at once (each a network and a proxy), then deleted.")
+	flag.IntVar(&cfg.PoolTickets, "pool-tickets", 20, "Tickets created at once from a warm pool of as many members, against the plain script in parallel.")
 	flag.IntVar(&cfg.PlacementTickets, "placement-tickets", 20, "Tickets created at once in per-node mode (kube-scheduler places them), on 3 nodes against 1, then set Done.")
 	flag.DurationVar(&cfg.IdleFor, "idle-for", time.Minute, "How long they are left idle.")
 	flag.DurationVar(&cfg.Resync, "resync-period", 30*time.Second,
@@ -88,7 +92,7 @@ func main() {
 	flag.IntVar(&cfg.RuntimeIdle, "runtime-idle", 5, "Idle sandboxes per runtime whose host memory is measured.")
 	userTickets := flag.String("user-tickets", "20,50", "Tickets created at once in the user scenario, against the plain docker run script; a comma-separated list of sizes.")
 	flag.BoolVar(&cfg.Kubectl, "kubectl", true, "The user scenario applies its Tickets with kubectl and waits with kubectl wait, as a user does (false: the bench's client and a watch).")
-	scenarios := flag.String("scenarios", "", "Comma-separated scenarios to run (sandbox, egress, loss, run, resume, exec, runtimes, tickets, user, idle, egress-scale, placement); empty runs all.")
+	scenarios := flag.String("scenarios", "", "Comma-separated scenarios to run (sandbox, egress, pool, loss, run, resume, exec, runtimes, tickets, user, idle, egress-scale, placement); empty runs all.")
 	flag.Parse()
 	for _, f := range strings.Split(*userTickets, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -218,6 +222,7 @@ func run(ctx context.Context, cfg config, log io.Writer) (rows []row, err error)
 	}{
 		{"sandbox", b.oneSandbox},
 		{"egress", b.oneSandboxWithEgress},
+		{"pool", b.poolSandboxes},
 		{"loss", b.loss},
 		{"run", b.runTrue},
 		{"resume", b.resume},

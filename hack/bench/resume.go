@@ -6,6 +6,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
@@ -133,9 +134,11 @@ func (b *bench) suspensionMemory(ctx context.Context, egress []afev1.EgressHost)
 	if err != nil {
 		return row{}, err
 	}
-	sbx.Spec.Suspend = true
+	// A patch of spec.suspend alone, as kubectl afe suspend makes it: the
+	// controller may have written the status since sbx was read.
+	suspend := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"suspend":true}}`))
 	start := time.Now()
-	if err := b.c.Update(ctx, sbx); err != nil {
+	if err := b.c.Patch(ctx, sbx, suspend); err != nil {
 		w.w.Stop()
 		return row{}, err
 	}

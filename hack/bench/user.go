@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -208,13 +207,11 @@ func (b *bench) userTicketsOf(ctx context.Context, n int) ([]row, error) {
 // across functions.
 func (b *bench) applyTickets(ctx context.Context, group string, names []string) (time.Duration, error) {
 	tickets := make([]afev1.Ticket, len(names))
-	cpu, mem := resource.MustParse(userCPU), resource.MustParse(userMemory)
 	for i, name := range names {
 		tickets[i] = afev1.Ticket{
 			TypeMeta:   metav1.TypeMeta{APIVersion: afev1.GroupVersion.String(), Kind: "Ticket"},
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: b.ns, Labels: map[string]string{"bench": group}},
-			Spec: afev1.TicketSpec{Sandbox: afev1.SandboxTemplateSpec{Image: b.cfg.Image,
-				Resources: afev1.SandboxResources{CPU: &cpu, Memory: &mem, Pids: userPids}}},
+			Spec:       afev1.TicketSpec{Sandbox: b.userTemplate()},
 		}
 	}
 	if !b.cfg.Kubectl {

@@ -298,7 +298,7 @@ func makeRunLocalcpArgs(t *testing.T, workspaces string) []string {
 	return strings.Fields(string(out))
 }
 
-// `make run`, as a new user tries the README: the ClusterRoles it documents
+// `make run`, as a new user tries the README: the ClusterRoles docs/access.md documents
 // are installed with the CRDs, so that a RoleBinding to afe-sandbox-user
 // lets a user exec into sandboxes of the namespace (and afe-sandbox-viewer
 // does not); the Folder workspace root is mounted nosuid,nodev while it
@@ -335,7 +335,7 @@ func TestMakeRunInstallsTheAccessRolesAndMountsTheWorkspaceRoot(t *testing.T) {
 			t.Fatalf("ClusterRole %s: %v", role, err)
 		}
 	}
-	// The README's binding, and a viewer's.
+	// docs/access.md's binding, and a viewer's.
 	for user, role := range map[string]string{"alice": "afe-sandbox-user", "bob": "afe-sandbox-viewer"} {
 		if _, err := cs.RbacV1().RoleBindings("default").Create(ctx, &rbacv1.RoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: user},

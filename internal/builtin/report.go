@@ -35,20 +35,12 @@ const (
 
 const reportPrefix = "afe-builtin "
 
-// LaneCommit is a lane merged, at the commit it was merged at.
-type LaneCommit struct {
-	Lane   string `json:"lane"`
-	Commit string `json:"commit"`
-}
+// LaneCommit is a lane merged, at the commit it was merged at (the wire
+// type, api/v1alpha1).
+type LaneCommit = afev1.MergedLane
 
 // Conflict is the lane whose merge conflicted, and the conflicting files.
-type Conflict struct {
-	Lane  string   `json:"lane"`
-	Files []string `json:"files"`
-	// FilesTruncated is true when more files conflicted than are listed
-	// (MaxConflictFiles, MaxConflictNames).
-	FilesTruncated bool `json:"files_truncated,omitempty"`
-}
+type Conflict = afev1.MergeConflict
 
 // Failure is why the git part could not do its work.
 type Failure struct {
@@ -329,18 +321,9 @@ type CI struct {
 	Output   string
 }
 
-// Outcome is a MergeAndCI result, as it goes into status.result.
-type Outcome struct {
-	Merged            bool         `json:"merged"`
-	Conflicts         []Conflict   `json:"conflicts"`
-	CIPassed          bool         `json:"ci_passed"`
-	CIOutput          string       `json:"ci_output"`
-	CIExitCode        *int         `json:"ci_exit_code,omitempty"`
-	BaseCommit        string       `json:"base_commit,omitempty"`
-	IntegrationBranch string       `json:"integration_branch"`
-	IntegrationCommit string       `json:"integration_commit,omitempty"`
-	Lanes             []LaneCommit `json:"lanes"`
-}
+// Outcome is a MergeAndCI result, as it goes into status.result (the wire
+// type, api/v1alpha1, which clients decode it into).
+type Outcome = afev1.MergeAndCIResult
 
 // Outcome composes the result of a git part that finished, with ciScript's
 // end when it ran (nil after a conflict), and the Run's exit code: ciScript's,

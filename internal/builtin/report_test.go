@@ -43,7 +43,7 @@ func TestReport(t *testing.T) {
 			done: true,
 			want: Outcome{Merged: true, Conflicts: []Conflict{}, CIPassed: true, CIOutput: "ok\n", CIExitCode: ptr(0),
 				BaseCommit: base, IntegrationBranch: "integration", IntegrationCommit: integ,
-				Lanes: []LaneCommit{{"a", a}, {"b", b}}},
+				Lanes: []LaneCommit{{Lane: "a", Commit: a}, {Lane: "b", Commit: b}}},
 			wantCode: 0,
 		},
 		"red CI, a lane without a worktree, SHA-256 names": {
@@ -55,7 +55,7 @@ func TestReport(t *testing.T) {
 			done: true,
 			want: Outcome{Merged: true, Conflicts: []Conflict{}, CIPassed: false, CIOutput: "FAIL\n", CIExitCode: ptr(2),
 				BaseCommit: strings.Repeat("0", 64), IntegrationBranch: "integration", IntegrationCommit: strings.Repeat("9", 64),
-				Lanes: []LaneCommit{{"a", strings.Repeat("a", 64)}, {"b/c", strings.Repeat("c", 64)}}},
+				Lanes: []LaneCommit{{Lane: "a", Commit: strings.Repeat("a", 64)}, {Lane: "b/c", Commit: strings.Repeat("c", 64)}}},
 			wantCode: 2,
 		},
 		"conflict with quoted and spaced paths": {
@@ -66,7 +66,7 @@ func TestReport(t *testing.T) {
 				"afe-builtin integration " + integ + "\nafe-builtin done conflict\n",
 			done: true,
 			want: Outcome{Merged: false, Conflicts: []Conflict{{Lane: "b", Files: []string{"src/main.go", "with space.txt", "café \"q\".txt"}}},
-				BaseCommit: base, IntegrationBranch: "integration", IntegrationCommit: integ, Lanes: []LaneCommit{{"a", a}}},
+				BaseCommit: base, IntegrationBranch: "integration", IntegrationCommit: integ, Lanes: []LaneCommit{{Lane: "a", Commit: a}}},
 			wantCode: 1,
 		},
 		"conflict with more files than listed": {

@@ -145,6 +145,8 @@ type Container struct {
 	ExitCode int
 	// StartedAt is zero when it never started.
 	StartedAt time.Time
+	// Created is when the engine created it (to the second in a list).
+	Created time.Time
 	// IPs maps each attached network to the container's IPv4 address there.
 	IPs map[string]string
 	// User is the user the container's processes run as, as configured.

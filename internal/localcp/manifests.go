@@ -15,7 +15,7 @@ import (
 
 // ApplyManifests creates, or updates to what the files say, every object of
 // the YAML files (several documents each): for `make run`, the ClusterRoles
-// of config/rbac/access_roles.yaml that the README has an admin bind.
+// of config/rbac/access_roles.yaml that docs/access.md has an admin bind.
 func (cp *ControlPlane) ApplyManifests(ctx context.Context, files ...string) error {
 	c, err := client.New(cp.Config, client.Options{})
 	if err != nil {

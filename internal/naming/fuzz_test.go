@@ -32,6 +32,23 @@ func FuzzKey(f *testing.F) {
 		if (ns1 != ns2 || n1 != n2) && k1 == k2 {
 			t.Fatalf("%s/%s and %s/%s share the key %q", ns1, n1, ns2, n2, k1)
 		}
+		// The members of a pool named like either (the same namespace and
+		// name included: a pool and a Sandbox may share them) are never
+		// named like an object of the other.
+		for _, pair := range [][2]string{{k1, k2}, {k2, k1}} {
+			sandbox := map[string]bool{}
+			for _, n := range derived(pair[0]) {
+				sandbox[n] = true
+			}
+			for _, n := range memberNames(pair[1]) {
+				if sandbox[n] {
+					t.Fatalf("the member name %q is a name of the sandbox of key %q", n, pair[0])
+				}
+				if !dockerName.MatchString(n) {
+					t.Fatalf("%q is not a valid Docker name", n)
+				}
+			}
+		}
 		if ns1 == ns2 && n1 != n2 {
 			theirs := map[string]bool{}
 			for _, n := range derived(k2) {

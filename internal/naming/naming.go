@@ -7,6 +7,16 @@
 // like an object of another sandbox of the same namespace (a Sandbox named
 // "x-proxy" beside a Sandbox "x", say).
 //
+// A SandboxPool's members are named from the pool's key (Key of its
+// namespace and name) and a random ID of each member's own:
+// "afe-<pool key>_member-<id>", and "_ws", "_net", "_proxy" after that for
+// its volume, network and proxy. No sandbox's name is a member's: a
+// sandbox's key holds a "_" only where it was cut, followed by 16 hex
+// digits and nothing else, and no sandbox suffix starts with "_member-".
+// A claimed member's container takes its Sandbox's name, Container(key);
+// its volume and network keep the member's names (the engine renames
+// neither), which the claim record, Claim(key), names.
+//
 // Objects made before that rule carry the legacy names ("-ws", "-net",
 // "-proxy", "-snap-<n>"); the Legacy functions give them, so that an upgraded
 // controller keeps a workspace it made and removes the rest (docs/upgrade.md).
@@ -17,6 +27,7 @@ package naming
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"io"
 	"strconv"
 	"strings"
 )
@@ -96,6 +107,74 @@ func NextSnapshot(key string, volumes []string) int {
 		n = max(n, SnapshotNumber(key, v))
 	}
 	return n + 1
+}
+
+// Claim is the name of a sandbox's claim record: the empty volume whose
+// labels bind the Sandbox to the pool member it claimed.
+func Claim(key string) string { return "afe-" + key + "_claim" }
+
+// memberInfix separates a pool's key from a member's ID.
+const memberInfix = "_member-"
+
+// MemberIDLength is the length of a member's ID: lowercase hex digits.
+const MemberIDLength = 10
+
+// Member is the name of a pool member's container while it is unclaimed,
+// from the pool's key and the member's ID: the stem of the names of the
+// member's volume, network and proxy too.
+//
+// The ID is random (NewMemberID), not an index: a claimed member keeps its
+// volume and network under the member's names, so an index would come
+// back while they live; a claim renames the member by this name, and a
+// name never given twice means a rename that comes late finds no other
+// member under it; and refills in parallel need no agreement on indexes.
+func Member(poolKey, id string) string { return "afe-" + poolKey + memberInfix + id }
+
+// MemberVolume is the name of a member's workspace volume.
+func MemberVolume(member string) string { return member + "_ws" }
+
+// MemberNetwork is the name of a member's internal network (egress).
+func MemberNetwork(member string) string { return member + "_net" }
+
+// MemberProxy is the name of a member's egress proxy.
+func MemberProxy(member string) string { return member + "_proxy" }
+
+// MemberImageVolume is the name of the volume made for a VOLUME path of a
+// member's image.
+func MemberImageVolume(member, path string) string {
+	sum := sha256.Sum256([]byte(path))
+	return member + "_vol-" + hex.EncodeToString(sum[:6])
+}
+
+// MemberID is the ID in the name of an unclaimed member of the pool of
+// the key, and false when the name is no such member's (a claimed member
+// bears its Sandbox's name).
+func MemberID(poolKey, name string) (string, bool) {
+	id, ok := strings.CutPrefix(name, "afe-"+poolKey+memberInfix)
+	return id, ok && IsMemberID(id)
+}
+
+// IsMemberID is true for an ID NewMemberID could have made.
+func IsMemberID(id string) bool {
+	if len(id) != MemberIDLength {
+		return false
+	}
+	for _, c := range id {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// NewMemberID is a member ID from random bytes (MemberIDLength/2 of them
+// are read from r; crypto/rand.Reader in the controller).
+func NewMemberID(r io.Reader) (string, error) {
+	b := make([]byte, MemberIDLength/2)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
 }
 
 // LegacyVolume is the workspace volume's name before the "_" suffixes.

@@ -116,5 +116,84 @@ func TestNoNameOfOneSandboxIsAnotherSandboxs(t *testing.T) {
 func derived(k string) []string {
 	snap := Snapshot(k, 1)
 	return []string{Container(k), Volume(k), Network(k), Proxy(k), snap, CopyHelper(snap) + "-from", CopyHelper(snap) + "-to",
-		Restore(k) + "-from", Restore(k) + "-to", Snapshot(k, 2), ImageVolume(k, "/data")}
+		Restore(k) + "-from", Restore(k) + "-to", Snapshot(k, 2), ImageVolume(k, "/data"), Claim(k)}
+}
+
+// memberIDs are member IDs of every kind of digit, and IDs that read like
+// the end of a cut key.
+var memberIDs = []string{"0123456789", "abcdefabcd", "0000000000", "ffffffffff", "1a2b3c4d5e"}
+
+// memberNames is every Docker name of the members of the pool of key k.
+func memberNames(k string) []string {
+	var out []string
+	for _, id := range memberIDs {
+		m := Member(k, id)
+		out = append(out, m, MemberVolume(m), MemberNetwork(m), MemberProxy(m), MemberImageVolume(m, "/data"))
+	}
+	return out
+}
+
+func TestMemberNames(t *testing.T) {
+	m := Member("ns.pool", "0123456789")
+	got := []string{m, MemberVolume(m), MemberNetwork(m), MemberProxy(m), Claim("ns.sbx")}
+	want := []string{"afe-ns.pool_member-0123456789", "afe-ns.pool_member-0123456789_ws",
+		"afe-ns.pool_member-0123456789_net", "afe-ns.pool_member-0123456789_proxy", "afe-ns.sbx_claim"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatal(d)
+	}
+}
+
+// The sandbox key space and the member space are disjoint: no Sandbox,
+// whatever its name, has a name of a member of any pool of its namespace,
+// a pool named like the Sandbox and pools with cut keys included; and no
+// member of one pool has the name of another pool's member.
+func TestNoMemberIsNamedLikeASandbox(t *testing.T) {
+	names := []string{"x", "x-member", "x-member-0123456789", "x.member-0123456789", "pool", "pool.x",
+		"x-ws", "x-claim", strings.Repeat("a", 253), strings.Repeat("a", 252) + "b", strings.Repeat("a", 90)}
+	owner := map[string]string{}
+	for _, n := range names {
+		for _, d := range derived(Key("ns", n)) {
+			owner[d] = "sandbox " + n
+		}
+	}
+	for _, n := range names {
+		for _, d := range memberNames(Key("ns", n)) {
+			if prev, ok := owner[d]; ok {
+				t.Fatalf("%q is a name of both %s and a member of pool %q", d, prev, n)
+			}
+			owner[d] = "pool " + n
+		}
+	}
+}
+
+func TestMemberID(t *testing.T) {
+	pool := Key("ns", "pool")
+	tests := map[string]struct {
+		name   string
+		wantID string
+		wantOK bool
+	}{
+		"member":                {Member(pool, "0123456789"), "0123456789", true},
+		"claimed (a sandbox's)": {Container(Key("ns", "sbx")), "", false},
+		"member's volume":       {MemberVolume(Member(pool, "0123456789")), "", false},
+		"another pool's member": {Member(Key("ns", "pool2"), "0123456789"), "", false},
+		"a pool named pool.x":   {Member(Key("ns", "pool.x"), "0123456789"), "", false},
+		"upper case":            {Member(pool, "ABCDEF0123"), "", false},
+		"short":                 {Member(pool, "01234"), "", false},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			id, ok := MemberID(pool, tc.name)
+			if ok != tc.wantOK || (ok && id != tc.wantID) {
+				t.Fatalf("MemberID(%q) = %q, %v; want %q, %v", tc.name, id, ok, tc.wantID, tc.wantOK)
+			}
+		})
+	}
+	id, err := NewMemberID(strings.NewReader("\x01\x23\x45\x67\x89"))
+	if err != nil || id != "0123456789" || !IsMemberID(id) {
+		t.Fatalf("NewMemberID = %q, %v", id, err)
+	}
+	if _, err := NewMemberID(strings.NewReader("ab")); err == nil {
+		t.Fatal("NewMemberID read from too little")
+	}
 }

@@ -1,6 +1,8 @@
 package plan
 
 import (
+	"time"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -29,10 +31,6 @@ const (
 	// ContainerResumeLoss goes on with a loss recorded earlier that has no
 	// running replacement yet: its cleanup and recreation.
 	ContainerResumeLoss ContainerAction = "ResumeLoss"
-	// ContainerRemoveOrphan removes the container of the name, left by an
-	// earlier Sandbox of this namespace and name; the decision is then
-	// made again without it.
-	ContainerRemoveOrphan ContainerAction = "RemoveOrphan"
 	// ContainerNotAdopted leaves alone the container of the name: it
 	// belongs to another sandbox or controller instance.
 	ContainerNotAdopted ContainerAction = "NotAdopted"
@@ -43,6 +41,10 @@ const (
 	// never started (the manager stopped between the two): nothing ran in
 	// it, so nothing was lost; the workspace is kept and nobody requeued.
 	ContainerReplaceUnstarted ContainerAction = "ReplaceUnstarted"
+	// ContainerStopOverDisk stops a sandbox measured over its
+	// resources.disk: its container is removed (the workspace kept) and
+	// not made again while it is over.
+	ContainerStopOverDisk ContainerAction = "StopOverDisk"
 )
 
 // NeedsImage tells whether the action makes a container: the image is then
@@ -56,13 +58,75 @@ func (a ContainerAction) NeedsImage() bool {
 	return false
 }
 
-// Container decides what to do with the sandbox's container from the
-// sandbox's status, the container the engine has under its name (nil when
-// none) and the spec-hash the spec wants.
-func Container(st *afev1.SandboxStatus, have *enginespec.Container, id sandboxspec.Identity, wantHash string) ContainerAction {
+// ContainerInput is what the plan of a sandbox's container is decided from.
+type ContainerInput struct {
+	// Status is the sandbox's status. Whoever may write sandboxes/status
+	// can forge it: it only changes how this sandbox's own container,
+	// verified by its labels, comes back.
+	Status *afev1.SandboxStatus
+	// Have is the container the engine has under the sandbox's name; nil
+	// when none.
+	Have *enginespec.Container
+	ID   sandboxspec.Identity
+	// WantHash is the spec-hash the spec wants.
+	WantHash string
+	// OverDisk: the sandbox is measured over its resources.disk.
+	OverDisk bool
+	// Crashes is the sandbox's run of crashes so far.
+	Crashes CrashRun
+	Now     time.Time
+}
+
+// ContainerPlan is what to do with the sandbox's container, in order.
+type ContainerPlan struct {
+	// RemoveOrphan: Have was left by an earlier Sandbox of this namespace
+	// and name, not a conflict. It is removed first, and Action is what to
+	// do without it.
+	RemoveOrphan bool
+	Action       ContainerAction
+	// Crashes is the run of crashes to remember once Action is carried
+	// out: a loss adds to it or ends it.
+	Crashes CrashRun
+	// Wait is, for a loss, how long the replacement still waits
+	// (crash-loop back-off), WaitWhy saying why in words.
+	Wait    time.Duration
+	WaitWhy string
+}
+
+// Container decides what to do with the sandbox's container.
+func Container(in ContainerInput) ContainerPlan {
+	p := ContainerPlan{Crashes: in.Crashes}
+	if in.Have != nil && in.ID.Stale(in.Have.Labels, afev1.RoleSandbox) {
+		p.RemoveOrphan, in.Have = true, nil
+	}
+	p.Action = containerAction(in.Status, in.Have, in.ID, in.WantHash)
 	switch {
-	case have != nil && id.Stale(have.Labels, afev1.RoleSandbox):
-		return ContainerRemoveOrphan
+	case p.Action == ContainerNotAdopted:
+		return p
+	case in.OverDisk:
+		p.Action = ContainerStopOverDisk
+		return p
+	case p.Action == ContainerRecordLoss:
+		var started time.Time
+		if in.Have != nil {
+			started = in.Have.StartedAt
+		}
+		p.Crashes = in.Crashes.AfterLoss(started, in.Now)
+	case p.Action == ContainerResumeLoss && in.Have == nil:
+		// Gone while its loss was pending: removed by someone with
+		// engine access (docker rm -f shows as an exit first), no crash.
+		p.Crashes = CrashRun{}
+	case p.Action != ContainerResumeLoss:
+		return p
+	}
+	p.Wait, p.WaitWhy = p.Crashes.Wait(in.Now)
+	return p
+}
+
+// containerAction is what to do with have, a container of the sandbox's
+// name that is no orphan.
+func containerAction(st *afev1.SandboxStatus, have *enginespec.Container, id sandboxspec.Identity, wantHash string) ContainerAction {
+	switch {
 	case have != nil && !id.OwnsAs(have.Labels, afev1.RoleSandbox):
 		return ContainerNotAdopted
 	case have != nil && !have.Running && WasSuspended(st):

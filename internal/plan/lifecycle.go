@@ -45,7 +45,20 @@ type LifecycleInput struct {
 	// LastActivity is when the sandbox was last seen busy (or resumed, or
 	// became Ready).
 	LastActivity time.Time
-	Now          time.Time
+	// Commands is how many commands run in the sandbox's container (a
+	// shell, say). Counting them is an engine request: the caller counts
+	// them only when NeedsCommands says the decision hangs on them.
+	Commands int
+	Now      time.Time
+}
+
+// NeedsCommands tells whether the decision hangs on the commands running
+// in the container: only when the sandbox would otherwise be suspended for
+// idleness.
+func (in LifecycleInput) NeedsCommands() bool {
+	in.Commands = 0
+	d := SandboxLifecycle(in)
+	return d.State == LifecycleSuspend && d.Idle
 }
 
 // Lifecycle is the decision for a sandbox.
@@ -53,6 +66,9 @@ type Lifecycle struct {
 	State LifecycleState
 	// Idle: the suspension is for idleness (not spec.suspend).
 	Idle bool
+	// Active: commands running in the container kept an idle sandbox
+	// running; the sandbox is active now.
+	Active bool
 	// Recheck is when to decide again without any event (a timer running
 	// out); zero is never.
 	Recheck time.Duration
@@ -80,7 +96,13 @@ func SandboxLifecycle(in LifecycleInput) Lifecycle {
 		return Lifecycle{State: LifecycleRun, Recheck: Sooner(in.IdleTimeout, deadlineLeft)}
 	}
 	idleLeft := in.LastActivity.Add(in.IdleTimeout).Sub(in.Now)
-	if idleLeft <= 0 {
+	switch {
+	case idleLeft <= 0 && in.Commands > 0:
+		// Work in flight: never suspended under it. No event marks the
+		// end of a command seen this way but its exec_die; look again
+		// in a while should it be missed.
+		return Lifecycle{State: LifecycleRun, Active: true, Recheck: Sooner(in.IdleTimeout, deadlineLeft)}
+	case idleLeft <= 0:
 		return Lifecycle{State: LifecycleSuspend, Idle: true, Recheck: deadlineLeft}
 	}
 	return Lifecycle{State: LifecycleRun, Recheck: Sooner(idleLeft, deadlineLeft)}

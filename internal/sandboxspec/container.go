@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/internal/enginespec"
@@ -66,16 +67,49 @@ func (id Identity) Labels(role string) map[string]string {
 	}
 }
 
-// Owns is true when labels mark an object of this sandbox and instance.
-func (id Identity) Owns(labels map[string]string) bool {
-	return labels[afev1.LabelSandboxUID] == id.UID && labels[afev1.LabelController] == id.Instance
+// NameSelector selects, by labels, the objects in the role (any role when
+// empty) of every Sandbox of this namespace and name that this instance
+// made: this one's and those an earlier Sandbox of the name left. What is
+// found is then checked one by one (OwnsAs, Stale).
+func (id Identity) NameSelector(role string) map[string]string {
+	sel := map[string]string{
+		afev1.LabelController: id.Instance,
+		afev1.LabelNamespace:  id.Namespace,
+		afev1.LabelSandbox:    id.Name,
+	}
+	if role != "" {
+		sel[afev1.LabelRole] = role
+	}
+	return sel
 }
+
+// Owns is true when labels mark an object of this sandbox and instance.
+func (id Identity) Owns(labels map[string]string) bool { return id.Differs(labels, "") == "" }
 
 // OwnsAs is true when labels mark an object of this sandbox and instance in
 // the given role: what is verified on an inspected object before acting on
 // it.
 func (id Identity) OwnsAs(labels map[string]string, role string) bool {
-	return id.Owns(labels) && labels[afev1.LabelRole] == role
+	return id.Differs(labels, role) == ""
+}
+
+// Differs is the first label in which labels differ from those of this
+// sandbox's objects in the role (any role when empty): its UID, namespace,
+// name and controller instance, then the role. Empty when they mark this
+// sandbox's object. The one check of an object's identity, wherever an
+// object is looked up to be acted on (the reconcilers, the access API).
+func (id Identity) Differs(labels map[string]string, role string) string {
+	want := id.Labels(role)
+	keys := []string{afev1.LabelSandboxUID, afev1.LabelNamespace, afev1.LabelSandbox, afev1.LabelController, afev1.LabelRole}
+	if role == "" {
+		keys = keys[:len(keys)-1]
+	}
+	for _, k := range keys {
+		if got, ok := labels[k]; !ok || got != want[k] || got == "" {
+			return k
+		}
+	}
+	return ""
 }
 
 // Stale is true when labels mark an object of this instance, in the given
@@ -95,6 +129,9 @@ func (id Identity) Stale(labels map[string]string, role string) bool {
 // Resolved are the inputs of the container that the controller looked up.
 type Resolved struct {
 	// Env are the declared variables, resolved, as KEY=VALUE in order.
+	// They enter the container's config only when the sandbox has its own
+	// command (ContainerEnv); every command the controller executes for
+	// the tenant gets them as its exec's environment.
 	Env []string
 	// Workspace is the volume name, or the resolved host folder.
 	Workspace string
@@ -127,8 +164,10 @@ func UserOf(spec *afev1.SandboxTemplateSpec, r Resolved) (uid, gid int, err erro
 
 // Container is the hardened sandbox container: all capabilities dropped,
 // no-new-privileges, a non-root user, CPU, memory (swap off) and pids limits,
-// an init process, the workspace as the only mount, only the declared env,
-// and no network unless it has egress. Its labels carry the spec hash.
+// an init process, the workspace as the only mount, no env of the tenant's
+// but for a sandbox with its own command (ContainerEnv), and no network
+// unless it has egress. Its labels carry the spec hash, which therefore
+// covers the declared env only when the container holds it.
 func Container(sbx *afev1.Sandbox, id Identity, r Resolved) enginespec.ContainerSpec {
 	spec := sbx.Spec.SandboxTemplateSpec
 	uid, gid, _ := UserOf(&spec, r)
@@ -152,7 +191,6 @@ func Container(sbx *afev1.Sandbox, id Identity, r Resolved) enginespec.Container
 	if network == "" {
 		network = "none"
 	}
-	env := append(append([]string{}, r.Env...), r.ProxyEnv...)
 	c := enginespec.ContainerSpec{
 		Name:  naming.Container(id.Key),
 		Image: spec.Image,
@@ -162,7 +200,7 @@ func Container(sbx *afev1.Sandbox, id Identity, r Resolved) enginespec.Container
 		Command:         cmd,
 		User:            formatUser(uid, gid),
 		WorkingDir:      WorkspacePath,
-		Env:             env,
+		Env:             ContainerEnv(&spec, r),
 		Mounts:          []enginespec.Mount{mount},
 		Network:         network,
 		DNS:             dnsFor(network),
@@ -186,6 +224,47 @@ func Container(sbx *afev1.Sandbox, id Identity, r Resolved) enginespec.Container
 	}
 	c.Labels = labels
 	return c
+}
+
+// ContainerEnv is the env written into the container's config: the proxy
+// variables of a sandbox with egress (its proxy's address on its own
+// network: no secret, and what every process of the sandbox needs to get
+// out), and the declared env only when the sandbox has its own command,
+// which must see it from its start. A sandbox idling on the keep-alive
+// holds none of its declared env: its values, Secrets' included, reach the
+// commands the controller executes in it (ExecEnv), and never appear in
+// its config (docker inspect).
+func ContainerEnv(spec *afev1.SandboxTemplateSpec, r Resolved) []string {
+	// Never nil: the hash of a spec without env is the one it always was.
+	env := []string{}
+	if len(spec.Command) > 0 {
+		env = append(env, r.Env...)
+	}
+	return append(env, r.ProxyEnv...)
+}
+
+// ExecEnv is the environment of a command the controller executes in the
+// sandbox for its tenant (a Run's steps, a builtin's own, an exec of the
+// access API): the declared env, resolved, then the command's own
+// variables (a builtin's), which win over a declared one of the same name.
+// The controller's own commands (process lists, kills, probes, copies) are
+// given no env of the tenant's.
+func ExecEnv(declared, own []string) []string {
+	if len(declared) == 0 && len(own) == 0 {
+		return nil
+	}
+	mine := make(map[string]bool, len(own))
+	for _, kv := range own {
+		name, _, _ := strings.Cut(kv, "=")
+		mine[name] = true
+	}
+	env := make([]string, 0, len(declared)+len(own))
+	for _, kv := range declared {
+		if name, _, _ := strings.Cut(kv, "="); !mine[name] {
+			env = append(env, kv)
+		}
+	}
+	return append(env, own...)
 }
 
 // Hash is the hash of everything in a container spec but its labels.

@@ -95,7 +95,7 @@ func TestLogBounds(t *testing.T) {
 				sbx.Spec.Egress = []afev1.EgressHost{"example.com"}
 			}
 			id := IdentityOf(sbx, "default")
-			c, p := Container(sbx, id, Resolved{}), Proxy(sbx, id, ProxyOptions{})
+			c, p := Container(sbx, id, Resolved{}), Proxy(sbx, id, ProxyOptions{}, Allowlist{})
 			if d := cmp.Diff(&enginespec.LogConfig{MaxFileBytes: tc.sandbox, Files: 2}, c.Log); d != "" {
 				t.Errorf("sandbox: %s", d)
 			}

@@ -19,6 +19,8 @@ const (
 	ProxyURL = "http://" + ProxyAlias + ":" + ProxyPort
 	// ProxyProbe exits 0 when squid answers.
 	ProxyProbe = "/usr/local/bin/afe-proxy-probe"
+	// proxyEntrypoint renders squid's rules (docker/egress-proxy).
+	proxyEntrypoint = "/usr/local/bin/afe-egress-proxy"
 	// proxyUser is the proxy image's non-root user.
 	proxyUser = "proxy"
 )
@@ -65,12 +67,19 @@ func ProxyEnvFor() []string {
 	}
 }
 
-// Proxy is the hardened egress proxy container of a sandbox: squid as the
-// image's non-root user, every capability dropped, no-new-privileges, a
-// read-only root with a small /tmp, memory and pids limits, under the
-// sandbox's runtime. It sits on the
-// sandbox's internal network (as ProxyAlias) and on the egress network.
-func Proxy(sbx *afev1.Sandbox, id Identity, opts ProxyOptions) enginespec.ContainerSpec {
+// Allowlist is what a sandbox's proxy admits: the variables its
+// entrypoint renders squid's rules from (the hosts, whether private
+// destinations pass, the engine host's addresses it refuses) and ID, a hash
+// of them. The proxy is created with them, and given them again, in place,
+// when they change (afe-egress-proxy --reload, an exec of the controller's
+// in the proxy's container); its --admits says the ID it runs with.
+type Allowlist struct {
+	Env []string
+	ID  string
+}
+
+// ProxyAllowlist is the allowlist of the sandbox's proxy.
+func ProxyAllowlist(sbx *afev1.Sandbox, opts ProxyOptions) Allowlist {
 	hosts := make([]string, 0, len(sbx.Spec.Egress))
 	for _, h := range sbx.Spec.Egress {
 		hosts = append(hosts, string(h))
@@ -82,12 +91,23 @@ func Proxy(sbx *afev1.Sandbox, id Identity, opts ProxyOptions) enginespec.Contai
 	env := []string{
 		"AFE_EGRESS_HOSTS=" + strings.Join(hosts, ","),
 		"AFE_EGRESS_ALLOW_PRIVATE=" + private,
+		"AFE_EGRESS_DENY_IPS=" + strings.Join(opts.DenyIPs, ","),
 	}
+	id := naming.Hash(strings.Join(env, "\n"))
+	return Allowlist{Env: append(env, "AFE_EGRESS_ALLOWLIST_ID="+id), ID: id}
+}
+
+// Proxy is the hardened egress proxy container of a sandbox: squid as the
+// image's non-root user, every capability dropped, no-new-privileges, a
+// read-only root with a small /tmp, memory and pids limits, under the
+// sandbox's runtime. It sits on the sandbox's internal network (as
+// ProxyAlias) and on the egress network. It starts admitting allow; its
+// spec-hash leaves the allowlist out, which changes in place.
+func Proxy(sbx *afev1.Sandbox, id Identity, opts ProxyOptions, allow Allowlist) enginespec.ContainerSpec {
 	c := enginespec.ContainerSpec{
 		Name:            naming.Proxy(id.Key),
 		Image:           opts.Image,
 		User:            proxyUser,
-		Env:             env,
 		Network:         naming.Network(id.Key),
 		Aliases:         []string{ProxyAlias},
 		ExtraNetworks:   []string{opts.EgressNetwork},
@@ -103,31 +123,17 @@ func Proxy(sbx *afev1.Sandbox, id Identity, opts ProxyOptions) enginespec.Contai
 	}
 	applyRuntime(&c, opts.Runtime)
 	labels := id.Labels(afev1.RoleProxy)
-	// The host's addresses are not hashed: they come and go with the
-	// engine's networks, and a proxy that refuses an address no longer the
-	// host's is kept (ProxyDeniesAll), not recreated with its connections.
 	labels[afev1.LabelSpecHash] = Hash(c)
-	if len(opts.DenyIPs) > 0 {
-		list := strings.Join(opts.DenyIPs, ",")
-		c.Env = append(c.Env, "AFE_EGRESS_DENY_IPS="+list)
-		labels[afev1.LabelDenyIPs] = list
-	}
+	labels[afev1.LabelAllowlist] = allow.ID
+	c.Env = allow.Env
 	c.Labels = labels
 	return c
 }
 
-// ProxyDeniesAll reports whether a proxy made with the labels have refuses
-// every address the proxy want would (afe.deny-ips): a proxy that does is
-// up to date whatever else its list holds.
-func ProxyDeniesAll(have, want map[string]string) bool {
-	held := map[string]bool{}
-	for _, a := range strings.Split(have[afev1.LabelDenyIPs], ",") {
-		held[a] = true
-	}
-	for _, a := range strings.Split(want[afev1.LabelDenyIPs], ",") {
-		if a != "" && !held[a] {
-			return false
-		}
-	}
-	return true
-}
+// ProxyReload is the command that gives a running proxy the allowlist in
+// the exec's environment (Allowlist.Env), in place; it prints the ID.
+func ProxyReload() []string { return []string{proxyEntrypoint, "--reload"} }
+
+// ProxyAdmits is the command that prints the allowlist ID a proxy runs
+// with.
+func ProxyAdmits() []string { return []string{proxyEntrypoint, "--admits"} }

@@ -150,8 +150,8 @@ func hasUlimit(c enginespec.ContainerSpec, name string) bool {
 func TestProxyRunsUnderTheSandboxsRuntime(t *testing.T) {
 	sbx := testSandbox()
 	id := IdentityOf(sbx, "default")
-	runc := Proxy(sbx, id, ProxyOptions{Image: "p", EgressNetwork: "e", Runtime: enginespec.Runtime{Name: "runc", Path: "runc"}})
-	gvisor := Proxy(sbx, id, ProxyOptions{Image: "p", EgressNetwork: "e", Runtime: enginespec.Runtime{Name: "runsc", Path: "/usr/bin/runsc"}})
+	runc := Proxy(sbx, id, ProxyOptions{Image: "p", EgressNetwork: "e", Runtime: enginespec.Runtime{Name: "runc", Path: "runc"}}, Allowlist{})
+	gvisor := Proxy(sbx, id, ProxyOptions{Image: "p", EgressNetwork: "e", Runtime: enginespec.Runtime{Name: "runsc", Path: "/usr/bin/runsc"}}, Allowlist{})
 	if runc.Runtime != "runc" || gvisor.Runtime != "runsc" {
 		t.Fatalf("runtimes %q %q", runc.Runtime, gvisor.Runtime)
 	}
@@ -161,7 +161,7 @@ func TestProxyRunsUnderTheSandboxsRuntime(t *testing.T) {
 	if runc.Labels[afev1.LabelSpecHash] == gvisor.Labels[afev1.LabelSpecHash] {
 		t.Fatal("the runtime is not in the proxy's hash")
 	}
-	if none := Proxy(sbx, id, ProxyOptions{Image: "p", EgressNetwork: "e"}); none.Labels[afev1.LabelSpecHash] != runc.Labels[afev1.LabelSpecHash] {
+	if none := Proxy(sbx, id, ProxyOptions{Image: "p", EgressNetwork: "e"}, Allowlist{}); none.Labels[afev1.LabelSpecHash] != runc.Labels[afev1.LabelSpecHash] {
 		t.Fatal("runc named changed the hash of a proxy made before runtimes were chosen")
 	}
 }

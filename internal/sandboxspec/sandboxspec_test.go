@@ -224,7 +224,7 @@ func TestContainerIsHardened(t *testing.T) {
 		Command:    KeepAlive,
 		User:       "1000:1000",
 		WorkingDir: "/workspace",
-		Env:        []string{"A=1"},
+		Env:        []string{},
 		Mounts: []enginespec.Mount{{Type: enginespec.MountVolume, Source: "afe-team.tk-1-ws", Target: "/workspace", Owner: &enginespec.Owner{UID: 1000, GID: 1000},
 			Labels: IdentityOf(sbx, "default").Labels(afev1.RoleWorkspace)}},
 		Network:         "none",
@@ -296,8 +296,10 @@ func TestHashTracksTheSpec(t *testing.T) {
 		"memory": {change: func(s *afev1.Sandbox, _ *Resolved, _ *string) {
 			s.Spec.Resources.Memory = ptr.To(resource.MustParse("2Gi"))
 		}},
-		"user":    {change: func(s *afev1.Sandbox, _ *Resolved, _ *string) { s.Spec.User = "1001" }},
-		"env":     {change: func(_ *afev1.Sandbox, r *Resolved, _ *string) { r.Env = []string{"A=2"} }},
+		"user": {change: func(s *afev1.Sandbox, _ *Resolved, _ *string) { s.Spec.User = "1001" }},
+		// Given to each exec, not held by the container (ContainerEnv):
+		// the next exec gets the new value.
+		"env":     {change: func(_ *afev1.Sandbox, r *Resolved, _ *string) { r.Env = []string{"A=2"} }, same: true},
 		"network": {change: func(_ *afev1.Sandbox, r *Resolved, _ *string) { r.Network = "afe-x-net" }},
 		"ws":      {change: func(_ *afev1.Sandbox, r *Resolved, _ *string) { r.Workspace = "w" }},
 		"runtime": {change: func(_ *afev1.Sandbox, r *Resolved, _ *string) {
@@ -354,7 +356,9 @@ func TestProxyIsHardened(t *testing.T) {
 	sbx := testSandbox()
 	sbx.Spec.Egress = []afev1.EgressHost{"example.com", ".pypi.org"}
 	id := IdentityOf(sbx, "default")
-	got := Proxy(sbx, id, ProxyOptions{Image: "afe/egress-proxy:dev", EgressNetwork: "bridge", DenyIPs: []string{"172.17.0.1"}})
+	opts := ProxyOptions{Image: "afe/egress-proxy:dev", EgressNetwork: "bridge", DenyIPs: []string{"172.17.0.1"}}
+	allow := ProxyAllowlist(sbx, opts)
+	got := Proxy(sbx, id, opts, allow)
 	want := enginespec.ContainerSpec{
 		Name:  "afe-team.tk-1_proxy",
 		Image: "afe/egress-proxy:dev",
@@ -363,6 +367,7 @@ func TestProxyIsHardened(t *testing.T) {
 			"AFE_EGRESS_HOSTS=example.com,.pypi.org",
 			"AFE_EGRESS_ALLOW_PRIVATE=0",
 			"AFE_EGRESS_DENY_IPS=172.17.0.1",
+			"AFE_EGRESS_ALLOWLIST_ID=" + allow.ID,
 		},
 		Network:         "afe-team.tk-1_net",
 		Aliases:         []string{"afe-proxy"},
@@ -378,7 +383,7 @@ func TestProxyIsHardened(t *testing.T) {
 		Log:             &enginespec.LogConfig{MaxFileBytes: 2 << 20, Files: 2},
 		Labels: map[string]string{
 			"afe.ticket": "tk-1", "afe.namespace": "team", "afe.sandbox": "tk-1", "afe.sandbox-uid": "uid-1",
-			"afe.scope": "main", "afe.role": "proxy", "afe.controller": "default", "afe.deny-ips": "172.17.0.1",
+			"afe.scope": "main", "afe.role": "proxy", "afe.controller": "default", "afe.allowlist": allow.ID,
 		},
 	}
 	hash := got.Labels[afev1.LabelSpecHash]
@@ -386,43 +391,51 @@ func TestProxyIsHardened(t *testing.T) {
 	if d := cmp.Diff(want, got); d != "" {
 		t.Fatal(d)
 	}
-	sbx.Spec.Egress = append(sbx.Spec.Egress, "other.org")
-	if Proxy(sbx, id, ProxyOptions{Image: "afe/egress-proxy:dev", EgressNetwork: "bridge", DenyIPs: []string{"172.17.0.1"}}).Labels[afev1.LabelSpecHash] == hash {
-		t.Fatal("a new allowlist must change the proxy's hash")
+	if ProxyAllowlist(sbx, opts).ID != allow.ID {
+		t.Fatal("the allowlist's ID is not stable")
 	}
 }
 
-// The host's addresses are not hashed: a proxy is out of date when an
-// address comes, not when one goes.
-func TestProxyDeniesAll(t *testing.T) {
+// An allowlist changes in place: the proxy's spec-hash leaves out the
+// hosts, the private flag and the host's addresses, and the allowlist's ID
+// follows each of them.
+func TestProxyAllowlistChangesInPlace(t *testing.T) {
 	sbx := testSandbox()
 	sbx.Spec.Egress = []afev1.EgressHost{"example.com"}
 	id := IdentityOf(sbx, "default")
-	proxy := func(deny ...string) map[string]string {
-		return Proxy(sbx, id, ProxyOptions{Image: "afe/egress-proxy:dev", EgressNetwork: "bridge", DenyIPs: deny}).Labels
+	base := ProxyOptions{Image: "afe/egress-proxy:dev", EgressNetwork: "bridge", DenyIPs: []string{"172.17.0.1"}}
+	proxy := func(sbx *afev1.Sandbox, opts ProxyOptions) (hash, allowID string) {
+		allow := ProxyAllowlist(sbx, opts)
+		c := Proxy(sbx, id, opts, allow)
+		return c.Labels[afev1.LabelSpecHash], allow.ID
 	}
-	cases := map[string]struct {
-		have, want []string
-		current    bool
+	hash, allowID := proxy(sbx, base)
+	more := sbx.DeepCopy()
+	more.Spec.Egress = append(more.Spec.Egress, "other.org")
+	private := base
+	private.AllowPrivate = true
+	deny := base
+	deny.DenyIPs = []string{"172.17.0.1", "172.19.0.1"}
+	for name, tc := range map[string]struct {
+		sbx  *afev1.Sandbox
+		opts ProxyOptions
 	}{
-		"the same list":               {have: []string{"172.17.0.1", "192.0.2.2"}, want: []string{"172.17.0.1", "192.0.2.2"}, current: true},
-		"an address went":             {have: []string{"172.17.0.1", "172.19.0.1"}, want: []string{"172.17.0.1"}, current: true},
-		"an address came":             {have: []string{"172.17.0.1"}, want: []string{"172.17.0.1", "172.19.0.1"}, current: false},
-		"one went and another came":   {have: []string{"172.17.0.1", "172.19.0.1"}, want: []string{"172.17.0.1", "172.20.0.1"}, current: false},
-		"none before, one now":        {have: nil, want: []string{"172.17.0.1"}, current: false},
-		"none now":                    {have: []string{"172.17.0.1"}, want: nil, current: true},
-		"a prefix of another address": {have: []string{"172.17.0.10"}, want: []string{"172.17.0.1"}, current: false},
-	}
-	for name, tc := range cases {
+		"another host":         {more, base},
+		"private destinations": {sbx, private},
+		"another host address": {sbx, deny},
+	} {
 		t.Run(name, func(t *testing.T) {
-			have, want := proxy(tc.have...), proxy(tc.want...)
-			if have[afev1.LabelSpecHash] != want[afev1.LabelSpecHash] {
-				t.Fatal("the host's addresses changed the proxy's hash")
+			h, a := proxy(tc.sbx, tc.opts)
+			if h != hash {
+				t.Error("the change recreates the proxy (its spec-hash changed)")
 			}
-			if got := ProxyDeniesAll(have, want); got != tc.current {
-				t.Fatalf("ProxyDeniesAll = %t, want %t", got, tc.current)
+			if a == allowID {
+				t.Error("the allowlist's ID did not change")
 			}
 		})
+	}
+	if h, _ := proxy(sbx, ProxyOptions{Image: "other", EgressNetwork: "bridge"}); h == hash {
+		t.Error("another image must change the proxy's spec-hash")
 	}
 }
 

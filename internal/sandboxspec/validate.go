@@ -204,6 +204,25 @@ func ValidateEgressHost(h string) error {
 	return nil
 }
 
+// PassthroughSet is --env-passthrough as validation takes it (Options.
+// Passthrough): each listed name, and whether it is set in the
+// controller's environment.
+func PassthroughSet(values map[string]*string) map[string]bool {
+	set := make(map[string]bool, len(values))
+	for name, v := range values {
+		set[name] = v != nil
+	}
+	return set
+}
+
+// ValidateEnv checks a declared env as Validate does: valid names, none on
+// the deny list (DefaultDenyEnv and extraDeny) nor set for the proxy, none
+// twice, one source each, and a controllerEnv only of a name passthrough
+// holds (true: set in the controller's environment).
+func ValidateEnv(env []afev1.EnvVar, extraDeny []string, passthrough map[string]bool) error {
+	return validateEnv(env, extraDeny, passthrough)
+}
+
 func validateEnv(env []afev1.EnvVar, extraDeny []string, passthrough map[string]bool) error {
 	deny := map[string]bool{}
 	for _, n := range append(append([]string{}, DefaultDenyEnv...), extraDeny...) {

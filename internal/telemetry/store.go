@@ -18,47 +18,19 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite" // the pure-Go driver, "sqlite"
+
+	accessv1 "afe.dev/sandbox/api/access/v1alpha1"
 )
 
-// Record is one command executed in a sandbox. Its identity (namespace,
-// sandbox, UID, ticket) comes from the controller, never from anything the
-// workload wrote.
-type Record struct {
-	Namespace  string `json:"namespace"`
-	Sandbox    string `json:"sandbox"`
-	SandboxUID string `json:"sandboxUID"`
-	Ticket     string `json:"ticket,omitempty"`
-	// Seq is the sandbox's sequence number, given by the store: 1, 2, ...
-	Seq     int64     `json:"seq"`
-	Started time.Time `json:"started"`
-	Ended   time.Time `json:"ended"`
-	Command []string  `json:"command"`
-	// User is the uid:gid the command ran as.
-	User     string `json:"user,omitempty"`
-	ExitCode int    `json:"exitCode"`
-	Run      string `json:"run,omitempty"`
-	Attempt  int32  `json:"attempt,omitempty"`
-	// OutputBytes and OutputSHA256 are of the whole output (stdout and
-	// stderr as they interleaved), where the controller saw it.
-	OutputBytes  int64  `json:"outputBytes"`
-	OutputSHA256 string `json:"outputSHA256,omitempty"`
-	// Source is how the command came: Run, Builtin, API or Engine (an exec
-	// made straight on the engine, seen in its event stream).
-	Source string `json:"source"`
-	// StartedBy is who started it: the Run, the API's caller, or the
-	// engine.
-	StartedBy string `json:"startedBy,omitempty"`
-}
+// Record is one command executed in a sandbox, as the access API's wire
+// type (api/access/v1alpha1) holds it.
+type Record = accessv1.CommandRecord
 
 // ListKind is the kind of a list of records as the access API answers it.
-const ListKind = "CommandRecordList"
+const ListKind = accessv1.CommandRecordListKind
 
 // RecordList is a list of records, in order, as the access API answers it.
-type RecordList struct {
-	Kind       string   `json:"kind"`
-	APIVersion string   `json:"apiVersion"`
-	Items      []Record `json:"items"`
-}
+type RecordList = accessv1.CommandRecordList
 
 // The sources of a record.
 const (

@@ -60,7 +60,8 @@ type Inspected struct {
 	State struct {
 		Running bool
 		// Pid is the host process ID of the container's first process.
-		Pid int
+		Pid       int
+		StartedAt string
 	}
 	HostConfig struct {
 		// Runtime is the container's OCI runtime (runc, runsc).

@@ -73,7 +73,7 @@ var _ = Describe("Engine faults", func() {
 
 		By("cutting the engine: conditions say so, nothing is deleted")
 		fwd.Cut()
-		k("patch", "sandbox/early", "--type=merge", "-p", `{"spec":{"env":[{"name":"CHANGED","value":"yes"}]}}`)
+		k("patch", "sandbox/early", "--type=merge", "-p", `{"spec":{"resources":{"pids":300}}}`)
 		Eventually(own.reason("sandbox/early", "Ready")).Should(Equal(afev1.EngineUnavailableReason))
 		Expect(dockertest.Objects(afev1.LabelController + "=" + inst)).To(ConsistOf(
 			"container/afe-default.early", "volume/afe-default.early_ws",
@@ -95,7 +95,7 @@ var _ = Describe("Engine faults", func() {
 		after, err := dockertest.Inspect("afe-default.early")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(after.ID).NotTo(Equal(before.ID))
-		Expect(after.Config.Env).To(ContainElement("CHANGED=yes"))
+		Expect(*after.HostConfig.PidsLimit).To(Equal(int64(300)), "the spec changed during the outage")
 		Expect(own.get("sandbox/early", "{.status.recreations}")()).To(Equal("1"))
 		Eventually(func() bool {
 			c, err := dockertest.Inspect("afe-default.quiet")

@@ -46,6 +46,7 @@ func Run(t *testing.T, e docker.Engine, h Harness) {
 		"ExitedContainerIsStartedAgain":         exitedContainerIsStartedAgain,
 		"StoppedContainerIsKeptAndStarted":      stoppedContainerIsKeptAndStarted,
 		"MissingContainer":                      missingContainer,
+		"RenameIsByNameOnly":                    renameIsByNameOnly,
 		"MissingImage":                          missingImage,
 		"ContainerThatCannotStartLeavesNothing": containerThatCannotStartLeavesNothing,
 		"NetworkIsIdempotent":                   networkIsIdempotent,
@@ -352,6 +353,29 @@ func missingContainer(t *testing.T, f *fixture) {
 	_, err = f.e.InspectNetwork(f.ctx, name)
 	wantIs(t, err, docker.ErrNotFound, "InspectNetwork")
 	must(t, f.e.RemoveNetwork(f.ctx, name), "RemoveNetwork")
+}
+
+// A rename names the container by its current name: once renamed, the old
+// name renames nothing, and a name another container has is refused.
+func renameIsByNameOnly(t *testing.T, f *fixture) {
+	a := f.run(t, f.spec("a"))
+	b := f.run(t, f.spec("b"))
+	must(t, f.e.RenameContainer(f.ctx, f.name("a"), f.name("a2")), "RenameContainer")
+	got, err := f.e.InspectContainer(f.ctx, f.name("a2"))
+	must(t, err, "InspectContainer of the new name")
+	if got.ID != a.ID || !got.Running {
+		t.Fatalf("the new name is container %s (running %t), want the renamed %s running", got.ID, got.Running, a.ID)
+	}
+	_, err = f.e.InspectContainer(f.ctx, f.name("a"))
+	wantIs(t, err, docker.ErrNotFound, "InspectContainer of the old name")
+	wantIs(t, f.e.RenameContainer(f.ctx, f.name("a"), f.name("a3")), docker.ErrNotFound, "a second rename of the old name")
+	wantIs(t, f.e.RenameContainer(f.ctx, f.name("a2"), f.name("b")), docker.ErrConflict, "a rename to a taken name")
+	got, err = f.e.InspectContainer(f.ctx, f.name("b"))
+	must(t, err, "InspectContainer of the taken name")
+	if got.ID != b.ID {
+		t.Fatalf("the taken name now names %s, want %s", got.ID, b.ID)
+	}
+	wantIs(t, f.e.RenameContainer(f.ctx, a.ID, f.name("a4")), docker.ErrConflict, "a rename by ID")
 }
 
 func missingImage(t *testing.T, f *fixture) {

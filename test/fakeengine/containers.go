@@ -29,6 +29,7 @@ type container struct {
 	state     string
 	exitCode  int
 	startedAt time.Time
+	created   time.Time
 	pid       int
 	// ips are the container's attachments by network ID.
 	ips map[string]attachment
@@ -47,7 +48,7 @@ func (c *container) running() bool { return c.state == stateRunning }
 func (c *container) report(volumes map[string]*volume) *docker.Container {
 	out := &docker.Container{
 		ID: c.id, Name: c.spec.Name, Image: c.spec.Image, Labels: copyLabels(c.spec.Labels),
-		State: c.state, Running: c.running(), ExitCode: c.exitCode, StartedAt: c.startedAt,
+		State: c.state, Running: c.running(), ExitCode: c.exitCode, StartedAt: c.startedAt, Created: c.created,
 		IPs: map[string]string{}, User: c.spec.User, Runtime: c.spec.Runtime,
 	}
 	if c.running() {
@@ -188,7 +189,7 @@ func (e *Engine) create(spec docker.ContainerSpec) (*container, error) {
 		}
 	}
 	spec = copySpec(spec)
-	c := &container{id: e.newID(), spec: spec, state: stateCreated, exitCode: 0, ips: map[string]attachment{}}
+	c := &container{id: e.newID(), spec: spec, state: stateCreated, exitCode: 0, ips: map[string]attachment{}, created: now()}
 	c.ips[n.id] = attachment{network: n.name, ip: spec.IPv4Address}
 	if spec.IPv4Address == "" {
 		c.ips[n.id] = attachment{network: n.name, ip: n.address()}
@@ -279,6 +280,37 @@ func (e *Engine) RemoveContainer(_ context.Context, name string) error {
 	if c != nil {
 		e.destroy(c)
 	}
+	return nil
+}
+
+// RenameContainer renames the container named from to the name to, by its
+// name only: ErrNotFound when none has the name, ErrConflict when another
+// has the name to.
+func (e *Engine) RenameContainer(_ context.Context, from, to string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	from = strings.TrimPrefix(from, "/")
+	if strings.Trim(from, "0123456789abcdef") == "" {
+		return fmt.Errorf("rename container %s: %w: a name of hex digits only could name another container's ID", from, docker.ErrConflict)
+	}
+	var c *container
+	for _, have := range e.containers {
+		switch have.spec.Name {
+		case from:
+			c = have
+		case to:
+			return fmt.Errorf("rename container %s to %s: %w", from, to, docker.ErrConflict)
+		}
+	}
+	if err := e.check(OpRenameContainer, targets(from, c)...); err != nil {
+		return err
+	}
+	if c == nil {
+		return fmt.Errorf("rename container %s: %w", from, docker.ErrNotFound)
+	}
+	// The engine's rename event is not among those the controller
+	// subscribes to: none is emitted.
+	c.spec.Name = to
 	return nil
 }
 

@@ -22,6 +22,7 @@ const (
 	OpInspectContainer Op = "InspectContainer"
 	OpListContainers   Op = "ListContainers"
 	OpRemoveContainer  Op = "RemoveContainer"
+	OpRenameContainer  Op = "RenameContainer"
 	OpEnsureNetwork    Op = "EnsureNetwork"
 	OpInspectNetwork   Op = "InspectNetwork"
 	OpListNetworks     Op = "ListNetworks"
@@ -52,24 +53,34 @@ type Fault struct {
 	Err    error
 	// Times is how many calls fail; 0 fails every call until cleared.
 	Times int
+	// Skip is how many matching calls pass before the fault applies.
+	Skip int
 }
 
 type fault struct {
 	Fault
-	left int
+	left, skip int
 }
 
 // Fail installs a fault, and returns the function that clears it.
 func (e *Engine) Fail(f Fault) (clear func()) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	ft := &fault{Fault: f, left: f.Times}
+	ft := &fault{Fault: f, left: f.Times, skip: f.Skip}
 	e.faults = append(e.faults, ft)
 	return func() {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		e.removeFault(ft)
 	}
+}
+
+// Faults is how many faults are installed: a fault of Times calls goes
+// once they failed.
+func (e *Engine) Faults() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.faults)
 }
 
 func (e *Engine) removeFault(ft *fault) {
@@ -94,6 +105,10 @@ func (e *Engine) check(op Op, targets ...string) error {
 	}
 	for _, ft := range e.faults {
 		if ft.Op != op || !matches(ft.Target, targets) {
+			continue
+		}
+		if ft.skip > 0 {
+			ft.skip--
 			continue
 		}
 		if ft.Times > 0 {

@@ -83,6 +83,7 @@ var _ = BeforeSuite(func() {
 		ResyncPeriod:            10 * time.Minute,
 		SweepPeriod:             10 * time.Minute,
 		MaxConcurrentReconciles: 4,
+		MaxPoolReplicas:         3,
 		EgressNetwork:           "bridge",
 		ProxyImage:              proxyImage,
 	})).To(Succeed())
