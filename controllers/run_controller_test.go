@@ -35,11 +35,20 @@ func getRun(ctx context.Context, run *afev1.Run) func(Gomega) *afev1.Run {
 
 // waitRunPhase waits until the Run reaches the phase.
 func waitRunPhase(ctx context.Context, run *afev1.Run, phase afev1.RunPhase) *afev1.Run {
+	return waitRunPhaseWithin(ctx, run, phase, 0)
+}
+
+// waitRunPhaseWithin is waitRunPhase with its own bound (0: the suite's).
+func waitRunPhaseWithin(ctx context.Context, run *afev1.Run, phase afev1.RunPhase, within time.Duration) *afev1.Run {
 	var got *afev1.Run
-	Eventually(func(g Gomega) {
+	wait := Eventually(func(g Gomega) {
 		got = getRun(ctx, run)(g)
 		g.Expect(got.Status.Phase).To(Equal(phase), "status: %+v", got.Status)
-	}).Should(Succeed())
+	})
+	if within > 0 {
+		wait = wait.WithTimeout(within)
+	}
+	wait.Should(Succeed())
 	return got
 }
 
