@@ -143,12 +143,16 @@ var _ = Describe("Builtin Snapshot", func() {
 	})
 
 	It("leaves no partial snapshot volume when the copy times out, and replaces the helpers a crash left", func() {
+		// The Run takes the sandbox's timeout, 3 s for the first attempt;
+		// the second, which copies one small file, is given two minutes:
+		// under load, the helpers of a copy alone took over 4 s to make.
 		src := newSandbox(ns, "src")
+		src.Spec.TimeoutSeconds = 3
 		Expect(k8sClient.Create(ctx, src)).To(Succeed())
 		src = waitReady(ctx, src)
 		defer deleteAndWaitGone(ctx, src)
 		// Sparse files (each within the file size limit) are read out as
-		// 16 GB of zeros: the copy cannot end within the Run's 3 s.
+		// 16 GB of zeros: the copy cannot end within the attempt's 3 s.
 		inContainer(src.Status.ContainerName, `for i in $(seq 16); do truncate -s 1000M /workspace/big$i; done`)
 		helpers, err := dockertest.RecordEvents(afev1.LabelNamespace + "=" + ns)
 		Expect(err).NotTo(HaveOccurred())
@@ -156,7 +160,6 @@ var _ = Describe("Builtin Snapshot", func() {
 		copies := afev1.LabelRole + "=" + afev1.RoleSnapshotCopy + "," + afev1.LabelNamespace + "=" + ns
 
 		run := newSnapshotRun(ns, "slow", src.Name)
-		run.Spec.TimeoutSeconds = ptr.To(int32(3))
 		run.Spec.MaxAttempts = ptr.To(int32(2))
 		Expect(k8sClient.Create(ctx, run)).To(Succeed())
 		Eventually(func(g Gomega) []string {
@@ -187,6 +190,14 @@ var _ = Describe("Builtin Snapshot", func() {
 		}
 		Expect(planted).To(HaveLen(2), "the two helpers of the copy, as a crash leaves them")
 		inContainer(src.Status.ContainerName, `rm /workspace/big* && echo small > /workspace/f`)
+		longer := getSandbox(ctx, src)(Default)
+		patch := client.MergeFrom(longer.DeepCopy())
+		longer.Spec.TimeoutSeconds = 120
+		Expect(k8sClient.Patch(ctx, longer, patch)).To(Succeed())
+		// Seen by the Sandbox reconciler, so in the manager's cache, which
+		// the Run reconciler reads too.
+		Eventually(func(g Gomega) int64 { return getSandbox(ctx, src)(g).Status.ObservedGeneration }).
+			Should(Equal(longer.Generation))
 		reexecute(ctx, got, src)
 		again := waitRunPhase(ctx, run, afev1.RunCompleted)
 		Expect(again.Status.OK).To(HaveValue(BeTrue()), again.Status.Output)
