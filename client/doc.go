@@ -4,7 +4,8 @@
 // code, the output, the JSON result), execs with stdin, stdout and stderr
 // apart, copies files in and out, follows a Run's log, snapshots, restores,
 // suspends and resumes a sandbox, merges lanes and runs CI, reads the
-// command telemetry, and destroys what it made.
+// command telemetry and what sandboxes use (Top, from status.usage, per
+// sandbox, ticket or namespace), and destroys what it made.
 //
 // Objects (Tickets, Sandboxes, Runs) are read and written with
 // controller-runtime's client; exec, files, logs and telemetry go through

@@ -9,6 +9,7 @@
 //	kubectl afe telemetry SANDBOX | --ticket TICKET [-o json]
 //	kubectl afe suspend SANDBOX
 //	kubectl afe resume SANDBOX
+//	kubectl afe top [--by sandbox|ticket|namespace] [--sort-by cpu|memory|disk|network] [-A] [-l SELECTOR] [-o json]
 //
 // shell, exec and cp go through the manager's access API (an aggregated API of
 // the Kubernetes API server) with the caller's Kubernetes identity: they

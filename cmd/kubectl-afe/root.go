@@ -44,7 +44,7 @@ func newRoot(streams execStreams) *cobra.Command {
 	root.AddCommand(newRunCommand(newClient, streams), newLogsCommand(newClient, streams),
 		newExecCommand(newClient, streams), newShellCommand(newClient, streams), newCpCommand(newClient),
 		newTelemetryCommand(newClient, streams), newSuspendCommand(newClient, streams, true),
-		newSuspendCommand(newClient, streams, false))
+		newSuspendCommand(newClient, streams, false), newTopCommand(newClient, streams))
 	return root
 }
 
