@@ -11,7 +11,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -195,34 +194,8 @@ func addUser(name, ns string) *rest.Config {
 func addUserWithRole(name, ns, role string) *rest.Config {
 	u, err := testEnv.AddUser(envtest.User{Name: name}, nil)
 	Expect(err).NotTo(HaveOccurred())
-	Expect(adminClient.Create(context.Background(), &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-" + role},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: name}},
-	})).To(Succeed())
-	waitBound(name, ns, role)
+	kubetest.BindUser(context.Background(), adminClient, name, ns, role)
 	return u.Config()
-}
-
-// waitBound waits until the API server's authorizer, which sees a new
-// binding from its cache a moment after its creation, allows the user the
-// role's first rule in ns: a request made before would be refused.
-func waitBound(user, ns, role string) {
-	ctx := context.Background()
-	cr := &rbacv1.ClusterRole{}
-	Expect(adminClient.Get(ctx, client.ObjectKey{Name: role}, cr)).To(Succeed())
-	Expect(cr.Rules).NotTo(BeEmpty())
-	rule := cr.Rules[0]
-	Eventually(func(g Gomega) {
-		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User: user,
-			ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Namespace: ns, Verb: rule.Verbs[0], Group: rule.APIGroups[0], Resource: rule.Resources[0],
-			},
-		}}
-		g.Expect(adminClient.Create(ctx, sar)).To(Succeed())
-		g.Expect(sar.Status.Allowed).To(BeTrue(), "%s is not yet allowed by %s in %s", user, role, ns)
-	}).WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
 }
 
 // readySandbox creates a Sandbox in ns (under the engine's default runtime)

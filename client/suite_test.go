@@ -155,13 +155,14 @@ func newNamespace(prefix string) string {
 // addUser is a user of the API server (a client certificate) bound to
 // afe-sandbox-user in ns.
 func addUser(name, ns string) *rest.Config {
+	return addUserWithRole(name, ns, "afe-sandbox-user")
+}
+
+// addUserWithRole is a user bound to the ClusterRole in ns.
+func addUserWithRole(name, ns, role string) *rest.Config {
 	u, err := testEnv.AddUser(envtest.User{Name: name}, nil)
 	Expect(err).NotTo(HaveOccurred())
-	Expect(adminClient.Create(context.Background(), &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-afe-sandbox-user"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "afe-sandbox-user"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: name}},
-	})).To(Succeed())
+	kubetest.BindUser(context.Background(), adminClient, name, ns, role)
 	return u.Config()
 }
 
