@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -89,10 +90,12 @@ func TestCPUBetween(t *testing.T) {
 }
 
 func TestTable(t *testing.T) {
-	r := timing("x", sample{200 * time.Millisecond, 400 * time.Millisecond}, sample{100 * time.Millisecond}, "sequential")
-	want := row{Scenario: "x", Controller: "200 ms (p95 400 ms)", Baseline: "sequential 100 ms", Ratio: "2.00x"}
-	if r != want {
-		t.Errorf("timing = %+v, want %+v", r, want)
+	r := timing("x", sample{400 * time.Millisecond, 200 * time.Millisecond}, sample{100 * time.Millisecond}, "sequential")
+	want := row{Scenario: "x", Controller: "200 ms (p95 400 ms)", Baseline: "sequential 100 ms", Ratio: "2.00x",
+		Samples: &timingSamples{Unit: "s", ControllerName: "controller", BaselineName: "sequential",
+			Controller: []float64{0.4, 0.2}, Baseline: []float64{0.1}}}
+	if diff := cmp.Diff(want, r); diff != "" {
+		t.Errorf("timing (-want +got):\n%s", diff)
 	}
 	var out strings.Builder
 	writeTable(&out, []row{want})
@@ -439,3 +442,4 @@ func TestBenchSmoke(t *testing.T) {
 		}
 	}
 }
+
