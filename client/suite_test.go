@@ -101,7 +101,7 @@ func startManager(cfg *rest.Config) {
 	Expect(err).NotTo(HaveOccurred())
 	Expect(controllers.SetupAll(ctx, mgr, engine, controllers.Options{
 		Instance: instance, RunLogs: runLogs, Telemetry: store, ResyncPeriod: 30 * time.Second,
-		MaxConcurrentReconciles: 2, ProxyImage: "afe/egress-proxy:dev", Runtimes: dockertest.Runtimes(),
+		MaxConcurrentReconciles: 2, ProxyImage: "afe/egress-proxy:dev", EgressNetwork: "bridge", Runtimes: dockertest.Runtimes(),
 	})).To(Succeed())
 	server, err := access.New(mgr, engine, access.Options{
 		BindAddress: "127.0.0.1:0", Service: types.NamespacedName{Namespace: "afe-system", Name: "afe-access"},
