@@ -106,7 +106,7 @@ test: manifests generate docs fmt vet lint test-rules envtest images runsc build
 	export KUBEBUILDER_ASSETS=$(ENVTEST_DIR) AFE_MANAGER_BIN=$(LOCALBIN)/manager AFE_KUBECTL_AFE_BIN=$(LOCALBIN)/kubectl-afe \
 		AFE_MANAGER_CRASHPOINTS_BIN=$(LOCALBIN)/manager-crashpoints \
 		AFE_CONTROLLER_IMAGE=$(IMG) AFE_REQUIRE_DOCKER=1 AFE_TEST_RUNTIMES=$(TEST_RUNTIMES); \
-	controllers=0; $(GINKGO) -p --procs=$(TEST_PROCS) --timeout=25m --no-color --output-dir=$(LOCALBIN) \
+	controllers=0; $(GINKGO) -p --procs=$(TEST_PROCS) --timeout=35m --no-color --output-dir=$(LOCALBIN) \
 		--json-report=controllers-report.json ./controllers > $(LOCALBIN)/controllers-test.log 2>&1 || controllers=$$?; \
 	cat $(LOCALBIN)/controllers-test.log; \
 	others=0; go test -p 2 ./test/e2e $$(go list ./... | grep -v -e '/controllers$$' -e '/test/e2e$$') -count=1 -timeout 25m || others=$$?; \
@@ -140,7 +140,7 @@ test-chaos: envtest images build ## A longer crash-convergence churn (CHURN_SEED
 
 BENCH_ARGS ?=
 .PHONY: bench
-bench: manifests envtest images runsc build kubectl-afe ## The benchmark table: the controller against the docker CLI, and runsc against runc (BENCH_ARGS, e.g. "-idle 200 -profile").
+bench: manifests envtest images runsc build kubectl-afe ## The benchmark: the controller against the docker CLI, and runsc against runc, as bin/bench/results.md, results.json and figures (PNG, SVG) (BENCH_ARGS, e.g. "-idle 200 -profile").
 	go run ./hack/bench -assets $(ENVTEST_DIR) -manager $(LOCALBIN)/manager -plugin $(LOCALBIN)/kubectl-afe -out $(LOCALBIN)/bench $(BENCH_ARGS)
 
 # The fast tier: what needs neither Docker nor images, in well under 90 s.
