@@ -91,7 +91,7 @@ func TestPythonClient(t *testing.T) {
 // requirePython fails the test when Debian's Python cannot import what
 // the client and its tests need.
 func requirePython(t *testing.T) {
-	out, err := exec.Command(python, "-c", "import kubernetes, pytest").CombinedOutput()
+	out, err := exec.Command(python, "-c", "import kubernetes, pytest, setuptools, wheel, ensurepip, venv, pip").CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s cannot run the Python client's tests (run `make python-deps` as root): %v\n%s", python, err, out)
 	}
@@ -155,8 +155,9 @@ func startManager(t *testing.T, bin, kubeconfig, instance string, args ...string
 	}
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
+		// The manager ends with the signal's status: not an error here.
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
 		select {
 		case <-done:
 		case <-time.After(30 * time.Second):
