@@ -173,18 +173,20 @@ class Kube:
 
     def _refusal(self, path: str, query: list, err: Exception, what: str) -> AfeError:
         """The Status the access API refused an upgrade with: the WebSocket
-        handshake gives only its code, so the same request is asked again
-        without the upgrade, as the Go client does. The server checks the
-        caller and the sandbox first and executes nothing without a
-        streaming protocol; when it finds nothing to refuse, err stands."""
+        handshake gives only its code, so the request is asked again as a
+        POST without an upgrade, as the Go client does (a GET without one
+        is refused before the sandbox is looked at). The server checks the
+        caller, the sandbox and its env first and executes nothing without
+        a streaming protocol; when it finds nothing to refuse, the
+        handshake's status stands."""
         try:
-            self.api.call_api(path, "GET", query_params=query, header_params={"Accept": "application/json"},
+            self.api.call_api(path, "POST", query_params=query, header_params={"Accept": "application/json"},
                               auth_settings=["BearerToken"], _preload_content=False)
         except ApiException as e:
             status = _json(e.body)
             if access_reason(status) != "InvalidRequest":
                 return from_status(e.status, status, what)
-        return FailedError(f"{what}: {err}")
+        return from_status(getattr(err, "status_code", None), {"message": str(err)}, what)
 
     def put_tar(self, sandbox: str, folder: str, data: bytes, timeout: float) -> None:
         """Extracts the tar into the workspace folder (which must exist)."""

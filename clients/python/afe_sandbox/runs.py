@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ._kube import Kube
-from .errors import AfeError, FailedError, TimedOutError
+from .errors import AfeError, FailedError, NotFoundError, TimedOutError
 
 _TERMINAL = ("Completed", "TimedOut", "Failed")
 
@@ -68,7 +68,13 @@ def ready(obj: dict, failed_phase: str, error: type[AfeError]) -> bool:
 
 def run_to_end(kube: Kube, sandbox: str, spec: dict, timeout: float) -> dict:
     """Creates a Run of spec in the sandbox, bounded by timeout (its
-    timeoutSeconds no later), and watches it until it ends."""
+    timeoutSeconds no later), and watches it until it ends. A sandbox that
+    does not exist raises NotFoundError (reason SandboxNotFound): a Run of
+    it would wait, Pending, for a sandbox of that name to be made."""
+    try:
+        kube.get("sandboxes", sandbox)
+    except NotFoundError as e:
+        raise NotFoundError(f"sandbox {sandbox} does not exist", "SandboxNotFound") from e
     spec = dict(spec, sandboxRef={"name": sandbox})
     bound = max(1, math.floor(timeout))
     if not spec.get("timeoutSeconds") or spec["timeoutSeconds"] > bound:

@@ -44,6 +44,8 @@ def test_files_go_in_and_out(client: Client) -> None:
         assert client.get_file("py-files", "/workspace/blob.bin") == data
         out = client.run("py-files", script="stat -c '%a %s' blob.bin")
         assert out.output == f"600 {len(data)}\n"
+        listed = client.exec("py-files", ["sh", "-c", "ls; echo gone >&2; exit 2"])
+        assert (listed.returncode, listed.stdout, listed.stderr) == (2, "blob.bin\n", "gone\n")
         with pytest.raises(NotFoundError) as e:
             client.get_file("py-files", "/workspace/missing")
         assert e.value.reason == "PathNotFound"
