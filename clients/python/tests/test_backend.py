@@ -15,6 +15,7 @@ from kubernetes import client as kclient
 import afe_sandbox
 from afe_sandbox import (
     ExecResult,
+    ForbiddenError,
     KubernetesBackend,
     NotFoundError,
     ResourceLimits,
@@ -124,6 +125,32 @@ def test_a_refused_spec_raises_with_the_reason(namespace: str) -> None:
         with pytest.raises(SpecRefusedError) as e:
             await plain.spawn(SandboxSpec("py-tiny", "learner", limits=ResourceLimits(memory_bytes=1024)))
         assert e.value.reason == "Invalid" and "memory" in str(e.value)
+
+    asyncio.run(scenario())
+
+
+def test_a_spawn_not_ready_in_time_raises_with_the_reason_and_leaves_nothing(namespace: str) -> None:
+    async def scenario() -> None:
+        missing = KubernetesBackend(namespace=namespace, image="afe/no-such-image:dev", spawn_timeout=8)
+        start = time.monotonic()
+        with pytest.raises(TimedOutError) as e:
+            await missing.spawn(SandboxSpec("py-no-image", "learner"))
+        assert e.value.reason == "ImagePullFailed", e.value
+        assert time.monotonic() - start < 60
+        with pytest.raises(NotFoundError):
+            await asyncio.to_thread(missing._kube.get, "sandboxes", "py-no-image")
+
+    asyncio.run(scenario())
+
+
+def test_another_namespace_is_forbidden(backend: KubernetesBackend) -> None:
+    async def scenario() -> None:
+        other = KubernetesBackend(namespace="default", image="afe/busybox:dev")
+        with pytest.raises(ForbiddenError) as e:
+            await other.spawn(SandboxSpec("py-elsewhere", "learner"))
+        assert e.value.reason == "Forbidden"
+        with pytest.raises(ForbiddenError):
+            await other.exec(SandboxHandle("py-elsewhere", "/workspace", datetime.now(timezone.utc)), ["true"])
 
     asyncio.run(scenario())
 
