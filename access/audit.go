@@ -32,8 +32,12 @@ func (s *Server) auditExec(ctx context.Context, req *request, t *target, o execO
 	if err != nil {
 		outcome = "failed: " + err.Error()
 	}
+	if o.protocol != "" {
+		outcome += ", over " + o.protocol
+	}
 	s.log.Info("Exec", "user", req.user.GetName(), "groups", req.user.GetGroups(), "namespace", req.namespace,
-		"sandbox", req.name, "command", o.command, "tty", o.tty, "stdin", o.stdin, "exitCode", code, "error", errString(err))
+		"sandbox", req.name, "command", o.command, "tty", o.tty, "stdin", o.stdin, "protocol", o.protocol,
+		"exitCode", code, "error", errString(err))
 	if t != nil {
 		s.event(ctx, t.sbx, err, ExecReason, fmt.Sprintf("User %q ran %s (tty %t): %s", req.user.GetName(), commandText(o.command), o.tty, outcome))
 	}

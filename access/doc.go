@@ -12,13 +12,19 @@
 //
 // The paths are subresources of a namespaced object:
 //
-//	POST .../namespaces/NS/sandboxes/NAME/exec          (create sandboxes/exec)
+//	POST .../namespaces/NS/sandboxes/NAME/exec          (create sandboxes/exec: SPDY)
+//	GET  .../namespaces/NS/sandboxes/NAME/exec          (WebSocket; authorized as create sandboxes/exec too)
 //	GET  .../namespaces/NS/sandboxes/NAME/files?path=P  (get sandboxes/files: a tar of P)
 //	POST .../namespaces/NS/sandboxes/NAME/files?path=D  (create sandboxes/files: a tar into D)
 //	GET  .../namespaces/NS/runs/NAME/log[?follow=true]  (get runs/log)
 //
 // under /apis/access.sandbox.afe.dev/v1alpha1.
 //
-// Exec speaks the Kubernetes streaming protocol (SPDY, v4.channel.k8s.io)
-// that client-go's remotecommand executor and kubectl exec speak.
+// Exec speaks the Kubernetes streaming protocols that client-go's
+// remotecommand executors, kubectl exec and Python's Kubernetes client
+// speak: SPDY with v4.channel.k8s.io, and WebSocket with v5.channel.k8s.io
+// or v4.channel.k8s.io (numbered channels: 0 stdin, 1 stdout, 2 stderr,
+// 3 the exit status, 4 the terminal's size). The API server lets a
+// WebSocket's GET through with get on sandboxes/exec; this server
+// authorizes it as create, so get alone never runs a command.
 package access

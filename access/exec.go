@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/remotecommand"
 	"k8s.io/streaming/pkg/httpstream"
 	"k8s.io/streaming/pkg/httpstream/spdy"
+	"k8s.io/streaming/pkg/httpstream/wsstream"
 
 	accessv1 "afe.dev/sandbox/api/access/v1alpha1"
 	"afe.dev/sandbox/docker"
@@ -42,6 +43,9 @@ const (
 type execOptions struct {
 	command                    []string
 	stdin, stdout, stderr, tty bool
+	// protocol is the streaming protocol the exec was opened with, once
+	// it was.
+	protocol string
 }
 
 func parseExecOptions(r *http.Request) (execOptions, error) {
@@ -63,13 +67,19 @@ func parseExecOptions(r *http.Request) (execOptions, error) {
 
 // serveExec runs a command in the sandbox container as the sandbox's user,
 // in /workspace, with the sandbox's declared env (resolved for this exec:
-// a command-less sandbox's container holds none of it), over the SPDY streaming
-// protocol v4 (client-go's remotecommand, kubectl exec): the client opens an
-// error stream and one stream per attached stdio (plus resize with a
-// terminal); the exit code comes back on the error stream as a Status.
+// a command-less sandbox's container holds none of it), over the
+// Kubernetes streaming protocol that client-go's remotecommand and kubectl
+// exec speak: SPDY (a POST upgraded to protocol v4: the client opens an
+// error stream and one stream per attached stdio, plus resize with a
+// terminal) or WebSocket (a GET upgraded to v5.channel.k8s.io or
+// v4.channel.k8s.io, the same streams as numbered channels). The exit code
+// comes back on the error stream as a Status.
 func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, req *request) {
 	ctx := r.Context()
 	o, err := parseExecOptions(r)
+	if err == nil && r.Method == http.MethodGet && !wsstream.IsWebSocketRequest(r) {
+		err = badRequest("exec with GET needs a WebSocket upgrade (%s); SPDY takes a POST", strings.Join(webSocketProtocols, ", "))
+	}
 	if err != nil {
 		writeError(w, err)
 		return
@@ -84,29 +94,101 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, req *request)
 		writeError(w, err)
 		return
 	}
-	conn, opened := upgradeExec(w, r)
-	if conn == nil {
+	open := openSPDY
+	if r.Method == http.MethodGet {
+		open = openWebSocket
+	}
+	session, err := open(ctx, w, r, o)
+	if session == nil {
+		if err != nil {
+			s.auditExec(ctx, req, t, o, -1, err)
+		}
 		return // answered
 	}
-	defer func() { _ = conn.Close() }()
-	conn.SetIdleTimeout(idleTimeout)
-	streams, err := awaitStreams(ctx, opened, o)
-	if err != nil {
-		s.auditExec(ctx, req, t, o, -1, err)
-		return
-	}
+	defer session.end()
+	o.protocol = session.protocol
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
 		select {
-		case <-conn.CloseChan():
+		case <-session.gone:
 			cancel()
 		case <-ctx.Done():
 		}
 	}()
-	spec, measure := execSpec(ctx, t, o, streams)
-	s.runExec(ctx, req, t, o, spec, measure, streams)
-	awaitClientClose(conn)
+	spec, measure := execSpec(ctx, t, o, session.streams)
+	s.runExec(ctx, req, t, o, spec, measure, session)
+}
+
+// execStreams are an exec's attached streams, whichever protocol carries
+// them; nil where the exec does not attach one. status carries the exit
+// status at the end.
+type execStreams struct {
+	stdin          io.Reader
+	stdout, stderr io.WriteCloser
+	resize         io.Reader
+	status         io.WriteCloser
+}
+
+// An execSession is the client's side of an exec: its streams, a channel
+// closed when the client goes away, and how to end it once the exit
+// status is sent.
+type execSession struct {
+	protocol string
+	streams  execStreams
+	gone     <-chan struct{}
+	end      func()
+}
+
+// openSPDY upgrades the request to the SPDY streaming protocol v4 and
+// waits for the streams the options call for. A nil session means the
+// request was answered (no such protocol) or the streams did not come,
+// which err says.
+func openSPDY(ctx context.Context, w http.ResponseWriter, r *http.Request, o execOptions) (*execSession, error) {
+	conn, opened := upgradeExec(w, r)
+	if conn == nil {
+		return nil, nil // answered
+	}
+	conn.SetIdleTimeout(idleTimeout)
+	streams, err := awaitStreams(ctx, opened, o)
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	return &execSession{
+		protocol: "SPDY " + remotecommand.StreamProtocolV4Name,
+		streams: execStreams{
+			stdin: optional[io.Reader](streams[corev1.StreamTypeStdin]), stdout: optional[io.WriteCloser](streams[corev1.StreamTypeStdout]),
+			stderr: optional[io.WriteCloser](streams[corev1.StreamTypeStderr]), resize: optional[io.Reader](streams[corev1.StreamTypeResize]),
+			status: streams[corev1.StreamTypeError],
+		},
+		gone: closed(conn.CloseChan()),
+		end: func() {
+			awaitClientClose(conn)
+			_ = conn.Close()
+		},
+	}, nil
+}
+
+// closed is a channel closed when c is.
+func closed(c <-chan bool) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range c {
+		}
+	}()
+	return done
+}
+
+// optional is the stream as T, or T's nil when there is none (not a T
+// holding a nil stream).
+func optional[T any](st httpstream.Stream) T {
+	var zero T
+	if st == nil {
+		return zero
+	}
+	return any(st).(T)
 }
 
 // resolveEnv resolves the target sandbox's declared env for an exec into
@@ -155,7 +237,7 @@ func upgradeExec(w http.ResponseWriter, r *http.Request) (httpstream.Connection,
 // execSpec is the exec of o in the target, attached to the client's
 // streams, and what measures its output for the telemetry. With a
 // terminal, it waits a little for the client's first size.
-func execSpec(ctx context.Context, t *target, o execOptions, streams map[string]httpstream.Stream) (docker.StreamSpec, *telemetry.Output) {
+func execSpec(ctx context.Context, t *target, o execOptions, streams execStreams) (docker.StreamSpec, *telemetry.Output) {
 	cmd := o.command
 	if t.userSpaceKernel && t.sbx.Spec.Resources.CPUSeconds > 0 {
 		cmd = runexec.RearmCPULimit(cmd)
@@ -167,19 +249,19 @@ func execSpec(ctx context.Context, t *target, o execOptions, streams map[string]
 		Env:        sandboxspec.ExecEnv(t.env, nil),
 		TTY:        o.tty,
 	}
-	if st := streams[corev1.StreamTypeStdin]; st != nil {
-		spec.Stdin = st
+	if streams.stdin != nil {
+		spec.Stdin = streams.stdin
 	}
-	if st := streams[corev1.StreamTypeStdout]; st != nil {
-		spec.Stdout = st
+	if streams.stdout != nil {
+		spec.Stdout = streams.stdout
 	}
-	if st := streams[corev1.StreamTypeStderr]; st != nil {
-		spec.Stderr = st
+	if streams.stderr != nil {
+		spec.Stderr = streams.stderr
 	}
-	if st := streams[corev1.StreamTypeResize]; st != nil {
+	if streams.resize != nil {
 		sizes := make(chan docker.TerminalSize, 4)
 		spec.Resize = sizes
-		go readSizes(ctx, st, sizes)
+		go readSizes(ctx, streams.resize, sizes)
 		// The client sends the terminal's size first: the command starts
 		// at that size when it comes soon enough.
 		select {
@@ -203,28 +285,28 @@ func execSpec(ctx context.Context, t *target, o execOptions, streams map[string]
 
 // runExec runs the exec, records and audits it, and sends its exit status
 // on the error stream.
-func (s *Server) runExec(ctx context.Context, req *request, t *target, o execOptions, spec docker.StreamSpec, measure *telemetry.Output, streams map[string]httpstream.Stream) {
+func (s *Server) runExec(ctx context.Context, req *request, t *target, o execOptions, spec docker.StreamSpec, measure *telemetry.Output, session *execSession) {
 	started := time.Now()
 	// A line at the start too: a session the manager does not see end
 	// (it was killed) is still on record.
 	s.log.Info("Exec started", "user", req.user.GetName(), "groups", req.user.GetGroups(), "namespace", req.namespace,
-		"sandbox", req.name, "command", o.command, "tty", o.tty, "stdin", o.stdin)
+		"sandbox", req.name, "command", o.command, "tty", o.tty, "stdin", o.stdin, "protocol", o.protocol)
 	code, err := s.engine.ExecStream(ctx, t.containerID, spec)
 	// A command that started is recorded however its stream ended, and
 	// committed before the caller learns its exit status.
 	if !errors.Is(err, docker.ErrExecNotCreated) {
 		s.recordExec(ctx, req, t, o.command, started, code, measure)
 	}
-	for _, name := range []string{corev1.StreamTypeStdout, corev1.StreamTypeStderr} {
-		if st := streams[name]; st != nil {
+	for _, st := range []io.WriteCloser{session.streams.stdout, session.streams.stderr} {
+		if st != nil {
 			_ = st.Close()
 		}
 	}
 	status := exitStatus(code, err)
 	if b, mErr := json.Marshal(status); mErr == nil {
-		_, _ = streams[corev1.StreamTypeError].Write(b)
+		_, _ = session.streams.status.Write(b)
 	}
-	_ = streams[corev1.StreamTypeError].Close()
+	_ = session.streams.status.Close()
 	s.auditExec(ctx, req, t, o, code, err)
 }
 
@@ -275,7 +357,7 @@ func awaitStreams(ctx context.Context, opened <-chan httpstream.Stream, o execOp
 
 // readSizes passes on the terminal sizes the client sends, JSON objects
 // {"Width": w, "Height": h} one after another.
-func readSizes(ctx context.Context, st httpstream.Stream, sizes chan<- docker.TerminalSize) {
+func readSizes(ctx context.Context, st io.Reader, sizes chan<- docker.TerminalSize) {
 	defer close(sizes)
 	dec := json.NewDecoder(st)
 	for {

@@ -60,9 +60,22 @@ func execURL(cfg *rest.Config, ns, name string, command []string, stdin, tty boo
 }
 
 // execIn runs the command in the sandbox as the config's user, with
-// client-go's remotecommand executor (as kubectl afe exec does).
+// client-go's remotecommand executor over SPDY.
 func execIn(ctx context.Context, cfg *rest.Config, ns, name string, command []string, opts remotecommand.StreamOptions) execResult {
-	executor, err := remotecommand.NewSPDYExecutor(cfg, "POST", execURL(cfg, ns, name, command, opts.Stdin != nil, opts.Tty))
+	return execOver(ctx, spdyProtocol, cfg, ns, name, command, opts)
+}
+
+// spdyProtocol stands for SPDY in execOver; the others are WebSocket's.
+const spdyProtocol = "SPDY"
+
+// execOver is execIn over the protocol: SPDY (a POST), or WebSocket (a
+// GET) offering that one subprotocol.
+func execOver(ctx context.Context, protocol string, cfg *rest.Config, ns, name string, command []string, opts remotecommand.StreamOptions) execResult {
+	u := execURL(cfg, ns, name, command, opts.Stdin != nil, opts.Tty)
+	executor, err := remotecommand.NewSPDYExecutor(cfg, "POST", u)
+	if protocol != spdyProtocol {
+		executor, err = remotecommand.NewWebSocketExecutorForProtocols(cfg, "GET", u.String(), protocol)
+	}
 	Expect(err).NotTo(HaveOccurred())
 	var stdout, stderr bytes.Buffer
 	if opts.Stdout == nil {
@@ -157,33 +170,7 @@ var _ = Describe("Exec through the access API", func() {
 		})
 
 		It("gives a terminal that follows resizes", func() {
-			sizes := &sizeQueue{sizes: make(chan remotecommand.TerminalSize, 2)}
-			sizes.sizes <- remotecommand.TerminalSize{Width: 80, Height: 24}
-			stdinR, stdinW := io.Pipe()
-			out := &syncBuffer{}
-			done := make(chan execResult, 1)
-			go func() {
-				defer GinkgoRecover()
-				done <- execIn(ctx, alice, nsA, box, []string{"sh", "-c", "while read x; do stty size; done"},
-					remotecommand.StreamOptions{Stdin: stdinR, Stdout: out, Tty: true, TerminalSizeQueue: sizes})
-			}()
-			// Each line typed prints the terminal's size.
-			Eventually(func() string {
-				_, _ = stdinW.Write([]byte("\n"))
-				return out.String()
-			}).WithPolling(200 * time.Millisecond).Should(ContainSubstring("24 80"))
-			sizes.sizes <- remotecommand.TerminalSize{Width: 132, Height: 50}
-			Eventually(func() string {
-				_, _ = stdinW.Write([]byte("\n"))
-				return out.String()
-			}).WithPolling(200 * time.Millisecond).Should(ContainSubstring("50 132"))
-			// ^D at the start of a line ends the loop, and the shell.
-			_, _ = stdinW.Write([]byte("\x04"))
-			_ = stdinW.Close()
-			close(sizes.sizes)
-			var res execResult
-			Eventually(done).WithTimeout(30 * time.Second).Should(Receive(&res))
-			Expect(res.err).NotTo(HaveOccurred())
+			terminalFollowsResizes(ctx, spdyProtocol, box)
 		})
 
 		It("applies a flood of terminal resizes as a bounded number of engine requests, the last size included", func() {
@@ -211,12 +198,7 @@ var _ = Describe("Exec through the access API", func() {
 				return out.String()
 			}).WithTimeout(2 * time.Minute).WithPolling(200 * time.Millisecond).Should(ContainSubstring("45 123"))
 			Expect(sizes.sizes).To(BeEmpty())
-			_, _ = stdinW.Write([]byte("\x04"))
-			_ = stdinW.Close()
-			close(sizes.sizes)
-			var res execResult
-			Eventually(done).WithTimeout(30 * time.Second).Should(Receive(&res))
-			Expect(res.err).NotTo(HaveOccurred())
+			endShell(stdinW, sizes, done)
 			elapsed := time.Since(started)
 			calls := resizes() - before
 			GinkgoWriter.Printf("%d sizes sent: %.0f engine resizes in %s\n", flood+1, calls, elapsed)
@@ -268,7 +250,7 @@ var _ = Describe("Exec through the access API", func() {
 			res := execIn(ctx, alice, nsA, box, []string{"sh", "-c", "exit 3"}, remotecommand.StreamOptions{})
 			Expect(res.code).To(Equal(3))
 			Eventually(func(g Gomega) {
-				g.Expect(eventNotes(ctx, g, nsA, box)).To(ContainElement(`User "alice" ran "sh" "-c" "exit 3" (tty false): exit code 3`))
+				g.Expect(eventNotes(ctx, g, nsA, box)).To(ContainElement(`User "alice" ran "sh" "-c" "exit 3" (tty false): exit code 3, over SPDY v4.channel.k8s.io`))
 			}).Should(Succeed())
 		})
 	}, Ordered)
@@ -391,3 +373,41 @@ var _ = Describe("Exec with the sandbox's declared env", func() {
 		Expect(err).NotTo(HaveOccurred(), "the refused command ran")
 	})
 })
+
+// terminalFollowsResizes runs a shell on a terminal in the sandbox over
+// the protocol, and checks that it sees the size the client gives first
+// and then a new one.
+func terminalFollowsResizes(ctx context.Context, protocol, box string) {
+	sizes := &sizeQueue{sizes: make(chan remotecommand.TerminalSize, 2)}
+	sizes.sizes <- remotecommand.TerminalSize{Width: 80, Height: 24}
+	stdinR, stdinW := io.Pipe()
+	out := &syncBuffer{}
+	done := make(chan execResult, 1)
+	go func() {
+		defer GinkgoRecover()
+		done <- execOver(ctx, protocol, alice, nsA, box, []string{"sh", "-c", "while read x; do stty size; done"},
+			remotecommand.StreamOptions{Stdin: stdinR, Stdout: out, Tty: true, TerminalSizeQueue: sizes})
+	}()
+	// Each line typed prints the terminal's size.
+	Eventually(func() string {
+		_, _ = stdinW.Write([]byte("\n"))
+		return out.String()
+	}).WithPolling(200 * time.Millisecond).Should(ContainSubstring("24 80"))
+	sizes.sizes <- remotecommand.TerminalSize{Width: 132, Height: 50}
+	Eventually(func() string {
+		_, _ = stdinW.Write([]byte("\n"))
+		return out.String()
+	}).WithPolling(200 * time.Millisecond).Should(ContainSubstring("50 132"))
+	endShell(stdinW, sizes, done)
+}
+
+// endShell types ^D at the start of a line, which ends a shell's read
+// loop and the shell, and waits for the exec to end well.
+func endShell(stdinW *io.PipeWriter, sizes *sizeQueue, done <-chan execResult) {
+	_, _ = stdinW.Write([]byte("\x04"))
+	_ = stdinW.Close()
+	close(sizes.sizes)
+	var res execResult
+	Eventually(done).WithTimeout(30 * time.Second).Should(Receive(&res))
+	Expect(res.err).NotTo(HaveOccurred())
+}

@@ -23,14 +23,25 @@ type route struct {
 }
 
 // routes are what the API serves; each is authorized as the verb the
-// Kubernetes API server derives from the method (POST is create, GET get).
+// Kubernetes API server derives from the method (POST is create, GET get),
+// except where authorizeAs says otherwise.
 var routes = map[route]func(s *Server, w http.ResponseWriter, r *http.Request, req *request){
 	{"sandboxes", "exec", http.MethodPost}:     (*Server).serveExec,
+	{"sandboxes", "exec", http.MethodGet}:      (*Server).serveExec,
 	{"sandboxes", "files", http.MethodGet}:     (*Server).serveDownload,
 	{"sandboxes", "files", http.MethodPost}:    (*Server).serveUpload,
 	{"runs", "log", http.MethodGet}:            (*Server).serveLog,
 	{"sandboxes", "telemetry", http.MethodGet}: (*Server).serveSandboxTelemetry,
 	{"tickets", "telemetry", http.MethodGet}:   (*Server).serveTicketTelemetry,
+}
+
+// authorizeAs are the routes authorized as another verb than their
+// method's. An exec over WebSocket is a GET (the WebSocket handshake
+// is one), which the API server lets through with get on sandboxes/exec;
+// it runs a command all the same, so it is authorized as create, as a
+// POST is: get alone never executes anything.
+var authorizeAs = map[route]string{
+	{"sandboxes", "exec", http.MethodGet}: "create",
 }
 
 // request is an authorized request: who asks, for which object.
@@ -60,6 +71,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok || info.APIGroup != Group || info.APIVersion != Version || info.Namespace == "" || info.Name == "" {
 		writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, "", "the server could not find the requested resource")
 		return
+	}
+	if verb, ok := authorizeAs[route{info.Resource, info.Subresource, r.Method}]; ok {
+		info.Verb = verb
 	}
 	decision, reason, err := s.auth.authz.Authorize(r.Context(), attributes(u, info))
 	if decision != authorizer.DecisionAllow {

@@ -194,11 +194,7 @@ func addUser(name, ns string) *rest.Config {
 func addUserWithRole(name, ns, role string) *rest.Config {
 	u, err := testEnv.AddUser(envtest.User{Name: name}, nil)
 	Expect(err).NotTo(HaveOccurred())
-	Expect(adminClient.Create(context.Background(), &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-" + role},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: name}},
-	})).To(Succeed())
+	kubetest.BindUser(context.Background(), adminClient, name, ns, role)
 	return u.Config()
 }
 

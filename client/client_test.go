@@ -16,7 +16,12 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 
+	"afe.dev/sandbox/access"
 	accessv1 "afe.dev/sandbox/api/access/v1alpha1"
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/client"
@@ -106,27 +111,27 @@ var _ = Describe("The Go client, as alice in her namespace", Ordered, func() {
 		Expect(stderr.String()).To(Equal("err\n"))
 	})
 
-	It("execs on a terminal, with stdin", func() {
-		// A terminal's stdin stays open as a person's would: what is typed
-		// comes after the command's first output.
-		stdinR, stdinW := io.Pipe()
-		out := &syncBuffer{}
-		done := make(chan error, 1)
-		go func() {
-			code, err := c.Exec(ctx, box, client.ExecOptions{
-				Command: []string{"sh", "-c", "test -t 0 && echo on-a-tty; read x; echo got:$x"},
-				Stdin:   stdinR, Stdout: out, TTY: true,
-			})
-			if err == nil && code != 0 {
-				err = fmt.Errorf("exit code %d", code)
-			}
-			done <- err
-		}()
-		Eventually(out.String).Should(ContainSubstring("on-a-tty"))
-		_, _ = stdinW.Write([]byte("typed\n"))
-		Eventually(out.String).Should(ContainSubstring("got:typed"))
-		Eventually(done).WithTimeout(30 * time.Second).Should(Receive(BeNil()))
-		_ = stdinW.Close()
+	It("execs on a terminal, with stdin, over WebSocket", func() {
+		execOnATerminal(ctx, c, box, "alice-tty")
+		Eventually(execNotes(ctx, nsA, box)).Should(ContainElement(
+			`User "alice" ran "sh" "-c" "test -t 0 && echo on-a-tty; read x; echo got:$x" "alice-tty" (tty true): exit code 0, over WebSocket v5.channel.k8s.io`))
+	})
+
+	It("execs on a terminal, with stdin, over SPDY for a caller RBAC grants only create on sandboxes/exec", func() {
+		Expect(adminClient.Create(ctx, &rbacv1.ClusterRole{
+			ObjectMeta: metav1.ObjectMeta{Name: "exec-create-only"},
+			Rules: []rbacv1.PolicyRule{
+				{APIGroups: []string{"sandbox.afe.dev"}, Resources: []string{"sandboxes"}, Verbs: []string{"get"}},
+				{APIGroups: []string{"access.sandbox.afe.dev"}, Resources: []string{"sandboxes/exec"}, Verbs: []string{"create"}},
+			},
+		})).To(Succeed())
+		carol, err := client.New(addUserWithRole("carol", nsA, "exec-create-only"), client.WithNamespace(nsA))
+		Expect(err).NotTo(HaveOccurred())
+		// The API server refuses carol's WebSocket (a GET, and she may not
+		// get sandboxes/exec): the client falls back to SPDY.
+		execOnATerminal(ctx, carol, box, "carol-tty")
+		Eventually(execNotes(ctx, nsA, box)).Should(ContainElement(
+			`User "carol" ran "sh" "-c" "test -t 0 && echo on-a-tty; read x; echo got:$x" "carol-tty" (tty true): exit code 0, over SPDY v4.channel.k8s.io`))
 	})
 
 	It("copies a 50 MiB file in and out, whole", func() {
@@ -316,4 +321,44 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// execOnATerminal execs a command on a terminal in the box, with stdin
+// that stays open as a person's would: what is typed comes after the
+// command's first output.
+func execOnATerminal(ctx context.Context, c *client.Client, box, marker string) {
+	stdinR, stdinW := io.Pipe()
+	defer func() { _ = stdinW.Close() }()
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		code, err := c.Exec(ctx, box, client.ExecOptions{
+			Command: []string{"sh", "-c", "test -t 0 && echo on-a-tty; read x; echo got:$x", marker},
+			Stdin:   stdinR, Stdout: out, TTY: true,
+		})
+		if err == nil && code != 0 {
+			err = fmt.Errorf("exit code %d", code)
+		}
+		done <- err
+	}()
+	Eventually(out.String).Should(ContainSubstring("on-a-tty"))
+	_, _ = stdinW.Write([]byte("typed\n"))
+	Eventually(out.String).Should(ContainSubstring("got:typed"))
+	Eventually(done).WithTimeout(30 * time.Second).Should(Receive(BeNil()))
+}
+
+// execNotes reads the notes of the Events the access API wrote about the
+// sandbox's execs, for Eventually.
+func execNotes(ctx context.Context, ns, sandbox string) func(Gomega) []string {
+	return func(g Gomega) []string {
+		list := &eventsv1.EventList{}
+		g.Expect(adminClient.List(ctx, list, ctrlclient.InNamespace(ns))).To(Succeed())
+		var notes []string
+		for _, ev := range list.Items {
+			if ev.Reason == access.ExecReason && ev.Regarding.Name == sandbox && ev.Regarding.Kind == "Sandbox" {
+				notes = append(notes, ev.Note)
+			}
+		}
+		return notes
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/url"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
+	"k8s.io/streaming/pkg/httpstream"
 
 	accessv1 "afe.dev/sandbox/api/access/v1alpha1"
 )
@@ -34,7 +36,8 @@ type ExecOptions struct {
 // Exec runs the command in the sandbox through the access API, as the
 // sandbox's user, in /workspace, with the sandbox's env, and returns its
 // exit code: a non-zero exit is no error. It speaks the Kubernetes
-// streaming protocol over SPDY, as kubectl exec does, and ends with ctx.
+// streaming protocols as kubectl exec does (WebSocket, then SPDY when the
+// upgrade fails) and ends with ctx.
 func (c *Client) Exec(ctx context.Context, sandbox string, o ExecOptions) (int, error) {
 	if len(o.Command) == 0 {
 		return -1, &Error{Kind: KindInvalid, Reason: string(accessv1.ReasonInvalidRequest), Message: "exec needs a command"}
@@ -47,7 +50,7 @@ func (c *Client) Exec(ctx context.Context, sandbox string, o ExecOptions) (int, 
 			Stderr:  o.Stderr != nil && !o.TTY,
 			TTY:     o.TTY,
 		}, clientgoscheme.ParameterCodec, corev1.SchemeGroupVersion)
-	executor, err := remotecommand.NewSPDYExecutor(c.cfg, "POST", req.URL())
+	executor, err := c.executor(req.URL())
 	if err != nil {
 		return -1, err
 	}
@@ -68,6 +71,24 @@ func (c *Client) Exec(ctx context.Context, sandbox string, o ExecOptions) (int, 
 		return exit.Code, nil
 	}
 	return -1, wrap(c.refusal(ctx, req, err), "exec in sandbox %s", sandbox)
+}
+
+// executor is kubectl exec's: WebSocket (a GET, v5.channel.k8s.io), and
+// SPDY (a POST) when the WebSocket upgrade fails, as it does through a
+// proxy that cannot upgrade to it or for a caller RBAC grants only create
+// on sandboxes/exec.
+func (c *Client) executor(u *url.URL) (remotecommand.Executor, error) {
+	spdy, err := remotecommand.NewSPDYExecutor(c.cfg, "POST", u)
+	if err != nil {
+		return nil, err
+	}
+	ws, err := remotecommand.NewWebSocketExecutor(c.cfg, "GET", u.String())
+	if err != nil {
+		return nil, err
+	}
+	return remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
+		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+	})
 }
 
 // refusal is the Status the access API refused the exec with: an upgrade

@@ -101,7 +101,7 @@ func startManager(cfg *rest.Config) {
 	Expect(err).NotTo(HaveOccurred())
 	Expect(controllers.SetupAll(ctx, mgr, engine, controllers.Options{
 		Instance: instance, RunLogs: runLogs, Telemetry: store, ResyncPeriod: 30 * time.Second,
-		MaxConcurrentReconciles: 2, ProxyImage: "afe/egress-proxy:dev", Runtimes: dockertest.Runtimes(),
+		MaxConcurrentReconciles: 2, ProxyImage: "afe/egress-proxy:dev", EgressNetwork: "bridge", Runtimes: dockertest.Runtimes(),
 	})).To(Succeed())
 	server, err := access.New(mgr, engine, access.Options{
 		BindAddress: "127.0.0.1:0", Service: types.NamespacedName{Namespace: "afe-system", Name: "afe-access"},
@@ -155,13 +155,14 @@ func newNamespace(prefix string) string {
 // addUser is a user of the API server (a client certificate) bound to
 // afe-sandbox-user in ns.
 func addUser(name, ns string) *rest.Config {
+	return addUserWithRole(name, ns, "afe-sandbox-user")
+}
+
+// addUserWithRole is a user bound to the ClusterRole in ns.
+func addUserWithRole(name, ns, role string) *rest.Config {
 	u, err := testEnv.AddUser(envtest.User{Name: name}, nil)
 	Expect(err).NotTo(HaveOccurred())
-	Expect(adminClient.Create(context.Background(), &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-afe-sandbox-user"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "afe-sandbox-user"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: name}},
-	})).To(Succeed())
+	kubetest.BindUser(context.Background(), adminClient, name, ns, role)
 	return u.Config()
 }
 

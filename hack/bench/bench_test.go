@@ -9,12 +9,14 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -89,10 +91,12 @@ func TestCPUBetween(t *testing.T) {
 }
 
 func TestTable(t *testing.T) {
-	r := timing("x", sample{200 * time.Millisecond, 400 * time.Millisecond}, sample{100 * time.Millisecond}, "sequential")
-	want := row{Scenario: "x", Controller: "200 ms (p95 400 ms)", Baseline: "sequential 100 ms", Ratio: "2.00x"}
-	if r != want {
-		t.Errorf("timing = %+v, want %+v", r, want)
+	r := timing("x", sample{400 * time.Millisecond, 200 * time.Millisecond}, sample{100 * time.Millisecond}, "sequential")
+	want := row{Scenario: "x", Controller: "200 ms (p95 400 ms)", Baseline: "sequential 100 ms", Ratio: "2.00x",
+		Samples: &timingSamples{Unit: "s", ControllerName: "controller", BaselineName: "sequential",
+			Controller: []float64{0.4, 0.2}, Baseline: []float64{0.1}}}
+	if diff := cmp.Diff(want, r); diff != "" {
+		t.Errorf("timing (-want +got):\n%s", diff)
 	}
 	var out strings.Builder
 	writeTable(&out, []row{want})
@@ -371,6 +375,7 @@ func TestBenchSmoke(t *testing.T) {
 		t.Fatalf("want 34 rows (the exec row, 5 of warm pools, an idle row, 3 of egress at scale, 2 of memory a suspension frees, "+
 			"4 of the user's tickets, 2 of placement, 8 of runsc against runc), got %d:\n%+v", len(rows), rows)
 	}
+	checkWritten(t, cfg, rows)
 	if r := requests[0]; !strings.Contains(r.Controller, "container_create") || !strings.Contains(r.Controller, "sandboxes/status") {
 		t.Errorf("the requests per ticket name neither the container's creation nor the sandbox's status: %+v", r)
 	}
@@ -437,5 +442,46 @@ func TestBenchSmoke(t *testing.T) {
 		if len(left) > 0 {
 			t.Errorf("left behind: %v", left)
 		}
+	}
+}
+
+// checkWritten writes what `make bench` leaves in -out for the smoke run's
+// rows and checks it: the table, the rows with the samples and series
+// behind them in results.json, and every figure, whose files decode.
+func checkWritten(t *testing.T, cfg config, rows []row) {
+	t.Helper()
+	written, err := writeResults(cfg.Out, rows)
+	if err != nil {
+		t.Fatalf("write the results: %v", err)
+	}
+	want := []string{"results.md", "results.json", "latency.png", "latency.svg", "runtimes.png", "runtimes.svg",
+		"egress-scale-creation.png", "egress-scale-creation.svg", "memory.png", "memory.svg"}
+	if diff := cmp.Diff(want, written); diff != "" {
+		t.Errorf("files written (-want +got):\n%s", diff)
+	}
+	for _, name := range written[2:] {
+		checkFigure(t, filepath.Join(cfg.Out, name))
+	}
+	got := map[string][]row{}
+	for _, r := range readResults(t, filepath.Join(cfg.Out, "results.json")).Rows {
+		got[r.Key] = append(got[r.Key], r)
+	}
+	if s := got["sandbox"][0].Samples; s == nil || len(s.Controller) != cfg.Reps || len(s.Baseline) != cfg.Reps || s.Unit != "s" {
+		t.Errorf("the sandbox row's samples: %+v, want %d a side in seconds", s, cfg.Reps)
+	}
+	if c := got["egress-scale"][0].Ready; c == nil || len(c.Ready) != cfg.EgressScale || !slices.IsSorted(c.Ready) || c.Ready[0] <= 0 {
+		t.Errorf("the egress-scale creation curve: %+v, want %d times to Ready, in order", c, cfg.EgressScale)
+	}
+	counts := func(m *memorySeries) (out []int) {
+		for _, p := range m.Points {
+			out = append(out, p.Count)
+		}
+		return out
+	}
+	if m := got["idle"][0].Memory; m == nil || !slices.Equal(counts(m), []int{1, 2, cfg.Idle}) {
+		t.Errorf("the idle memory series: %+v, want points at 1, 2 and %d sandboxes", m, cfg.Idle)
+	}
+	if m := got["egress-scale"][1].Memory; m == nil || !slices.Equal(counts(m), []int{cfg.EgressScale}) {
+		t.Errorf("the egress-scale memory: %+v, want a point at %d sandboxes", m, cfg.EgressScale)
 	}
 }

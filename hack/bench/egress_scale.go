@@ -22,7 +22,8 @@ const memoryFloor = 3 << 30
 // Ready, the pace of the first and the last ones, the host memory per
 // sandbox with its proxy, the proxies' own resident memory, the manager's
 // RSS and the engine's CPU while all of them idle; then all deleted, until
-// no labelled object is left.
+// no labelled object is left. The first row keeps each sandbox's time to
+// Ready (the creation curve), the second the memory per sandbox.
 // Long on purpose: a scenario reads top to bottom as the sequence it
 // times, each step beside its CLI twin; split, the timing would be read
 // across functions.
@@ -49,6 +50,10 @@ func (b *bench) egressScale(ctx context.Context) ([]row, error) {
 		ready = append(ready, t)
 	}
 	slices.SortFunc(ready, func(a, b time.Time) int { return a.Compare(b) })
+	curve := &readyCurve{Unit: "s", Ready: make([]float64, len(ready))}
+	for i, t := range ready {
+		curve.Ready[i] = t.Sub(start).Seconds()
+	}
 	// The pace: wall time per Ready sandbox, over the first k (from the
 	// first create call) and over the last k. Docker adds iptables rules
 	// and a bridge per network: a slower engine shows in the second.
@@ -106,13 +111,15 @@ func (b *bench) egressScale(ctx context.Context) ([]row, error) {
 			Scenario: fmt.Sprintf("%d Sandboxes with egress created at once, until all Ready", n),
 			Controller: fmt.Sprintf("%s; one Ready every %.2f s over the first %d, every %.2f s over the last %d",
 				seconds(created), first.Seconds(), k, last.Seconds(), k),
-			Baseline: "-", Ratio: "-",
+			Baseline: "-", Ratio: "-", Ready: curve,
 		},
 		{
 			Scenario: fmt.Sprintf("%d Sandboxes with egress Ready, idle for %s", n, idle),
 			Controller: fmt.Sprintf("host memory %.1f MiB per sandbox with its proxy (squid %.1f MiB resident); manager RSS %d MiB; engine and proxies CPU %.0f%% of a core",
 				perSandbox, proxyRSS, rss>>20, 100*engineUsed.Seconds()/idle.Seconds()),
 			Baseline: "-", Ratio: "-",
+			Memory: &memorySeries{Label: "with egress (its proxy included)", Unit: "MiB",
+				Points: []memoryPoint{{Count: n, PerSandbox: perSandbox}}},
 		},
 		{
 			Scenario:   fmt.Sprintf("%d Sandboxes with egress deleted, until no labelled object is left", n),

@@ -1,7 +1,9 @@
 // Command bench measures the controller against the plain Docker CLI doing
-// the same work in the same run, and prints one Markdown table. `make bench`
-// runs it; it starts a local control plane and the manager binary itself,
-// and uses the local Docker engine.
+// the same work in the same run, and prints one Markdown table; in its
+// output folder it leaves the table, the samples behind it as JSON and
+// figures drawn from them (PNG and SVG). `make bench` runs it; it starts a
+// local control plane and the manager binary itself, and uses the local
+// Docker engine.
 package main
 
 import (
@@ -70,7 +72,7 @@ func main() {
 	flag.StringVar(&cfg.CRDs, "crds", "config/crd/bases", "The CRD folder.")
 	flag.StringVar(&cfg.Image, "image", "afe/busybox:dev", "The sandbox image.")
 	flag.StringVar(&cfg.ProxyImage, "proxy-image", "afe/egress-proxy:dev", "The egress proxy image.")
-	flag.StringVar(&cfg.Out, "out", "bin/bench", "Where the table, the manager's log and the profiles go.")
+	flag.StringVar(&cfg.Out, "out", "bin/bench", "Where the table (results.md, results.json), the figures, the manager's log and the profiles go.")
 	flag.IntVar(&cfg.Reps, "reps", 10, "Repetitions of one sandbox without egress.")
 	flag.IntVar(&cfg.EgressReps, "egress-reps", 5, "Repetitions of one sandbox with egress.")
 	flag.IntVar(&cfg.Tickets, "tickets", 50, "Tickets created at once, then set Done.")
@@ -115,18 +117,19 @@ func main() {
 	}
 }
 
-// benchmark runs the benchmark and prints the table, also when it stopped
-// half-way.
+// benchmark runs the benchmark, prints the table and writes it with the
+// samples and figures into -out, also when it stopped half-way.
 func benchmark(cfg config) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rows, err := run(ctx, cfg, os.Stderr)
 	if len(rows) > 0 {
 		writeTable(os.Stdout, rows)
-		if f, ferr := os.Create(filepath.Join(cfg.Out, "results.md")); ferr == nil {
-			writeTable(f, rows)
-			_ = f.Close()
+		written, werr := writeResults(cfg.Out, rows)
+		for _, name := range written {
+			fmt.Fprintln(os.Stderr, "bench: wrote", filepath.Join(cfg.Out, name))
 		}
+		err = joinErr(err, werr)
 	}
 	return err
 }
@@ -239,6 +242,9 @@ func run(ctx context.Context, cfg config, log io.Writer) (rows []row, err error)
 			continue
 		}
 		r, err := s.run(ctx)
+		for i := range r {
+			r[i].Key = s.name
+		}
 		rows = append(rows, r...)
 		if err != nil {
 			return rows, err

@@ -27,7 +27,9 @@ const gitImage = "afe/git:dev"
 
 // runtimeRow is a timing row of runsc against runc.
 func runtimeRow(title string, per map[string]sample) row {
-	return timing("runsc against runc: "+title, per["runsc"], per["runc"], "runc")
+	r := timing("runsc against runc: "+title, per["runsc"], per["runc"], "runc")
+	r.Samples.ControllerName = "runsc"
+	return r
 }
 
 // runtimes: runsc against runc in one run (creation, Runs, exec, CPU-bound

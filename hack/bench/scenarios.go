@@ -418,7 +418,9 @@ func (b *bench) waitNoObjects(ctx context.Context, timeout time.Duration) error 
 }
 
 // idle: N Ready sandboxes left alone: the Docker requests the controller
-// makes meanwhile, its CPU time and its resident memory.
+// makes meanwhile, its CPU time and its resident memory. Then the host
+// memory per sandbox as their count falls (the first row keeps the
+// series).
 // Long on purpose: a scenario reads top to bottom as the sequence it
 // times, each step beside its CLI twin; split, the timing would be read
 // across functions.
@@ -429,7 +431,7 @@ func (b *bench) idle(ctx context.Context) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	_, start, seen, err := b.createAtOnce(ctx, "idle", n, nil, 15*time.Minute, nil)
+	names, start, seen, err := b.createAtOnce(ctx, "idle", n, nil, 15*time.Minute, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -463,6 +465,11 @@ func (b *bench) idle(ctx context.Context) ([]row, error) {
 		return nil, err
 	}
 	b.profile("heap", "", filepath.Join(b.cfg.Out, "heap-idle.pprof"))
+	memory, err := b.memoryAsCountFalls(ctx, names, memBefore)
+	if err != nil {
+		return nil, err
+	}
+	memory = append(memory, memoryPoint{Count: n, PerSandbox: float64(perSandbox) / (1 << 20)})
 	total, byOp := 0.0, []string{}
 	for op, v := range after {
 		if d := v - before[op]; d > 0 {
@@ -481,6 +488,7 @@ func (b *bench) idle(ctx context.Context) ([]row, error) {
 			Controller: fmt.Sprintf("%s; host memory %.1f MiB per sandbox (engine, shim and container)",
 				seconds(created), float64(perSandbox)/(1<<20)),
 			Baseline: "-", Ratio: "-",
+			Memory: &memorySeries{Label: "without egress", Unit: "MiB", Points: memory},
 		},
 		{
 			Scenario: fmt.Sprintf("%d Ready sandboxes idle for %s", n, b.cfg.IdleFor),

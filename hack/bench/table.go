@@ -25,18 +25,57 @@ func (s sample) quantile(q float64) time.Duration {
 func (s sample) median() time.Duration { return s.quantile(0.5) }
 func (s sample) p95() time.Duration    { return s.quantile(0.95) }
 
-// row is one line of the benchmark table.
+// seconds are the durations in seconds, in the order they were measured.
+func (s sample) seconds() []float64 {
+	out := make([]float64, len(s))
+	for i, d := range s {
+		out[i] = d.Seconds()
+	}
+	return out
+}
+
+// row is one line of the benchmark table, with the measurements behind it
+// that results.json keeps and the figures are drawn from.
 type row struct {
-	Scenario   string
-	Controller string
-	Baseline   string
-	Ratio      string
+	Scenario   string `json:"scenario"`
+	Controller string `json:"controller"`
+	Baseline   string `json:"baseline"`
+	Ratio      string `json:"ratio"`
+	// Key is the name of the scenario that made the row, as -scenarios
+	// names it ("sandbox", "egress-scale"); run sets it.
+	Key string `json:"key"`
+	// Samples are the durations behind a timing row.
+	Samples *timingSamples `json:"samples,omitempty"`
+	// Ready is the creation curve behind a row of sandboxes created at
+	// once.
+	Ready *readyCurve `json:"ready,omitempty"`
+	// Memory is the host memory per sandbox behind a row that measured
+	// it, at one count or several.
+	Memory *memorySeries `json:"memory,omitempty"`
+}
+
+// timingSamples are the durations a timing row summarises, each side as
+// measured, in seconds.
+type timingSamples struct {
+	Unit string `json:"unit"`
+	// ControllerName names the measured side: the controller, or runsc
+	// in the runtimes scenario.
+	ControllerName string `json:"controllerName"`
+	// BaselineName names the side it is compared with, as the table does
+	// ("sequential", "`docker exec`", "cold", "runc").
+	BaselineName string    `json:"baselineName"`
+	Controller   []float64 `json:"controller"`
+	Baseline     []float64 `json:"baseline"`
 }
 
 // timing is the row of a scenario measured as durations: the controller's
 // median and p95 against the baseline's median; the ratio compares medians.
+// The row keeps both samples.
 func timing(scenario string, controller, baseline sample, baselineName string) row {
-	r := row{Scenario: scenario, Controller: medianP95(controller)}
+	r := row{Scenario: scenario, Controller: medianP95(controller), Samples: &timingSamples{
+		Unit: "s", ControllerName: "controller", BaselineName: baselineName,
+		Controller: controller.seconds(), Baseline: baseline.seconds(),
+	}}
 	if len(baseline) == 0 {
 		r.Baseline, r.Ratio = "-", "-"
 		return r

@@ -9,9 +9,12 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync/atomic"
+	"time"
 
 	"github.com/onsi/gomega"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -84,4 +87,30 @@ func WaitCondition(ctx context.Context, c client.Client, sbx *afev1.Sandbox, con
 		g.Expect(cond.Reason).To(gomega.Equal(reason), "condition: %+v", cond)
 	}).Should(gomega.Succeed())
 	return got
+}
+
+// BindUser binds the user to the ClusterRole in ns and waits until the API
+// server's authorizer allows the user the role's first rule there: it sees
+// a new binding from its cache a moment after its creation, and a request
+// made before would be refused.
+func BindUser(ctx context.Context, c client.Client, user, ns, role string) {
+	gomega.ExpectWithOffset(1, c.Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: user + "-" + role},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+	})).To(gomega.Succeed())
+	cr := &rbacv1.ClusterRole{}
+	gomega.ExpectWithOffset(1, c.Get(ctx, client.ObjectKey{Name: role}, cr)).To(gomega.Succeed())
+	gomega.ExpectWithOffset(1, cr.Rules).NotTo(gomega.BeEmpty())
+	rule := cr.Rules[0]
+	gomega.EventuallyWithOffset(1, func(g gomega.Gomega) {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: user,
+			ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: ns, Verb: rule.Verbs[0], Group: rule.APIGroups[0], Resource: rule.Resources[0],
+			},
+		}}
+		g.Expect(c.Create(ctx, sar)).To(gomega.Succeed())
+		g.Expect(sar.Status.Allowed).To(gomega.BeTrue(), "%s is not yet allowed by %s in %s", user, role, ns)
+	}).WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(gomega.Succeed())
 }

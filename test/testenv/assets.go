@@ -80,7 +80,7 @@ func KubeVersion(root string) (string, error) {
 	defer func() { _ = f.Close() }()
 	s := bufio.NewScanner(f)
 	for s.Scan() {
-		if v, ok := makeVariable(s.Text(), "KUBE_VERSION"); ok {
+		if v, ok := MakeVariable(s.Text(), "KUBE_VERSION"); ok {
 			return strings.TrimPrefix(v, "v"), nil
 		}
 	}
@@ -90,9 +90,10 @@ func KubeVersion(root string) (string, error) {
 	return "", fmt.Errorf("%s sets no KUBE_VERSION", f.Name())
 }
 
-// makeVariable is the value line gives the make variable name ("NAME ?=
-// value", with ?=, := or =), if it sets it.
-func makeVariable(line, name string) (string, bool) {
+// MakeVariable is the value line gives the make variable name ("NAME ?=
+// value", with ?=, := or =), if it sets it. The tour's test reads the
+// Makefile's variables with it too.
+func MakeVariable(line, name string) (string, bool) {
 	rest, ok := strings.CutPrefix(line, name)
 	if !ok {
 		return "", false

@@ -24,9 +24,9 @@ func TestMakeVariable(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got, ok := makeVariable(tc.line, "KUBE_VERSION")
+			got, ok := MakeVariable(tc.line, "KUBE_VERSION")
 			if diff := cmp.Diff(tc.want, got); diff != "" || ok != tc.wantOK {
-				t.Errorf("makeVariable(%q): ok %v, want %v; value (-want +got):\n%s", tc.line, ok, tc.wantOK, diff)
+				t.Errorf("MakeVariable(%q): ok %v, want %v; value (-want +got):\n%s", tc.line, ok, tc.wantOK, diff)
 			}
 		})
 	}
