@@ -83,7 +83,7 @@ prometheus-rule: ## Write config/prometheus/prometheus_rule.yaml (the Prometheus
 	go run ./hack/genrule
 
 .PHONY: python-deps
-python-deps: ## Install Debian's python3-kubernetes and python3-pytest when /usr/bin/python3 lacks them (the Python client and its tests).
+python-deps: ## Install Debian's python3-kubernetes and python3-pytest (with pip, setuptools, wheel, venv) when /usr/bin/python3 lacks them: the Python client and its tests.
 	hack/install-python-deps.sh
 
 .PHONY: test-rules
