@@ -82,6 +82,10 @@ promtool: ## Install Debian's prometheus package (promtool, prometheus) when mis
 prometheus-rule: ## Write config/prometheus/prometheus_rule.yaml (the PrometheusRule) from the plain rules file.
 	go run ./hack/genrule
 
+.PHONY: python-deps
+python-deps: ## Install Debian's python3-kubernetes and python3-pytest (with pip, setuptools, wheel, venv) when /usr/bin/python3 lacks them: the Python client and its tests.
+	hack/install-python-deps.sh
+
 .PHONY: test-rules
 test-rules: promtool ## The alerts' tests: promtool on config/prometheus/tests (series that fire and series that must not), in seconds.
 	promtool check rules config/prometheus/afe-sandbox.rules.yaml
@@ -92,7 +96,7 @@ test-rules: promtool ## The alerts' tests: promtool on config/prometheus/tests (
 TEST_RUNTIMES ?= runc,runsc
 
 .PHONY: test
-test: manifests generate docs fmt vet lint test-rules envtest images runsc build crash-manager docker-build kubectl-afe ginkgo ## The whole suite: unit, docker, envtest + Docker, e2e.
+test: manifests generate docs fmt vet lint test-rules python-deps envtest images runsc build crash-manager docker-build kubectl-afe ginkgo ## The whole suite: unit, docker, envtest + Docker, e2e.
 	@if [ -n "$$CI" ]; then git diff --exit-code -- config/crd config/rbac api docs/reference.md || { echo "generated files are stale: run 'make manifests generate docs' and commit"; exit 1; }; fi
 	@# The controllers' suite runs its specs in TEST_PROCS processes (each
 	@# with its own API server, manager and --instance), then the other

@@ -1,0 +1,236 @@
+"""The blocking calls both APIs share: the controller's custom resources
+through the Kubernetes API (read, create, patch, delete, and waits from a
+watch), and the access API's subresources (exec over WebSocket, files as
+tars). The asynchronous backend runs them in threads (asyncio.to_thread).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Callable, Optional, Sequence
+
+from kubernetes import client as kclient
+from kubernetes import config as kconfig
+from kubernetes import watch as kwatch
+from kubernetes.client.exceptions import ApiException
+from kubernetes.stream import ws_client
+
+from .errors import (
+    ACCESS_GROUP,
+    AfeError,
+    FailedError,
+    NotFoundError,
+    TimedOutError,
+    access_reason,
+    from_api_exception,
+    from_status,
+)
+
+GROUP = "sandbox.afe.dev"
+VERSION = "v1alpha1"
+ACCESS_VERSION = "v1alpha1"
+
+# The WebSocket subprotocol of exec, as the Python Kubernetes client speaks
+# it (channels 0-3: stdin, stdout, stderr, and the error channel's Status).
+EXEC_PROTOCOL = "v4.channel.k8s.io"
+
+# A predicate of an object's version: True when the wait is over; it
+# raises to end the wait with an error.
+Done = Callable[[dict], bool]
+
+
+def api_client(kubeconfig: Optional[str]) -> kclient.ApiClient:
+    """An API client from the kubeconfig (None: KUBECONFIG or ~/.kube/config;
+    in a pod without either, its service account). Its connection pool fits
+    many concurrent waits: each watch holds a connection."""
+    cfg = kclient.Configuration()
+    try:
+        kconfig.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+    except kconfig.ConfigException:
+        if kubeconfig is not None:
+            raise
+        kconfig.load_incluster_config(client_configuration=cfg)
+    cfg.connection_pool_maxsize = 64
+    return kclient.ApiClient(cfg)
+
+
+class Kube:
+    """The Kubernetes and access API calls of one namespace."""
+
+    def __init__(self, namespace: str, kubeconfig: Optional[str] = None) -> None:
+        self.namespace = namespace
+        self.api = api_client(kubeconfig)
+        self.custom = kclient.CustomObjectsApi(self.api)
+
+    def get(self, plural: str, name: str) -> dict:
+        """The object plural/name."""
+        try:
+            return self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, plural, name)
+        except ApiException as e:
+            raise from_api_exception(e, f"get {plural} {name}") from e
+
+    def create(self, plural: str, body: dict) -> dict:
+        """Creates the object and returns it as the API server stored it."""
+        name = body["metadata"].get("name") or body["metadata"].get("generateName", "")
+        try:
+            return self.custom.create_namespaced_custom_object(GROUP, VERSION, self.namespace, plural, body)
+        except ApiException as e:
+            raise from_api_exception(e, f"create {plural} {name}") from e
+
+    def patch(self, plural: str, name: str, patch: dict) -> dict:
+        """Merge-patches the object."""
+        try:
+            return self.custom.patch_namespaced_custom_object(GROUP, VERSION, self.namespace, plural, name, patch)
+        except ApiException as e:
+            raise from_api_exception(e, f"patch {plural} {name}") from e
+
+    def delete(self, plural: str, name: str, timeout: float) -> None:
+        """Deletes the object and waits until it is gone (the controller's
+        finalizer removed what it made). Gone already is no error."""
+        try:
+            self.custom.delete_namespaced_custom_object(
+                GROUP, VERSION, self.namespace, plural, name, propagation_policy="Background")
+            self.wait(plural, name, lambda _obj: False, timeout)
+        except ApiException as e:
+            err = from_api_exception(e, f"delete {plural} {name}")
+            if not isinstance(err, NotFoundError):
+                raise err from e
+        except NotFoundError:
+            pass
+
+    def wait(self, plural: str, name: str, done: Done, timeout: float) -> dict:
+        """Reads the object, then watches it until done says so, and returns
+        its version then. A deleted or missing object raises NotFoundError,
+        the end of timeout TimedOutError; what done raises ends the wait."""
+        deadline = time.monotonic() + timeout
+        while True:
+            obj = self.get(plural, name)
+            if done(obj):
+                return obj
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimedOutError(f"{plural} {name} did not get there within {timeout:g}s", "DeadlineExceeded")
+            found = self._watch(plural, name, obj["metadata"]["resourceVersion"], done, left)
+            if found is not None:
+                return found
+            # The watch ended (its timeout, or the server ended it): read
+            # the object again and watch on.
+
+    def _watch(self, plural: str, name: str, rv: str, done: Done, left: float) -> Optional[dict]:
+        w = kwatch.Watch()
+        try:
+            for ev in w.stream(self.custom.list_namespaced_custom_object, GROUP, VERSION, self.namespace, plural,
+                               field_selector=f"metadata.name={name}", resource_version=rv,
+                               timeout_seconds=max(1, int(left)), _request_timeout=left + 5):
+                obj = ev["object"]
+                if ev["type"] == "DELETED":
+                    raise NotFoundError(f"{plural} {name} was deleted", "NotFound")
+                if ev["type"] == "ERROR":
+                    return None  # an expired resourceVersion: read again
+                if done(obj):
+                    return obj
+        except ApiException as e:
+            if e.status == 410:
+                return None
+            raise from_api_exception(e, f"watch {plural} {name}") from e
+        finally:
+            w.stop()
+        return None
+
+    def access_path(self, resource: str, name: str, subresource: str) -> str:
+        """The path of an access API subresource."""
+        return (f"/apis/{ACCESS_GROUP}/{ACCESS_VERSION}/namespaces/{self.namespace}"
+                f"/{resource}/{name}/{subresource}")
+
+    def exec(self, sandbox: str, cmd: Sequence[str], timeout: float) -> tuple[int, str, str]:
+        """Runs cmd in the sandbox through the access API's exec subresource
+        over WebSocket and returns its exit code, stdout and stderr."""
+        cfg = self.api.configuration
+        path = self.access_path("sandboxes", sandbox, "exec")
+        query = [("command", c) for c in cmd] + [("stdout", "true"), ("stderr", "true")]
+        headers = {"sec-websocket-protocol": EXEC_PROTOCOL}
+        auth = cfg.get_api_key_with_prefix("authorization")
+        if auth:
+            headers["authorization"] = auth
+        url = ws_client.get_websocket_url(cfg.host + path, query)
+        try:
+            ws = ws_client.WSClient(cfg, url, headers, capture_all=False)
+        except Exception as e:  # the handshake's refusal: websocket's own exceptions
+            raise self._refusal(path, query, e, f"exec in sandbox {sandbox}") from e
+        try:
+            deadline = time.monotonic() + timeout
+            while ws.is_open():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimedOutError(f"exec in sandbox {sandbox}: {list(cmd)} did not end within {timeout:g}s",
+                                        "DeadlineExceeded")
+                ws.update(timeout=min(left, 1.0))
+            stdout, stderr = ws.read_channel(ws_client.STDOUT_CHANNEL), ws.read_channel(ws_client.STDERR_CHANNEL)
+            return exit_code(ws.read_channel(ws_client.ERROR_CHANNEL), sandbox), stdout, stderr
+        finally:
+            ws.close()
+
+    def _refusal(self, path: str, query: list, err: Exception, what: str) -> AfeError:
+        """The Status the access API refused an upgrade with: the WebSocket
+        handshake gives only its code, so the request is asked again as a
+        POST without an upgrade, as the Go client does (a GET without one
+        is refused before the sandbox is looked at). The server checks the
+        caller, the sandbox and its env first and executes nothing without
+        a streaming protocol; when it finds nothing to refuse, the
+        handshake's status stands."""
+        try:
+            self.api.call_api(path, "POST", query_params=query, header_params={"Accept": "application/json"},
+                              auth_settings=["BearerToken"], _preload_content=False)
+        except ApiException as e:
+            status = _json(e.body)
+            if access_reason(status) != "InvalidRequest":
+                return from_status(e.status, status, what)
+        return from_status(getattr(err, "status_code", None), {"message": str(err)}, what)
+
+    def put_tar(self, sandbox: str, folder: str, data: bytes, timeout: float) -> None:
+        """Extracts the tar into the workspace folder (which must exist)."""
+        self._call(sandbox, "POST", folder, timeout, body=data, what=f"put files into {sandbox}:{folder}")
+
+    def get_tar(self, sandbox: str, path: str, timeout: float) -> bytes:
+        """A tar of the workspace path."""
+        return self._call(sandbox, "GET", path, timeout, what=f"get {sandbox}:{path}")
+
+    def _call(self, sandbox: str, method: str, path: str, timeout: float, what: str,
+              body: Optional[bytes] = None) -> bytes:
+        headers = {"Accept": "application/x-tar, application/json"}
+        if body is not None:
+            headers["Content-Type"] = "application/x-tar"
+        try:
+            resp = self.api.call_api(self.access_path("sandboxes", sandbox, "files"), method,
+                                     query_params=[("path", path)], header_params=headers, body=body,
+                                     auth_settings=["BearerToken"], _preload_content=False,
+                                     _request_timeout=timeout)
+        except ApiException as e:
+            raise from_status(e.status, e.body, what) from e
+        return resp[0].data
+
+
+def exit_code(error_channel: str, sandbox: str) -> int:
+    """The exit code in the Status of the exec's error channel: Success is
+    0, a NonZeroExitCode failure carries it as the ExitCode cause; any other
+    failure is an error."""
+    status = _json(error_channel)
+    if status.get("status") == "Success":
+        return 0
+    for cause in (status.get("details") or {}).get("causes") or []:
+        if cause.get("reason") == "ExitCode":
+            return int(cause["message"])
+    if not status:
+        raise FailedError(f"exec in sandbox {sandbox}: the stream ended with no status")
+    raise from_status(status.get("code"), status, f"exec in sandbox {sandbox}")
+
+
+def _json(text: Any) -> dict:
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    try:
+        parsed = json.loads(text or "{}")
+    except ValueError:
+        return {"message": str(text)}
+    return parsed if isinstance(parsed, dict) else {}
