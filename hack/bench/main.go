@@ -332,9 +332,6 @@ func stopProcess(cmd *exec.Cmd) {
 func (b *bench) removeDocker() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var errs []error
-	for _, inst := range []string{b.instance, b.cliInstance} {
-		errs = append(errs, removeLabelled(ctx, b.engine, map[string]string{afev1.LabelController: inst}))
-	}
-	return joinErr(errs...)
+	return removeLabelled(ctx, b.engine, map[string]string{afev1.LabelController: b.instance},
+		map[string]string{afev1.LabelController: b.cliInstance})
 }

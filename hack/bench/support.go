@@ -172,23 +172,30 @@ func labelled(ctx context.Context, e *docker.Client, labels map[string]string) (
 	return len(cs) + len(ns) + len(vs), nil
 }
 
-// removeLabelled removes every Docker object carrying the labels.
-func removeLabelled(ctx context.Context, e *docker.Client, labels map[string]string) error {
+// removeLabelled removes every Docker object carrying one of the label
+// sets: every set's containers first, then the networks and the volumes,
+// since a network of one set may hold the containers of another (the
+// bench's egress network, the CLI baseline's proxies).
+func removeLabelled(ctx context.Context, e *docker.Client, sets ...map[string]string) error {
 	var errs []error
-	cs, err := e.ListContainers(ctx, labels)
-	errs = append(errs, err)
-	for _, c := range cs {
-		errs = append(errs, e.RemoveContainer(ctx, c.ID))
+	for _, labels := range sets {
+		cs, err := e.ListContainers(ctx, labels)
+		errs = append(errs, err)
+		for _, c := range cs {
+			errs = append(errs, e.RemoveContainer(ctx, c.ID))
+		}
 	}
-	ns, err := e.ListNetworks(ctx, labels)
-	errs = append(errs, err)
-	for _, n := range ns {
-		errs = append(errs, e.RemoveNetwork(ctx, n.Name))
-	}
-	vs, err := e.ListVolumes(ctx, labels)
-	errs = append(errs, err)
-	for _, v := range vs {
-		errs = append(errs, e.RemoveVolume(ctx, v.Name))
+	for _, labels := range sets {
+		ns, err := e.ListNetworks(ctx, labels)
+		errs = append(errs, err)
+		for _, n := range ns {
+			errs = append(errs, e.RemoveNetwork(ctx, n.Name))
+		}
+		vs, err := e.ListVolumes(ctx, labels)
+		errs = append(errs, err)
+		for _, v := range vs {
+			errs = append(errs, e.RemoveVolume(ctx, v.Name))
+		}
 	}
 	return errors.Join(errs...)
 }
