@@ -7,6 +7,9 @@ tars). The asynchronous backend runs them in threads (asyncio.to_thread).
 from __future__ import annotations
 
 import json
+import select
+import socket
+import threading
 import time
 from typing import Any, Callable, Optional, Sequence
 
@@ -15,6 +18,8 @@ from kubernetes import config as kconfig
 from kubernetes import watch as kwatch
 from kubernetes.client.exceptions import ApiException
 from kubernetes.stream import ws_client
+import websocket
+from websocket import ABNF, WebSocketConnectionClosedException
 
 from .errors import (
     ACCESS_GROUP,
@@ -145,7 +150,10 @@ class Kube:
 
     def exec(self, sandbox: str, cmd: Sequence[str], timeout: float) -> tuple[int, str, str]:
         """Runs cmd in the sandbox through the access API's exec subresource
-        over WebSocket and returns its exit code, stdout and stderr."""
+        over WebSocket and returns its exit code, stdout and stderr (each
+        the last EXEC_OUTPUT_MAX bytes, decoded as UTF-8 once whole). The
+        timeout bounds the handshake and every read: a stalled connection
+        raises TimedOutError like a command that does not end."""
         cfg = self.api.configuration
         path = self.access_path("sandboxes", sandbox, "exec")
         query = [("command", c) for c in cmd] + [("stdout", "true"), ("stderr", "true")]
@@ -155,23 +163,19 @@ class Kube:
             headers["authorization"] = auth
         url = ws_client.get_websocket_url(cfg.host + path, query)
         try:
-            ws = ws_client.WSClient(cfg, url, headers, capture_all=False)
+            ws = _connect(cfg, url, headers, timeout)
         except Exception as e:  # the handshake's refusal: websocket's own exceptions
-            raise self._refusal(path, query, e, f"exec in sandbox {sandbox}") from e
+            raise self._refusal(path, query, e, f"exec in sandbox {sandbox}", timeout) from e
         try:
-            deadline = time.monotonic() + timeout
-            while ws.is_open():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimedOutError(f"exec in sandbox {sandbox}: {list(cmd)} did not end within {timeout:g}s",
-                                        "DeadlineExceeded")
-                ws.update(timeout=min(left, 1.0))
-            stdout, stderr = ws.read_channel(ws_client.STDOUT_CHANNEL), ws.read_channel(ws_client.STDERR_CHANNEL)
-            return exit_code(ws.read_channel(ws_client.ERROR_CHANNEL), sandbox), stdout, stderr
+            out, err, status = _read_exec(ws.sock, time.monotonic() + timeout)
+        except TimedOutError:
+            raise TimedOutError(f"exec in sandbox {sandbox}: {list(cmd)} did not end within {timeout:g}s",
+                                "DeadlineExceeded") from None
         finally:
             ws.close()
+        return exit_code(status, sandbox), out, err
 
-    def _refusal(self, path: str, query: list, err: Exception, what: str) -> AfeError:
+    def _refusal(self, path: str, query: list, err: Exception, what: str, timeout: float) -> AfeError:
         """The Status the access API refused an upgrade with: the WebSocket
         handshake gives only its code, so the request is asked again as a
         POST without an upgrade, as the Go client does (a GET without one
@@ -181,12 +185,18 @@ class Kube:
         handshake's status stands."""
         try:
             self.api.call_api(path, "POST", query_params=query, header_params={"Accept": "application/json"},
-                              auth_settings=["BearerToken"], _preload_content=False)
+                              auth_settings=["BearerToken"], _preload_content=False, _request_timeout=timeout)
         except ApiException as e:
             status = _json(e.body)
             if access_reason(status) != "InvalidRequest":
                 return from_status(e.status, status, what)
-        return from_status(getattr(err, "status_code", None), {"message": str(err)}, what)
+        code = getattr(err, "status_code", None)
+        if code == 403:
+            # The API server refused the upgrade itself (a caller who may
+            # create sandboxes/exec but not get it, which a WebSocket needs).
+            return from_status(code, {"message": f"{err} (an exec over WebSocket needs get on sandboxes/exec)",
+                                      "details": {"causes": [{"type": "Forbidden"}]}}, what)
+        return from_status(code, {"message": str(err)}, what)
 
     def put_tar(self, sandbox: str, folder: str, data: bytes, timeout: float) -> None:
         """Extracts the tar into the workspace folder (which must exist)."""
@@ -209,6 +219,70 @@ class Kube:
         except ApiException as e:
             raise from_status(e.status, e.body, what) from e
         return resp[0].data
+
+
+# _handshakes serializes the handshakes, whose timeout websocket-client
+# takes only from its process-wide default.
+_handshakes = threading.Lock()
+
+
+def _connect(cfg: Any, url: str, headers: dict, timeout: float) -> Any:
+    """The WebSocket of an exec, its handshake bounded by timeout (a
+    stalled API server raises instead of hanging)."""
+    with _handshakes:
+        previous = websocket.getdefaulttimeout()
+        websocket.setdefaulttimeout(timeout)
+        try:
+            return ws_client.WSClient(cfg, url, headers, capture_all=False)
+        finally:
+            websocket.setdefaulttimeout(previous)
+
+
+# EXEC_OUTPUT_MAX bounds what an exec keeps of each of stdout and stderr:
+# its last bytes. A workload that prints without end cannot exhaust the
+# caller's memory.
+EXEC_OUTPUT_MAX = 16 << 20
+
+
+def _read_exec(sock: Any, deadline: float) -> tuple[str, str, str]:
+    """Reads an exec's frames until its status (channel 3, the last frame
+    the server sends) or the connection's end: stdout and stderr as bytes
+    joined before they are decoded (a character split across frames stays
+    whole), each bounded to its last EXEC_OUTPUT_MAX bytes."""
+    streams = {ws_client.STDOUT_CHANNEL: bytearray(), ws_client.STDERR_CHANNEL: bytearray()}
+    status = bytearray()
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimedOutError("the exec did not end in time", "DeadlineExceeded")
+        ready, _, _ = select.select([sock.sock], [], [], min(left, 1.0))
+        pending = getattr(sock.sock, "pending", None)  # TLS records read but not yet returned
+        if not ready and not (pending and pending()):
+            continue
+        sock.sock.settimeout(max(left, 0.001))
+        try:
+            op, frame = sock.recv_data_frame(True)
+        except (socket.timeout, TimeoutError):
+            raise TimedOutError("the exec did not end in time", "DeadlineExceeded") from None
+        except WebSocketConnectionClosedException:
+            break
+        if op == ABNF.OPCODE_CLOSE:
+            break
+        if op not in (ABNF.OPCODE_BINARY, ABNF.OPCODE_TEXT) or len(frame.data) < 1:
+            continue
+        data = frame.data if isinstance(frame.data, (bytes, bytearray)) else frame.data.encode("utf-8")
+        channel, payload = data[0], data[1:]
+        if channel == ws_client.ERROR_CHANNEL:
+            status += payload
+            break
+        buf = streams.get(channel)
+        if buf is not None:
+            buf += payload
+            if len(buf) > EXEC_OUTPUT_MAX:
+                del buf[:len(buf) - EXEC_OUTPUT_MAX]
+    decode = lambda b: bytes(b).decode("utf-8", "replace")  # noqa: E731
+    return (decode(streams[ws_client.STDOUT_CHANNEL]), decode(streams[ws_client.STDERR_CHANNEL]),
+            decode(status))
 
 
 def exit_code(error_channel: str, sandbox: str) -> int:

@@ -64,14 +64,17 @@ class KubernetesBackend:
             self._kube.wait("sandboxes", name, _ready, self.spawn_timeout)
             if workdir != WORKSPACE:
                 self._kube.put_tar(name, WORKSPACE, _folder_tar(workdir), self.spawn_timeout)
-        except SpecRefusedError:
-            self._kube.delete("sandboxes", name, self.spawn_timeout)
-            raise
         except TimedOutError as e:
-            why = self._not_ready_reason(name)
-            self._kube.delete("sandboxes", name, self.spawn_timeout)
+            try:
+                why = self._not_ready_reason(name)
+            finally:
+                self._kube.delete("sandboxes", name, self.spawn_timeout)
             raise TimedOutError(f"sandbox {name} was not Ready within {self.spawn_timeout:g}s: {why[1]}",
                                 why[0] or e.reason) from e
+        except BaseException:
+            # Refused, or anything else: the caller has no handle to it.
+            self._kube.delete("sandboxes", name, self.spawn_timeout)
+            raise
         created = datetime.fromisoformat(obj["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
         return SandboxHandle(id=name, workdir=workdir, created_at=created)
 

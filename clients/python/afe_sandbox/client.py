@@ -79,11 +79,13 @@ class Client:
         """The content of the workspace file path. A missing path raises
         NotFoundError (reason PathNotFound)."""
         with tarfile.open(fileobj=io.BytesIO(self._kube.get_tar(sandbox, path, timeout))) as tar:
-            for member in tar:
-                if member.isfile():
-                    f = tar.extractfile(member)
-                    if f is not None:
-                        return f.read()
+            # The tar of a file holds that file alone, under its own name;
+            # the tar of a folder holds the folder first.
+            member = tar.next()
+            if member is not None and member.isfile() and member.name == posixpath.basename(path.rstrip("/")):
+                f = tar.extractfile(member)
+                if f is not None:
+                    return f.read()
         raise NotFoundError(f"get {sandbox}:{path}: not a regular file", "PathNotFound")
 
     def snapshot(self, sandbox: str, timeout: float = 600.0) -> str:

@@ -76,7 +76,9 @@ echo a > ../lanes/a/a.txt && echo b > ../lanes/b/b.txt""")
 
 def test_the_readme_example_as_written() -> None:
     env = dict(os.environ, PYTHONPATH=str(EXAMPLE.parent.parent))
-    proc = subprocess.run([sys.executable, str(EXAMPLE)], env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == "0 20\n", "exit 0, and the page's 20 bytes: hello-from-test-web and its newline"
-    Client(namespace=os.environ["AFE_NAMESPACE"]).delete_ticket("fix-1234")
+    try:
+        proc = subprocess.run([sys.executable, str(EXAMPLE)], env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout == "0 20\n", "exit 0, and the page's 20 bytes: hello-from-test-web and its newline"
+    finally:
+        Client(namespace=os.environ["AFE_NAMESPACE"]).delete_ticket("fix-1234")
