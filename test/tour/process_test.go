@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	accessv1 "afe.dev/sandbox/api/access/v1alpha1"
 )
 
 const (
@@ -131,7 +133,28 @@ func (tr *tourRun) restart(t *testing.T, runArgs []string) {
 	if err := tr.cp.waitReady(probe); err != nil {
 		t.Fatalf("make run (%s): %v\n%s", strings.Join(argv, " "), err, tail(tr.log, 40))
 	}
+	// The readiness probe checks the engine; `kubectl afe` needs the access
+	// API, registered again on a new port at each start.
+	if err := waitAccessAPI(filepath.Join(tr.paths.Dir, "kubeconfig")); err != nil {
+		t.Fatalf("make run: %v\n%s", err, tail(tr.log, 40))
+	}
 	t.Logf("make run with RUN_ARGS %q: ready in %s", strings.Join(runArgs, " "), time.Since(began).Round(time.Millisecond))
+}
+
+// waitAccessAPI waits until the access API's APIService exists (the
+// manager registers it once it serves) and is Available.
+func waitAccessAPI(kubeconfig string) error {
+	name := "apiservice/" + accessv1.Version + "." + accessv1.GroupName
+	var out []byte
+	for deadline := time.Now().Add(readyTimeout); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		var err error
+		out, err = exec.Command("kubectl", "--kubeconfig", kubeconfig, "get", name,
+			"-o", `jsonpath={.status.conditions[?(@.type=="Available")].status}`).CombinedOutput()
+		if err == nil && string(out) == "True" {
+			return nil
+		}
+	}
+	return fmt.Errorf("the access API (%s) did not become Available within %s: %s", name, readyTimeout, out)
 }
 
 // waitReady waits until the manager's readiness probe answers 200.

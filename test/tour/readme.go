@@ -58,6 +58,10 @@ func Blocks(readme string) ([]string, error) {
 			return finish(blocks)
 		case !open && strings.TrimSpace(l) == "```sh":
 			open, body = true, nil
+		case !open && strings.HasPrefix(strings.TrimSpace(l), "```"):
+			// A block in another language would be skipped, and a command
+			// in it never run: the tour's blocks are sh.
+			return nil, fmt.Errorf("a block %q in %q: the tour's commands are in ```sh blocks, which the test runs", strings.TrimSpace(l), Heading)
 		case open && strings.TrimSpace(l) == "```":
 			open = false
 			blocks = append(blocks, strings.Join(body, "\n"))

@@ -16,12 +16,14 @@ func TestBlocks(t *testing.T) {
 		wantErr string
 	}{
 		"the section's sh blocks, not the next section's": {
-			readme: "# x\n```sh\nbefore\n```\n## A five-minute tour\ntext\n```sh\none\n```\n### sub\n```go\nnot sh\n```\n```sh\ntwo\nthree\n```\n## Features\n```sh\nafter\n```\n",
+			readme: "# x\n```sh\nbefore\n```\n## A five-minute tour\ntext\n```sh\none\n```\n### sub\n```sh\ntwo\nthree\n```\n## Features\n```go\nafter\n```\n",
 			want:   []string{"one", "two\nthree"},
 		},
 		"no section":          {readme: "## Features\n```sh\nx\n```\n", wantErr: "has no section"},
 		"a section, no block": {readme: "## A five-minute tour\ntext\n## Features\n", wantErr: "has no ```sh block"},
 		"a block left open":   {readme: "## A five-minute tour\n```sh\nx\n", wantErr: "is not closed"},
+		"a block in another language, whose commands would not run": {
+			readme: "## A five-minute tour\n```sh\nx\n```\n```bash\ny\n```\n", wantErr: "the tour's commands are in ```sh blocks"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			got, err := Blocks(tc.readme)
@@ -144,6 +146,8 @@ func TestMatch(t *testing.T) {
 	}{
 		{"1900012345:1900012345 [ALL] none", "1900004201:1900004201 [ALL] none", true},
 		{"1900012345:1900012345 [ALL] none", "1900004201:1900004201 [ALL] bridge", false},
+		{"1900012345:1900012345 [ALL] none", "0:0 [ALL] none", false},
+		{"1900012345:1900012345 [ALL] none", "1900004201:1900004202 [ALL] none", false},
 		{"x Ready 1/1 4s", "x Ready 1/1 2m10s", true},
 		{"x Ready 1/1 4s", "x Ready 0/1 4s", false},
 		{"x Ready 1/1 4s", "x Ready 1/1 1 4s", false},
