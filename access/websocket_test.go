@@ -51,6 +51,27 @@ var _ = Describe("Exec over WebSocket", Ordered, func() {
 		terminalFollowsResizes(ctx, remotecommand.StreamProtocolV5Name, box)
 	})
 
+	It("ends the exec when its client goes away, not when its command does", func() {
+		// The client is gone 2 s into a command of 301 s: the exec's
+		// record (its Event, written when the server ends the session)
+		// comes long before the command would have ended.
+		cctx, stop := context.WithCancel(ctx)
+		time.AfterFunc(2*time.Second, stop)
+		started := time.Now()
+		res := execOver(cctx, remotecommand.StreamProtocolV5Name, alice, nsA, box, []string{"sleep", "301"}, clientremotecommand.StreamOptions{})
+		Expect(res.err).To(HaveOccurred(), "the client stopped")
+		Eventually(func(g Gomega) []string {
+			var ended []string
+			for _, note := range eventNotes(ctx, g, nsA, box) {
+				if strings.Contains(note, `ran "sleep" "301"`) {
+					ended = append(ended, note)
+				}
+			}
+			return ended
+		}).WithTimeout(60 * time.Second).Should(ContainElement(ContainSubstring("over WebSocket " + remotecommand.StreamProtocolV5Name)))
+		Expect(time.Since(started)).To(BeNumerically("<", 90*time.Second), "the session outlived its client")
+	})
+
 	It("authorizes an exec over WebSocket as create: a role granting only get on sandboxes/exec runs nothing", func() {
 		Expect(adminClient.Create(ctx, &rbacv1.ClusterRole{
 			ObjectMeta: metav1.ObjectMeta{Name: "exec-get-only"},
