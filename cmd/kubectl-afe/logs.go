@@ -51,7 +51,7 @@ func logsCommand(c *client.Client, name string, follow bool, stdout, stderr io.W
 		_, err = io.Copy(stdout, l)
 		return err
 	}
-	if classify(err) == logFailed {
+	if classify(err, false) == logFailed {
 		return err
 	}
 	// No log kept: the status has the last 32 KiB.
@@ -85,12 +85,16 @@ const (
 )
 
 // classify is the outcome of a refused request for a log, by the access
-// API's reason (api/access/v1alpha1), never by its message.
-func classify(err error) logOutcome {
+// API's reason (api/access/v1alpha1), never by its message. served says
+// a log was served to this caller already: a manager restarting under
+// logs -f answered Unauthorized once (in CI) while the API server's view
+// of it settled, so after a log was served that is the manager
+// unavailable for a moment, as a 503 is, retried until the Run ends.
+func classify(err error, served bool) logOutcome {
 	switch {
 	case client.ReasonOf(err) == string(accessv1.ReasonLogNotFound):
 		return logMissing
-	case apierrors.IsServiceUnavailable(err):
+	case apierrors.IsServiceUnavailable(err), served && apierrors.IsUnauthorized(err):
 		return logUnavailable
 	case client.IsNotFound(err):
 		// The manager keeps no logs, or serves no access API.
@@ -241,7 +245,7 @@ func followAttempt(ctx context.Context, c *client.Client, st followState, run *a
 	follow := st.attempt == 0 || st.attempt >= run.Status.Attempts
 	l, err := c.Logs(ctx, run.Name, client.LogOptions{Attempt: st.attempt, Follow: follow})
 	if err != nil {
-		st.last, st.err = classify(err), err
+		st.last, st.err = classify(err, st.found), err
 		if st.last == logFailed {
 			return st, err
 		}

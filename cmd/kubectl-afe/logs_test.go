@@ -3,6 +3,9 @@ package main
 import (
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 )
 
@@ -59,5 +62,22 @@ func TestNextFollow(t *testing.T) {
 				t.Errorf("nextFollow = %d, want %d", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestClassify(t *testing.T) {
+	for name, tc := range map[string]struct {
+		err    error
+		served bool
+		want   logOutcome
+	}{
+		"503: the manager restarting":                        {apierrors.NewServiceUnavailable("x"), false, logUnavailable},
+		"401 before any log was served: an error to report":  {apierrors.NewUnauthorized("x"), false, logFailed},
+		"401 after a log was served: the manager restarting": {apierrors.NewUnauthorized("x"), true, logUnavailable},
+		"403 after a log was served: still an error":         {apierrors.NewForbidden(schema.GroupResource{Resource: "runs"}, "r", nil), true, logFailed},
+	} {
+		if got := classify(tc.err, tc.served); got != tc.want {
+			t.Errorf("%s: %v, want %v", name, got, tc.want)
+		}
 	}
 }
