@@ -117,7 +117,8 @@ func addReconcilers(ctx context.Context, mgr ctrl.Manager, engine Engine, cfg sh
 	// What the Sandbox and SandboxPool reconcilers share: the host ids
 	// being given, the turns of each pool, the cold creations in flight
 	// that the refill makes room for, and the claims and misses counted for
-	// the pools' status; and the manager's disk probe.
+	// the pools' status; the subnets of the internal networks being made;
+	// and the manager's disk probe.
 	ids, probe, turns, cold, counts := &shared.HostIDs{}, &shared.DiskProbe{}, &shared.PoolTurns{}, &shared.InFlight{}, &shared.PoolCounts{}
 	sandboxes := &sandbox.Reconciler{
 		Client:       mgr.GetClient(),
@@ -136,6 +137,7 @@ func addReconcilers(ctx context.Context, mgr ctrl.Manager, engine Engine, cfg sh
 		Turns:        turns,
 		PoolCounts:   counts,
 		EnqueuePool:  bg.events.EnqueuePool,
+		Subnets:      &shared.Subnets{},
 	}
 	if err := sandboxes.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up sandbox controller: %w", err)
@@ -169,7 +171,7 @@ func addReconcilers(ctx context.Context, mgr ctrl.Manager, engine Engine, cfg sh
 
 // addPools sets up the SandboxPool reconciler, which shares with the
 // Sandbox reconciler what sandboxes says: the host ids, the pools' turns,
-// the cold creations in flight and the counts of claims.
+// the cold creations in flight, the counts of claims and the subnets.
 func addPools(ctx context.Context, mgr ctrl.Manager, engine Engine, cfg shared.Config, bg *background, sandboxes *sandbox.Reconciler) error {
 	pools := &pool.Reconciler{
 		Client:       mgr.GetClient(),
@@ -181,6 +183,7 @@ func addPools(ctx context.Context, mgr ctrl.Manager, engine Engine, cfg shared.C
 		Turns:        sandboxes.Turns,
 		Cold:         sandboxes.Cold,
 		Counts:       sandboxes.PoolCounts,
+		Subnets:      sandboxes.Subnets,
 		MemberEvents: bg.events.Pools,
 	}
 	if err := pools.SetupWithManager(ctx, mgr); err != nil {

@@ -43,15 +43,18 @@ func newClaimedMembers(engine shared.VolumeInspector, c client.Reader, instance 
 	return &claimedMembers{engine: engine, client: c, instance: instance, bound: map[string]types.UID{}}
 }
 
-// sandboxOf is the Sandbox the member of ev serves; nil when the member is
-// unclaimed (it still bears its own name) or not bound to the Sandbox
-// whose name it bears.
+// sandboxOf is the Sandbox the member, or the member's proxy, of ev
+// serves; nil when the member is unclaimed (its container and proxy still
+// bear its own names) or not bound to the Sandbox whose name it bears.
 func (m *claimedMembers) sandboxOf(ev docker.Event) *afev1.Sandbox {
-	if m == nil || m.client == nil || ev.Labels[afev1.LabelRole] != afev1.RoleMember ||
-		ev.ID == "" || ev.Name == "" || ev.Name == ev.Labels[afev1.LabelMemberName] {
+	if m == nil || m.client == nil || ev.ID == "" || ev.Name == "" {
 		return nil
 	}
-	sbx := m.named(ev.Labels[afev1.LabelNamespace], ev.Name)
+	role, own := memberRole(ev.Labels)
+	if role == "" || ev.Name == own {
+		return nil
+	}
+	sbx := m.named(ev.Labels[afev1.LabelNamespace], ev.Name, role)
 	if sbx == nil {
 		return nil
 	}
@@ -65,7 +68,8 @@ func (m *claimedMembers) sandboxOf(ev docker.Event) *afev1.Sandbox {
 	ctx, cancel := context.WithTimeout(context.Background(), claimRecordTimeout)
 	defer cancel()
 	record, err := shared.ClaimRecord(ctx, m.engine, id)
-	if err != nil || !pool.Binds(id, record, &docker.Container{ID: ev.ID, Name: ev.Name, Labels: ev.Labels}) {
+	c := &docker.Container{ID: ev.ID, Name: ev.Name, Labels: ev.Labels}
+	if err != nil || role == afev1.RoleMember && !pool.Binds(id, record, c) || role == afev1.RoleProxy && !pool.BindsProxy(id, record, c) {
 		return nil
 	}
 	m.mu.Lock()
@@ -77,18 +81,39 @@ func (m *claimedMembers) sandboxOf(ev docker.Event) *afev1.Sandbox {
 	return sbx
 }
 
-// named is the Sandbox of the namespace whose derived container name is
-// name, from the cache; nil when none.
-func (m *claimedMembers) named(namespace, name string) *afev1.Sandbox {
+// memberRole is the role of a pool member's container of the labels (its
+// container, or its proxy), and the name it bears until a Sandbox claims
+// it; empty when the labels are no member's.
+func memberRole(labels map[string]string) (role, own string) {
+	member := labels[afev1.LabelMemberName]
+	switch {
+	case member == "" || labels[afev1.LabelPoolUID] == "":
+		return "", ""
+	case labels[afev1.LabelRole] == afev1.RoleMember:
+		return afev1.RoleMember, member
+	case labels[afev1.LabelRole] == afev1.RoleProxy:
+		return afev1.RoleProxy, naming.MemberProxy(member)
+	}
+	return "", ""
+}
+
+// named is the Sandbox of the namespace whose derived name in the role (a
+// member's container bears the Sandbox's container name once claimed, its
+// proxy the Sandbox's proxy name) is name, from the cache; nil when none.
+func (m *claimedMembers) named(namespace, name, role string) *afev1.Sandbox {
 	if namespace == "" {
 		return nil
+	}
+	derived := naming.Container
+	if role == afev1.RoleProxy {
+		derived = naming.Proxy
 	}
 	list := &afev1.SandboxList{}
 	if err := m.client.List(context.Background(), list, client.InNamespace(namespace)); err != nil {
 		return nil
 	}
 	for i := range list.Items {
-		if naming.Container(naming.Key(namespace, list.Items[i].Name)) == name {
+		if derived(naming.Key(namespace, list.Items[i].Name)) == name {
 			return &list.Items[i]
 		}
 	}

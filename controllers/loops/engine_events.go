@@ -119,20 +119,21 @@ func (d *DockerEventSource) Enqueue(namespace, name string) {
 	d.Out <- event.TypedGenericEvent[*afev1.Sandbox]{Object: sbx}
 }
 
-// enqueuePool asks for a reconcile of the SandboxPool of a member
-// container's event (a claimed member's too: its pool refills).
+// enqueuePool asks for a reconcile of the SandboxPool of the event of a
+// member's container or proxy (a claimed member's too: its pool refills).
 // A claimed member names no Sandbox: the Sandbox whose name it bears is
 // looked at too (which member is its, its claim record says).
 func (d *DockerEventSource) enqueuePool(ev docker.Event) {
-	if ev.Labels[afev1.LabelRole] != afev1.RoleMember {
+	role, own := memberRole(ev.Labels)
+	if role == "" {
 		return
 	}
 	namespace := ev.Labels[afev1.LabelNamespace]
 	d.EnqueuePool(namespace, ev.Labels[afev1.LabelPool])
-	if d.Client == nil || ev.Name == "" || ev.Name == ev.Labels[afev1.LabelMemberName] {
+	if d.Client == nil || ev.Name == "" || ev.Name == own {
 		return
 	}
-	if sbx := d.members.named(namespace, ev.Name); sbx != nil {
+	if sbx := d.members.named(namespace, ev.Name, role); sbx != nil {
 		d.Enqueue(namespace, sbx.Name)
 	}
 }
@@ -210,7 +211,7 @@ func (d *DockerEventSource) sandboxOf(ev docker.Event) *afev1.Sandbox {
 	if d.Client == nil {
 		return nil
 	}
-	if ev.Labels[afev1.LabelRole] == afev1.RoleMember {
+	if role, _ := memberRole(ev.Labels); role != "" {
 		return d.members.sandboxOf(ev)
 	}
 	sbx := &afev1.Sandbox{}

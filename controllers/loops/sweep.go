@@ -118,12 +118,31 @@ func (s *Sweeper) unboundMembers(ctx context.Context, members []docker.Container
 			continue
 		}
 		logf.FromContext(ctx).Info("Removing a claimed pool member no claim binds", "container", m.Name)
-		errs = append(errs, s.Engine.RemoveContainer(ctx, m.ID))
-		// Its workspace, by the labels the pool gave it.
-		errs = append(errs, shared.RemoveVolumes(ctx, s.Engine, map[string]string{afev1.LabelController: s.Instance,
-			afev1.LabelNamespace: m.Labels[afev1.LabelNamespace], afev1.LabelMemberName: member, afev1.LabelRole: afev1.RoleWorkspace}))
+		errs = append(errs, s.Engine.RemoveContainer(ctx, m.ID), s.removeMemberObjects(ctx, m.Labels[afev1.LabelNamespace], member))
 	}
 	return errors.Join(errs...)
+}
+
+// removeMemberObjects removes, by the labels the pool gave them, the proxy,
+// the network and the workspace of a member whose container went.
+func (s *Sweeper) removeMemberObjects(ctx context.Context, namespace, member string) error {
+	sel := func(role string) map[string]string {
+		return map[string]string{afev1.LabelController: s.Instance, afev1.LabelNamespace: namespace,
+			afev1.LabelMemberName: member, afev1.LabelRole: role}
+	}
+	if err := shared.RemoveContainers(ctx, s.Engine, sel(afev1.RoleProxy)); err != nil {
+		return err
+	}
+	networks, err := s.Engine.ListNetworks(ctx, sel(afev1.RoleNetwork))
+	if err != nil {
+		return err
+	}
+	for _, n := range networks {
+		if err := s.Engine.RemoveNetwork(ctx, n.ID); err != nil {
+			return err
+		}
+	}
+	return shared.RemoveVolumes(ctx, s.Engine, sel(afev1.RoleWorkspace))
 }
 
 // SweepTicket removes the labelled Docker objects of the finished or deleted
@@ -213,11 +232,11 @@ func sweepAndResync(ctx context.Context, c client.Reader, engine SweepEngine, la
 // proxy when they have egress, is not among the running containers.
 func notRunning(sandboxes []afev1.Sandbox, containers []docker.Container) []*afev1.Sandbox {
 	running := map[string]bool{} // uid/role
-	claimed := map[string]bool{} // the names of running members, claimed or not
+	claimed := map[string]bool{} // the names of running members and their proxies, claimed or not
 	for _, ct := range containers {
 		if ct.Running {
 			running[ct.Labels[afev1.LabelSandboxUID]+"/"+ct.Labels[afev1.LabelRole]] = true
-			if ct.Labels[afev1.LabelRole] == afev1.RoleMember {
+			if ct.Labels[afev1.LabelPoolUID] != "" {
 				claimed[ct.Name] = true
 			}
 		}
@@ -231,8 +250,9 @@ func notRunning(sandboxes []afev1.Sandbox, containers []docker.Container) []*afe
 		uid := string(sbx.UID)
 		// A sandbox served from a pool runs on the member bearing its name
 		// (which member, its claim record says: this is only a resync).
-		ok := running[uid+"/"+afev1.RoleSandbox] || claimed[naming.Container(naming.Key(sbx.Namespace, sbx.Name))]
-		if !ok || (len(sbx.Spec.Egress) > 0 && !running[uid+"/"+afev1.RoleProxy]) {
+		key := naming.Key(sbx.Namespace, sbx.Name)
+		ok := running[uid+"/"+afev1.RoleSandbox] || claimed[naming.Container(key)]
+		if !ok || (len(sbx.Spec.Egress) > 0 && !running[uid+"/"+afev1.RoleProxy] && !claimed[naming.Proxy(key)]) {
 			out = append(out, sbx)
 		}
 	}

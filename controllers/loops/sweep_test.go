@@ -8,6 +8,7 @@ import (
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/naming"
 )
 
 func TestNotRunning(t *testing.T) {
@@ -22,6 +23,9 @@ func TestNotRunning(t *testing.T) {
 	}
 	ctr := func(uid, role string, running bool) docker.Container {
 		return docker.Container{Running: running, Labels: map[string]string{afev1.LabelSandboxUID: uid, afev1.LabelRole: role}}
+	}
+	member := func(name, role string, running bool) docker.Container {
+		return docker.Container{Name: name, Running: running, Labels: map[string]string{afev1.LabelPoolUID: "p", afev1.LabelRole: role}}
 	}
 	deleting := sandbox("d", false, ready)
 	now := metav1.Now()
@@ -44,6 +48,15 @@ func TestNotRunning(t *testing.T) {
 			[]docker.Container{ctr("a", afev1.RoleSandbox, true), ctr("a", afev1.RoleProxy, true)}, nil},
 		{"egress without proxy", []afev1.Sandbox{sandbox("a", true, ready)},
 			[]docker.Container{ctr("a", afev1.RoleSandbox, true), ctr("a", afev1.RoleProxy, false)}, []string{"a"}},
+		{"claimed member with its proxy", []afev1.Sandbox{sandbox("a", true, ready)},
+			[]docker.Container{member(naming.Container(naming.Key("", "a")), afev1.RoleMember, true),
+				member(naming.Proxy(naming.Key("", "a")), afev1.RoleProxy, true)}, nil},
+		{"claimed member whose proxy exited", []afev1.Sandbox{sandbox("a", true, ready)},
+			[]docker.Container{member(naming.Container(naming.Key("", "a")), afev1.RoleMember, true),
+				member(naming.Proxy(naming.Key("", "a")), afev1.RoleProxy, false)}, []string{"a"}},
+		{"claimed member with another sandbox's member proxy", []afev1.Sandbox{sandbox("a", true, ready)},
+			[]docker.Container{member(naming.Container(naming.Key("", "a")), afev1.RoleMember, true),
+				member(naming.Proxy(naming.Key("", "b")), afev1.RoleProxy, true)}, []string{"a"}},
 		{"not Ready yet: its reconcile is under way", []afev1.Sandbox{sandbox("a", false, nil)}, nil, nil},
 		{"being deleted", []afev1.Sandbox{deleting}, nil, nil},
 	}

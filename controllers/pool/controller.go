@@ -18,6 +18,7 @@ import (
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/metrics"
 	"afe.dev/sandbox/internal/naming"
 	"afe.dev/sandbox/internal/pool"
@@ -46,6 +47,9 @@ type Reconciler struct {
 	Cold *shared.InFlight
 	// Counts are the claims and misses the Sandbox reconciler counted.
 	Counts *shared.PoolCounts
+	// Subnets hands out the subnets of the members' internal networks,
+	// shared with the Sandbox reconciler (nil: the reconciler's own).
+	Subnets *shared.Subnets
 	// MemberEvents has a pool looked at when one of its members dies or
 	// goes (nil: only the resync does).
 	MemberEvents <-chan event.TypedGenericEvent[*afev1.SandboxPool]
@@ -56,6 +60,8 @@ type Reconciler struct {
 	making making
 	// done has a pool looked at when a creation of its member ended.
 	done chan event.TypedGenericEvent[*afev1.SandboxPool]
+	// ownSubnets hands out the subnets when the manager shares none.
+	ownSubnets shared.Subnets
 }
 
 // poolScope is what one reconcile of a pool works with.
@@ -71,6 +77,9 @@ type poolScope struct {
 	hash  string
 	// resolved are the inputs of its members' containers.
 	resolved sandboxspec.Resolved
+	// egressNetwork is the network the proxies of members with egress
+	// leave by.
+	egressNetwork string
 	// members are the pool's members on the engine, as classified.
 	members members
 }
@@ -187,15 +196,16 @@ func (r *Reconciler) resolve(ctx context.Context, s *poolScope) error {
 		}
 		return &sandboxspec.InvalidError{Reason: afev1.InvalidSpecReason, Message: err.Error()}
 	}
-	switch {
-	case len(tmpl.Egress) > 0:
-		return &sandboxspec.InvalidError{Reason: afev1.InvalidSpecReason,
-			Message: "pools of templates with egress are not served yet: every sandbox of this template is created cold"}
-	case tmpl.Resources.Disk != nil:
+	if tmpl.Resources.Disk != nil {
 		// The disk meter measures a sandbox's objects by its labels, which
 		// a member's do not carry: its limit would go unenforced.
 		return &sandboxspec.InvalidError{Reason: afev1.InvalidSpecReason,
 			Message: "pools of templates with resources.disk are not served yet: every sandbox of this template is created cold"}
+	}
+	if len(tmpl.Egress) > 0 {
+		if err := r.resolveEgress(ctx, s); err != nil {
+			return err
+		}
 	}
 	name := sandboxspec.RuntimeOf(tmpl, vopts)
 	rt, err := r.Engine.Runtime(ctx, name)
@@ -218,6 +228,22 @@ func (r *Reconciler) resolve(ctx context.Context, s *poolScope) error {
 	s.resolved.Env = env
 	s.shape = pool.ShapeOf(tmpl, vopts, env)
 	s.hash = s.shape.Hash()
+	return nil
+}
+
+// resolveEgress finds the controller's --egress-network, which the
+// members' proxies leave by, under the name the Sandbox reconciler gives
+// the proxies it makes (their spec-hash names it).
+func (r *Reconciler) resolveEgress(ctx context.Context, s *poolScope) error {
+	n, err := r.Engine.InspectNetwork(ctx, r.Config.EgressNetwork)
+	if errors.Is(err, docker.ErrNotFound) {
+		return &sandboxspec.InvalidError{Reason: afev1.EgressNetworkMissingReason,
+			Message: fmt.Sprintf("The controller's --egress-network %s does not exist on the engine; retrying", r.Config.EgressNetwork)}
+	}
+	if err != nil {
+		return err
+	}
+	s.egressNetwork = n.Name
 	return nil
 }
 

@@ -56,6 +56,10 @@ func (r *Reconciler) keep(ctx context.Context, s *poolScope) error {
 		claiming[v.Labels[afev1.LabelMember]] = true
 		s.members.inUse[v.Labels[afev1.LabelMemberName]] = true
 	}
+	proxies, err := r.unclaimedProxies(ctx, sel)
+	if err != nil {
+		return err
+	}
 	var stale []docker.Container
 	for _, c := range containers {
 		s.members.inUse[c.Labels[afev1.LabelMemberName]] = true
@@ -63,7 +67,7 @@ func (r *Reconciler) keep(ctx context.Context, s *poolScope) error {
 			c.Labels[afev1.LabelMemberName] != c.Name || r.making.isMaking(c.Name) {
 			continue // claimed, being claimed, or being made
 		}
-		if why := unfit(s, c); why != "" {
+		if why := unfit(s, c, proxies[naming.MemberProxy(c.Name)]); why != "" {
 			logf.FromContext(ctx).Info("Removing a pool member", "member", c.Name, "why", why)
 			stale = append(stale, c)
 			continue
@@ -80,12 +84,28 @@ func (r *Reconciler) keep(ctx context.Context, s *poolScope) error {
 	for _, c := range stale {
 		errs = append(errs, r.removeMember(ctx, s, c.ID, c.Name))
 	}
-	return errors.Join(append(errs, r.removeUnusedVolumes(ctx, s, sel))...)
+	return errors.Join(append(errs, r.removeUnused(ctx, s, sel))...)
+}
+
+// unclaimedProxies are the proxies of the pool's members that still bear
+// their member's name, by name: a claimed member's bears its Sandbox's.
+func (r *Reconciler) unclaimedProxies(ctx context.Context, sel map[string]string) (map[string]docker.Container, error) {
+	list, err := r.Engine.ListContainers(ctx, withRole(sel, afev1.RoleProxy))
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]docker.Container, len(list))
+	for _, c := range list {
+		if c.Name == naming.MemberProxy(c.Labels[afev1.LabelMemberName]) {
+			out[c.Name] = c
+		}
+	}
+	return out, nil
 }
 
 // unfit says why an unclaimed member can serve no Sandbox of the pool;
-// empty when it can.
-func unfit(s *poolScope, c docker.Container) string {
+// empty when it can. proxy is the member's proxy, when it has one.
+func unfit(s *poolScope, c docker.Container, proxy docker.Container) string {
 	switch {
 	case c.Labels[afev1.LabelPoolUID] != string(s.pool.UID) || s.pool.UID == "":
 		return "made for an earlier pool of this name"
@@ -97,49 +117,89 @@ func unfit(s *poolScope, c docker.Container) string {
 		return "it carries no host id of its own"
 	case !c.Running:
 		return "it exited or was lost before a claim"
+	case s.shape.Egress && !proxy.Running:
+		return "its proxy exited or was lost before a claim"
 	}
 	return ""
 }
 
-// removeUnusedVolumes removes the pool's member volumes (workspaces and
-// those of the image's VOLUME paths) that no member container and no claim
-// record uses, nor a creation in flight: what a crash between a volume's
-// creation and its container's left.
-func (r *Reconciler) removeUnusedVolumes(ctx context.Context, s *poolScope, sel map[string]string) error {
+// removeUnused removes the pool's member objects that no member container
+// and no claim record uses, nor a creation in flight: what a crash between
+// the creation of a member's first object and its container's left, and
+// what stayed of a member removed by hand. Proxies go first, then
+// networks (which their containers must have left), then volumes (member
+// workspaces and those of the image's VOLUME paths).
+func (r *Reconciler) removeUnused(ctx context.Context, s *poolScope, sel map[string]string) error {
+	unused := func(labels map[string]string) bool {
+		name := labels[afev1.LabelMemberName]
+		return name != "" && !s.members.inUse[name] && !r.making.isMaking(name)
+	}
+	proxies, err := r.Engine.ListContainers(ctx, withRole(sel, afev1.RoleProxy))
+	if err != nil {
+		return err
+	}
 	var errs []error
+	for _, c := range proxies {
+		if unused(c.Labels) {
+			logf.FromContext(ctx).Info("Removing a proxy of no pool member", "container", c.Name)
+			errs = append(errs, shared.IgnoreEngineNotFound(r.Engine.RemoveContainer(ctx, c.ID)))
+		}
+	}
+	errs = append(errs, r.removeNetworks(ctx, withRole(sel, afev1.RoleNetwork), func(n docker.Network) bool { return !unused(n.Labels) }))
 	for _, role := range []string{afev1.RoleWorkspace, afev1.RoleImageVolume} {
 		volumes, err := r.Engine.ListVolumes(ctx, withRole(sel, role))
 		if err != nil {
 			return err
 		}
 		for _, v := range volumes {
-			name := v.Labels[afev1.LabelMemberName]
-			if name == "" || s.members.inUse[name] || r.making.isMaking(name) {
-				continue
+			if unused(v.Labels) {
+				logf.FromContext(ctx).Info("Removing a volume of no pool member", "volume", v.Name)
+				errs = append(errs, shared.IgnoreEngineNotFound(r.Engine.RemoveVolume(ctx, v.Name)))
 			}
-			logf.FromContext(ctx).Info("Removing a volume of no pool member", "volume", v.Name)
-			errs = append(errs, shared.IgnoreEngineNotFound(r.Engine.RemoveVolume(ctx, v.Name)))
 		}
 	}
 	return errors.Join(errs...)
 }
 
 // removeMember removes an unclaimed member's container, by the ID it was
-// listed with, then its volumes, found by the member's labels.
+// listed with, then its other objects (removeMemberObjects).
 func (r *Reconciler) removeMember(ctx context.Context, s *poolScope, id, name string) error {
 	if err := shared.IgnoreEngineNotFound(r.Engine.RemoveContainer(ctx, id)); err != nil {
 		return err
 	}
-	return r.removeMemberVolumes(ctx, s, name)
+	return r.removeMemberObjects(ctx, s, name)
 }
 
-// removeMemberVolumes removes the volumes that carry the labels of the
-// pool's member of the name: its workspace, and those of its image's
-// VOLUME paths.
-func (r *Reconciler) removeMemberVolumes(ctx context.Context, s *poolScope, name string) error {
+// removeMemberObjects removes the objects that carry the labels of the
+// pool's member of the name, but its container: its proxy, then its
+// network, then its volumes (its workspace, and those of its image's
+// VOLUME paths).
+func (r *Reconciler) removeMemberObjects(ctx context.Context, s *poolScope, name string) error {
 	sel := s.member("", r.Config.Instance).PoolSelector("")
 	sel[afev1.LabelMemberName] = name
+	if err := shared.RemoveContainers(ctx, r.Engine, withRole(sel, afev1.RoleProxy)); err != nil {
+		return err
+	}
+	if err := r.removeNetworks(ctx, withRole(sel, afev1.RoleNetwork), nil); err != nil {
+		return err
+	}
 	return shared.RemoveVolumes(ctx, r.Engine, sel)
+}
+
+// removeNetworks removes the networks carrying all the labels, but those
+// keep says to keep.
+func (r *Reconciler) removeNetworks(ctx context.Context, labels map[string]string, keep func(docker.Network) bool) error {
+	networks, err := r.Engine.ListNetworks(ctx, labels)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, n := range networks {
+		if keep == nil || !keep(n) {
+			errs = append(errs, shared.IgnoreEngineNotFound(r.Engine.RemoveNetwork(ctx, n.ID)))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func withRole(sel map[string]string, role string) map[string]string {
@@ -205,13 +265,18 @@ func (r *Reconciler) make(ctx context.Context, s *poolScope, name string) {
 // leaves its workspace volume with no container (internal/crashpoint).
 const CrashMemberVolumeMade = "member-volume-made"
 
-// makeMember makes the member's workspace volume and container, under an
-// id of its own when the template names no user; on failure it removes the
-// volume (the engine's RunContainer leaves no container behind, and the
-// volumes of the image's VOLUME paths go with the next keep).
+// makeMember makes the member's workspace volume, its network and proxy
+// when the template has egress, and its container, under an id of its own
+// when the template names no user; on failure it removes what it made (the
+// engine's RunContainer leaves no container behind, and the volumes of the
+// image's VOLUME paths go with the next keep).
 func (r *Reconciler) makeMember(ctx context.Context, s *poolScope, name string) error {
 	m := s.member(name, r.Config.Instance)
 	resolved := s.resolved
+	if s.shape.Egress {
+		resolved.Network = naming.MemberNetwork(name)
+		resolved.ProxyEnv = sandboxspec.ProxyEnvFor()
+	}
 	var id *shared.HostID
 	if s.pool.Spec.Template.User == "" {
 		vopts, err := r.Config.Validation()
@@ -230,6 +295,9 @@ func (r *Reconciler) makeMember(ctx context.Context, s *poolScope, name string) 
 		_, err = r.Engine.EnsureVolume(ctx, sandboxspec.MemberVolume(m))
 		crashpoint.Here(CrashMemberVolumeMade)
 	}
+	if err == nil && s.shape.Egress {
+		err = r.makeEgress(ctx, s, m)
+	}
 	var created *docker.Container
 	if err == nil {
 		created, err = r.Engine.RunContainer(ctx, want)
@@ -240,7 +308,42 @@ func (r *Reconciler) makeMember(ctx context.Context, s *poolScope, name string) 
 		err = id.Verify(ctx, r.Engine, created)
 	}
 	if err != nil {
-		_ = r.removeMemberVolumes(context.WithoutCancel(ctx), s, name)
+		_ = r.removeMemberObjects(context.WithoutCancel(ctx), s, name)
 	}
 	return err
+}
+
+// makeEgress makes a member's internal network, on a free block of
+// --egress-subnets, and its proxy, admitting nothing until a Sandbox claims
+// the member (sandboxspec.NoHosts), and waits until the proxy answers: a
+// member is ready only once its egress is.
+func (r *Reconciler) makeEgress(ctx context.Context, s *poolScope, m sandboxspec.MemberIdentity) error {
+	subnets := r.Subnets
+	if subnets == nil {
+		subnets = &r.ownSubnets
+	}
+	if _, err := subnets.Create(ctx, r.Engine, r.Config.EgressSubnets, sandboxspec.MemberNetwork(m)); err != nil {
+		return fmt.Errorf("make the member's network: %w", err)
+	}
+	opts := r.proxyOptions(s)
+	spec := sandboxspec.MemberProxy(&s.pool.Spec.Template, m, opts, sandboxspec.NoHosts(opts))
+	if err := r.Engine.EnsureImage(ctx, spec.Image); err != nil {
+		return err
+	}
+	proxy, err := r.Engine.RunContainer(ctx, spec)
+	if err != nil {
+		return fmt.Errorf("start the member's proxy: %w", err)
+	}
+	if err := shared.WaitProxy(ctx, r.Engine, proxy); err != nil {
+		return fmt.Errorf("proxy %s does not answer: %w", proxy.Name, err)
+	}
+	return nil
+}
+
+// proxyOptions are the options of a member's proxy. It admits nothing
+// before its claim, which gives it the Sandbox's allowlist (with the host's
+// addresses to refuse) in place.
+func (r *Reconciler) proxyOptions(s *poolScope) sandboxspec.ProxyOptions {
+	return sandboxspec.ProxyOptions{Image: r.Config.ProxyImage, EgressNetwork: s.egressNetwork,
+		AllowPrivate: r.Config.EgressAllowPrivate, Runtime: s.resolved.Runtime}
 }

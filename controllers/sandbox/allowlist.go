@@ -59,18 +59,21 @@ func (r *Reconciler) ensureAdmits(ctx context.Context, s *sandboxScope, proxy *d
 	log := logf.FromContext(ctx)
 	ctx, cancel := context.WithTimeout(ctx, proxyProbeTimeout)
 	defer cancel()
-	// The answer is an ID: what squid's container prints is bounded.
+	// The answer is an ID: what squid's container prints is bounded. A
+	// member's proxy being claimed admits nothing: no need to ask.
 	out := &runexec.Tail{Limit: 256}
-	code, err := r.Engine.Exec(ctx, proxy.ID, docker.ExecSpec{Cmd: sandboxspec.ProxyAdmits(), Stdout: out})
-	if errors.Is(err, docker.ErrUnavailable) {
-		return false, err
+	if !s.claimingProxy {
+		code, err := r.Engine.Exec(ctx, proxy.ID, docker.ExecSpec{Cmd: sandboxspec.ProxyAdmits(), Stdout: out})
+		if errors.Is(err, docker.ErrUnavailable) {
+			return false, err
+		}
+		if err == nil && code == 0 && strings.TrimSpace(out.String()) == allow.ID {
+			r.mem.admitted.record(uid, proxy, allow.ID)
+			return true, nil
+		}
+		out = &runexec.Tail{Limit: 256}
 	}
-	if err == nil && code == 0 && strings.TrimSpace(out.String()) == allow.ID {
-		r.mem.admitted.record(uid, proxy, allow.ID)
-		return true, nil
-	}
-	out = &runexec.Tail{Limit: 256}
-	code, err = r.Engine.Exec(ctx, proxy.ID, docker.ExecSpec{Cmd: sandboxspec.ProxyReload(), Env: allow.Env, Stdout: out})
+	code, err := r.Engine.Exec(ctx, proxy.ID, docker.ExecSpec{Cmd: sandboxspec.ProxyReload(), Env: allow.Env, Stdout: out})
 	if errors.Is(err, docker.ErrUnavailable) {
 		return false, err
 	}
@@ -80,6 +83,9 @@ func (r *Reconciler) ensureAdmits(ctx context.Context, s *sandboxScope, proxy *d
 	}
 	log.Info("Gave the proxy its allowlist in place", "container", proxy.Name, "allowlist", allow.ID)
 	r.mem.admitted.record(uid, proxy, allow.ID)
+	if s.claimingProxy {
+		return true, nil // the claim's, said by its condition
+	}
 	r.Recorder.Eventf(s.sbx, nil, corev1.EventTypeNormal, afev1.EgressChangedReason, "Reconfigure",
 		"Proxy %s admits %s (allowlist %s) in place; its connections are kept", proxy.Name, egressSummary(s.sbx.Spec.Egress), allow.ID)
 	return true, nil

@@ -148,7 +148,7 @@ func (r *Reconciler) claimStep(ctx context.Context, s *sandboxScope, action pool
 	case pool.ClaimRelease:
 		return r.releaseClaim(ctx, s, v)
 	case pool.ClaimRemoveOrphan:
-		return r.removeMemberObjects(ctx, v.Named.ID, v.Named.Labels[afev1.LabelMemberName], v.Named.Labels)
+		return r.removeMemberObjects(ctx, s, v.Named.ID, v.Named.Labels[afev1.LabelMemberName], v.Named.Labels)
 	}
 	return fmt.Errorf("unknown claim step %s", action)
 }
@@ -319,22 +319,23 @@ func (r *Reconciler) releaseClaim(ctx context.Context, s *sandboxScope, v pool.C
 	bound := v.Named != nil && v.Named.ID == v.Record[afev1.LabelMember] && v.Named.Labels[afev1.LabelRole] == afev1.RoleMember
 	switch {
 	case bound:
-		if err := r.removeMemberObjects(ctx, v.Named.ID, v.Record[afev1.LabelMemberName], v.Record); err != nil {
+		if err := r.removeMemberObjects(ctx, s, v.Named.ID, v.Record[afev1.LabelMemberName], v.Record); err != nil {
 			return err
 		}
 	case v.Member == nil:
 		// Gone: its workspace is left to remove.
-		if err := r.removeMemberObjects(ctx, "", v.Record[afev1.LabelMemberName], v.Record); err != nil {
+		if err := r.removeMemberObjects(ctx, s, "", v.Record[afev1.LabelMemberName], v.Record); err != nil {
 			return err
 		}
 	}
 	return shared.IgnoreEngineNotFound(r.Engine.RemoveVolume(ctx, naming.Claim(s.id.Key)))
 }
 
-// removeMemberObjects removes a member's container (by ID, when given) and
-// its workspace volume when the volume carries the member's name, namespace,
-// instance and pool UID as want does.
-func (r *Reconciler) removeMemberObjects(ctx context.Context, id, member string, want map[string]string) error {
+// removeMemberObjects removes a member's container (by ID, when given),
+// then its proxy and network (removeMemberEgress), then its workspace
+// volume, each when its labels make it the object of the member that want
+// (a claim record, or the member's own labels) names in that role.
+func (r *Reconciler) removeMemberObjects(ctx context.Context, s *sandboxScope, id, member string, want map[string]string) error {
 	if id != "" {
 		if err := shared.IgnoreEngineNotFound(r.Engine.RemoveContainer(ctx, id)); err != nil {
 			return err
@@ -343,14 +344,14 @@ func (r *Reconciler) removeMemberObjects(ctx context.Context, id, member string,
 	if member == "" {
 		return nil
 	}
+	if err := r.removeMemberEgress(ctx, s, member, want); err != nil {
+		return err
+	}
 	v, err := r.Engine.InspectVolume(ctx, naming.MemberVolume(member))
 	if err != nil {
 		return shared.IgnoreEngineNotFound(err)
 	}
-	l := v.Labels
-	if l[afev1.LabelMemberName] != member || l[afev1.LabelRole] != afev1.RoleWorkspace || l[afev1.LabelSandboxUID] != "" ||
-		l[afev1.LabelNamespace] != want[afev1.LabelNamespace] || l[afev1.LabelController] != want[afev1.LabelController] ||
-		l[afev1.LabelPoolUID] != want[afev1.LabelPoolUID] {
+	if v.Labels[afev1.LabelMemberName] != member || !pool.MemberVolumeOf(s.id, want, v.Labels) {
 		return nil
 	}
 	return shared.IgnoreEngineNotFound(r.Engine.RemoveVolume(ctx, v.Name))

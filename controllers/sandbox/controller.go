@@ -62,6 +62,9 @@ type Reconciler struct {
 	// EnqueuePool has a pool looked at once a member of it was claimed
 	// (nil: its resync does).
 	EnqueuePool func(namespace, name string)
+	// Subnets hands out the internal networks' subnets, shared with the
+	// SandboxPool reconciler (nil: the reconciler's own).
+	Subnets *shared.Subnets
 
 	// mem is what this process remembers of each Sandbox between
 	// reconciles (memory.go).
@@ -72,8 +75,9 @@ type Reconciler struct {
 	// folderLocks holds a *sync.Mutex per namespace, held across the check
 	// of a Folder workspace and the creation of its container.
 	folderLocks sync.Map
-	// subnets hands out the internal networks' subnets.
-	subnets subnetPool
+	// ownSubnets hands out the subnets when the manager shares none
+	// (Subnets).
+	ownSubnets shared.Subnets
 	// ownIDs are the host ids being given to sandboxes without spec.user
 	// when the manager shares none (IDs).
 	ownIDs shared.HostIDs
@@ -102,6 +106,10 @@ type sandboxScope struct {
 	user *shared.HostID
 	// claimed is the pool member the sandbox runs on (nil: a cold one).
 	claimed *claimedMember
+	// claimingProxy is true when this reconcile took the claimed member's
+	// proxy, which admits nothing yet: its first allowlist is part of the
+	// claim, not a change.
+	claimingProxy bool
 	// claimStarted is when this reconcile began choosing a member.
 	claimStarted time.Time
 }

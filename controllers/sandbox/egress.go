@@ -16,13 +16,14 @@ import (
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/hostaddrs"
 	"afe.dev/sandbox/internal/naming"
+	"afe.dev/sandbox/internal/pool"
 	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/internal/subnets"
 )
 
 // Timing of the egress phase.
 const (
-	proxyProbeTimeout = 15 * time.Second
+	proxyProbeTimeout = shared.ProxyProbeTimeout
 	egressRetry       = 15 * time.Second
 )
 
@@ -32,6 +33,9 @@ const (
 // it (cleanupEgress).
 func (r *Reconciler) reconcileEgress(ctx context.Context, s *sandboxScope) (ctrl.Result, error) {
 	sbx := s.sbx
+	if s.claimed != nil {
+		return r.claimedEgress(ctx, s)
+	}
 	if len(sbx.Spec.Egress) == 0 {
 		s.resolved.Network = "none"
 		shared.SetCondition(sbx, afev1.EgressReadyCondition, true, afev1.NoEgressReason, "The sandbox has no network")
@@ -44,44 +48,64 @@ func (r *Reconciler) reconcileEgress(ctx context.Context, s *sandboxScope) (ctrl
 	}
 	sbx.Status.NetworkName = network.Name
 
+	opts, res, err := r.proxyOptions(ctx, s)
+	if opts == nil {
+		return res, err
+	}
+	allow := sandboxspec.ProxyAllowlist(sbx, *opts)
+	s.allowlist = allow
+	want := sandboxspec.Proxy(sbx, s.id, *opts, allow)
+	if res, err := r.ensureProxy(ctx, s, want, allow); err != nil || !res.IsZero() {
+		return res, err
+	}
+	if proxyStarting(s, want.Name, network.Name) {
+		return ctrl.Result{}, nil
+	}
+	setEgressReady(s)
+	return ctrl.Result{}, nil
+}
+
+// proxyStarting states the sandbox's proxy and network, which its
+// container is to use, and is true when the proxy this reconcile started
+// does not answer yet (awaitProxy waits for it).
+func proxyStarting(s *sandboxScope, proxy, network string) bool {
+	s.sbx.Status.ProxyName = proxy
+	s.sbx.Status.ProxyURL = sandboxspec.ProxyURL
+	s.resolved.Network = network
+	s.resolved.ProxyEnv = sandboxspec.ProxyEnvFor()
+	if s.proxyProbe == nil {
+		return false
+	}
+	shared.SetCondition(s.sbx, afev1.EgressReadyCondition, false, afev1.ProvisioningReason,
+		fmt.Sprintf("Proxy %s was started and is not answering yet", proxy))
+	return true
+}
+
+// proxyOptions are the options of the sandbox's proxy: the egress network
+// it leaves by, the host's addresses it refuses whatever the flags, the
+// sandbox's runtime. nil with the result and error that end the phase when
+// the controller's --egress-network is missing.
+func (r *Reconciler) proxyOptions(ctx context.Context, s *sandboxScope) (*sandboxspec.ProxyOptions, ctrl.Result, error) {
 	egressNet, err := r.Engine.InspectNetwork(ctx, r.Config.EgressNetwork)
 	if errors.Is(err, docker.ErrNotFound) {
-		shared.SetCondition(sbx, afev1.EgressReadyCondition, false, afev1.EgressNetworkMissingReason,
+		shared.SetCondition(s.sbx, afev1.EgressReadyCondition, false, afev1.EgressNetworkMissingReason,
 			fmt.Sprintf("The controller's --egress-network %s does not exist on the engine", r.Config.EgressNetwork))
-		return ctrl.Result{RequeueAfter: egressRetry}, nil
+		return nil, ctrl.Result{RequeueAfter: egressRetry}, nil
 	}
 	if err != nil {
-		return ctrl.Result{}, err
+		return nil, ctrl.Result{}, err
 	}
-	// The host's addresses are never a destination, whatever the flags.
 	deny, err := r.hostAddresses(ctx)
 	if err != nil {
-		return ctrl.Result{}, err
+		return nil, ctrl.Result{}, err
 	}
-	opts := sandboxspec.ProxyOptions{
+	return &sandboxspec.ProxyOptions{
 		Image:         r.Config.ProxyImage,
 		EgressNetwork: egressNet.Name,
 		AllowPrivate:  r.Config.EgressAllowPrivate,
 		DenyIPs:       deny,
 		Runtime:       s.resolved.Runtime,
-	}
-	allow := sandboxspec.ProxyAllowlist(sbx, opts)
-	s.allowlist = allow
-	want := sandboxspec.Proxy(sbx, s.id, opts, allow)
-	if res, err := r.ensureProxy(ctx, s, want, allow); err != nil || !res.IsZero() {
-		return res, err
-	}
-	sbx.Status.ProxyName = want.Name
-	sbx.Status.ProxyURL = sandboxspec.ProxyURL
-	s.resolved.Network = network.Name
-	s.resolved.ProxyEnv = sandboxspec.ProxyEnvFor()
-	if s.proxyProbe != nil {
-		shared.SetCondition(sbx, afev1.EgressReadyCondition, false, afev1.ProvisioningReason,
-			fmt.Sprintf("Proxy %s was started and is not answering yet", want.Name))
-		return ctrl.Result{}, nil
-	}
-	setEgressReady(s)
-	return ctrl.Result{}, nil
+	}, ctrl.Result{}, nil
 }
 
 // reconcileNetwork is the sandbox's internal network, made when missing and
@@ -152,13 +176,13 @@ func (r *Reconciler) ensureProxy(ctx context.Context, s *sandboxScope, want dock
 	if err != nil && !errors.Is(err, docker.ErrNotFound) {
 		return ctrl.Result{}, err
 	}
-	if have != nil && s.id.Stale(have.Labels, afev1.RoleProxy) {
+	if have != nil && s.claimed == nil && s.id.Stale(have.Labels, afev1.RoleProxy) {
 		if err := r.removeStale(ctx, s, have.Labels); err != nil {
 			return ctrl.Result{}, err
 		}
 		have = nil
 	}
-	if have != nil && !s.id.OwnsAs(have.Labels, afev1.RoleProxy) {
+	if have != nil && !r.ownsProxy(s, have) {
 		return s.notAdopted(afev1.EgressReadyCondition, "Container", want.Name)
 	}
 	if have != nil && have.Labels[afev1.LabelSpecHash] == want.Labels[afev1.LabelSpecHash] {
@@ -205,6 +229,15 @@ func (r *Reconciler) ensureProxy(ctx context.Context, s *sandboxScope, want dock
 	return ctrl.Result{}, nil
 }
 
+// ownsProxy is true when c is the sandbox's proxy: made for it, or, for a
+// sandbox served from a pool, its claimed member's (pool.BindsProxy).
+func (r *Reconciler) ownsProxy(s *sandboxScope, c *docker.Container) bool {
+	if s.claimed != nil {
+		return pool.BindsProxy(s.id, s.claimed.record, c)
+	}
+	return s.id.OwnsAs(c.Labels, afev1.RoleProxy)
+}
+
 // proxyNotAnswering is a proxy that runs and does not answer.
 type proxyNotAnswering struct{ err error }
 
@@ -240,30 +273,7 @@ func (r *Reconciler) awaitProxy(_ context.Context, s *sandboxScope) (ctrl.Result
 
 // waitProxy probes the proxy from inside its container until squid answers.
 func (r *Reconciler) waitProxy(ctx context.Context, proxy *docker.Container) error {
-	name := proxy.Name
-	ctx, cancel := context.WithTimeout(ctx, proxyProbeTimeout)
-	defer cancel()
-	delay := 50 * time.Millisecond
-	for {
-		code, err := r.Engine.Exec(ctx, proxy.ID, docker.ExecSpec{Cmd: []string{sandboxspec.ProxyProbe}})
-		if err == nil && code == 0 {
-			return nil
-		}
-		if errors.Is(err, docker.ErrUnavailable) {
-			return err
-		}
-		if c, ierr := r.Engine.InspectContainer(ctx, proxy.ID); ierr == nil && !c.Running {
-			return fmt.Errorf("it exited with code %d; see `docker logs %s`", c.ExitCode, name)
-		}
-		select {
-		case <-ctx.Done():
-			return errors.New("no answer within " + proxyProbeTimeout.String())
-		case <-time.After(delay):
-		}
-		// squid answers within about a second of its start here: a
-		// probe every 100 ms finds it a moment after it does.
-		delay = min(2*delay, 100*time.Millisecond)
-	}
+	return shared.WaitProxy(ctx, r.Engine, proxy)
 }
 
 // cleanupEgress removes the proxy and the network of a sandbox that no longer

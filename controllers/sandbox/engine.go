@@ -37,8 +37,3 @@ type Engine interface {
 	Runtime(ctx context.Context, name string) (docker.Runtime, error)
 	StorageQuota(ctx context.Context) (bool, error)
 }
-
-// networkLister lists the engine's networks (the subnets in use).
-type networkLister interface {
-	ListNetworks(ctx context.Context, labels map[string]string) ([]docker.Network, error)
-}

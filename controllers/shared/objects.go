@@ -15,16 +15,17 @@ import (
 func StatusNamesForeign(sbx *afev1.Sandbox) bool {
 	st, key := &sbx.Status, naming.Key(sbx.Namespace, sbx.Name)
 	return !oneOf(st.ContainerName, naming.Container(key)) ||
-		!oneOf(st.VolumeName, naming.Volume(key), naming.LegacyVolume(key)) && !memberVolumeOfPool(st.VolumeName, sbx.Namespace, st.Pool) ||
-		!oneOf(st.NetworkName, naming.Network(key)) ||
+		!oneOf(st.VolumeName, naming.Volume(key), naming.LegacyVolume(key)) && !memberObjectOfPool(st.VolumeName, naming.MemberVolume, sbx.Namespace, st.Pool) ||
+		!oneOf(st.NetworkName, naming.Network(key)) && !memberObjectOfPool(st.NetworkName, naming.MemberNetwork, sbx.Namespace, st.Pool) ||
 		!oneOf(st.ProxyName, naming.Proxy(key))
 }
 
-// memberVolumeOfPool is true when volume is named as the workspace of a
-// member of the namespace's pool: what a sandbox served from it mounts
-// (which member, its claim record says).
-func memberVolumeOfPool(volume, namespace, pool string) bool {
-	member, ok := strings.CutSuffix(volume, naming.MemberVolume(""))
+// memberObjectOfPool is true when name is named as the object (of, a
+// naming function: naming.MemberVolume, naming.MemberNetwork) of a member
+// of the namespace's pool: the workspace and the network that a sandbox
+// served from it uses (which member, its claim record says).
+func memberObjectOfPool(name string, of func(member string) string, namespace, pool string) bool {
+	member, ok := strings.CutSuffix(name, of(""))
 	if pool == "" || !ok {
 		return false
 	}

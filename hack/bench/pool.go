@@ -12,53 +12,24 @@ import (
 )
 
 // poolSandboxes: one Sandbox taken from a warm pool, creation to Ready as
-// a watch sees it, against the CLI making the same volume and container
-// (docker run); the pool is refilled before each rep, so every one is
-// warm. Then a miss: a Sandbox naming a pool with no ready member, against
-// a cold one, both seen the same way; then the burst of tickets, a user's
-// kubectl and the memory of idle members.
+// a watch sees it, against the CLI making the same objects; the same with
+// egress. Then a miss: a Sandbox naming a pool with no ready member,
+// against a cold one, both seen the same way; then the burst of tickets, a
+// user's kubectl and the memory of idle members.
 func (b *bench) poolSandboxes(ctx context.Context) ([]row, error) {
-	title := fmt.Sprintf("One Sandbox from a warm pool, creation to Ready (%d reps)", b.cfg.Reps)
-	b.logf("%s", title)
-	p := &afev1.SandboxPool{ObjectMeta: metav1.ObjectMeta{Name: "warm", Namespace: b.ns},
-		Spec: afev1.SandboxPoolSpec{Replicas: 2, Template: b.sandboxObject("", nil).Spec.SandboxTemplateSpec}}
-	if err := b.c.Create(ctx, p); err != nil {
-		return nil, err
-	}
-	defer func() { _ = b.deletePool(ctx, p) }()
-	var warm, baseline sample
-	for i := range b.cfg.Reps {
-		if err := b.waitPoolReady(ctx, p, 2); err != nil {
-			return nil, err
-		}
-		sbx := b.sandboxObject(fmt.Sprintf("pooled-%d", i), nil)
-		sbx.Spec.PoolRef = &afev1.PoolReference{Name: p.Name}
-		sbx, d, err := b.createSandboxObject(ctx, sbx)
-		if err != nil {
-			return nil, err
-		}
-		if sbx.Status.Pool != p.Name {
-			return nil, fmt.Errorf("sandbox %s was not served from the pool (status.pool %q)", sbx.Name, sbx.Status.Pool)
-		}
-		warm = append(warm, d)
-		cli, err := b.twinThenRemove(ctx, sbx, fmt.Sprintf("pooled-%d", i))
-		if err != nil {
-			return nil, err
-		}
-		baseline = append(baseline, cli)
-	}
-	rows := []row{timing(title, warm, baseline, "sequential")}
-	// The miss follows with no other pool of its shape: an unnamed Sandbox
-	// would take the members of this one.
-	if err := b.deletePool(ctx, p); err != nil {
-		return rows, err
-	}
-	miss, err := b.poolMiss(ctx)
-	rows = append(rows, miss...)
-	if err != nil {
-		return rows, err
-	}
+	var rows []row
 	for _, scenario := range []func(context.Context) ([]row, error){
+		func(ctx context.Context) ([]row, error) {
+			return b.warmSandboxes(ctx, fmt.Sprintf("One Sandbox from a warm pool, creation to Ready (%d reps)", b.cfg.Reps),
+				"warm", nil, b.cfg.Reps)
+		},
+		func(ctx context.Context) ([]row, error) {
+			return b.warmSandboxes(ctx, fmt.Sprintf("One Sandbox with egress from a warm pool, creation to Ready (%d reps)", b.cfg.EgressReps),
+				"warm-egress", []afev1.EgressHost{"example.com"}, b.cfg.EgressReps)
+		},
+		// The miss follows with no other pool of its shape: an unnamed
+		// Sandbox would take the members of this one.
+		b.poolMiss,
 		b.poolTickets,
 		b.poolKubectl,
 		func(ctx context.Context) ([]row, error) { return b.poolMemory(ctx, b.cfg.PoolTickets) },
@@ -70,6 +41,42 @@ func (b *bench) poolSandboxes(ctx context.Context) ([]row, error) {
 		}
 	}
 	return rows, nil
+}
+
+// warmSandboxes: Sandboxes taken one after the other from a pool of two
+// (refilled before each rep, so every one is warm), each against the CLI
+// making the same objects (its volume and container; with egress its
+// network and proxy too). The pool is gone when it returns.
+func (b *bench) warmSandboxes(ctx context.Context, title, name string, egress []afev1.EgressHost, reps int) ([]row, error) {
+	b.logf("%s", title)
+	p := &afev1.SandboxPool{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: b.ns},
+		Spec: afev1.SandboxPoolSpec{Replicas: 2, Template: b.sandboxObject("", egress).Spec.SandboxTemplateSpec}}
+	if err := b.c.Create(ctx, p); err != nil {
+		return nil, err
+	}
+	var warm, baseline sample
+	for i := range reps {
+		if err := b.waitPoolReady(ctx, p, 2); err != nil {
+			return nil, joinErr(err, b.deletePool(ctx, p))
+		}
+		tag := fmt.Sprintf("%s-%d", name, i)
+		sbx := b.sandboxObject(tag, egress)
+		sbx.Spec.PoolRef = &afev1.PoolReference{Name: p.Name}
+		sbx, d, err := b.createSandboxObject(ctx, sbx)
+		if err == nil && sbx.Status.Pool != p.Name {
+			err = fmt.Errorf("sandbox %s was not served from the pool (status.pool %q)", sbx.Name, sbx.Status.Pool)
+		}
+		if err != nil {
+			return nil, joinErr(err, b.deletePool(ctx, p))
+		}
+		warm = append(warm, d)
+		cli, err := b.twinThenRemove(ctx, sbx, tag)
+		if err != nil {
+			return nil, joinErr(err, b.deletePool(ctx, p))
+		}
+		baseline = append(baseline, cli)
+	}
+	return []row{timing(title, warm, baseline, "sequential")}, b.deletePool(ctx, p)
 }
 
 // poolTickets: N Tickets created at once from a pool of N ready members,

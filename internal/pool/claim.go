@@ -183,13 +183,40 @@ func OwnsRecord(id sandboxspec.Identity, record map[string]string) bool {
 }
 
 // MemberVolumeOf is true when a volume's labels make it the workspace of
-// the member a record names: the workspace role, the record's member name
-// and pool, the Sandbox's namespace and instance.
+// the member a record names (MemberObjectOf).
 func MemberVolumeOf(id sandboxspec.Identity, record, labels map[string]string) bool {
-	return labels[afev1.LabelRole] == afev1.RoleWorkspace && labels[afev1.LabelSandboxUID] == "" &&
+	return MemberObjectOf(id, record, labels, afev1.RoleWorkspace)
+}
+
+// MemberObjectOf is true when an object's labels make it the member's
+// object in the role (its workspace, network or proxy) of the member a
+// record names: the role, the record's member name and pool, the Sandbox's
+// namespace and instance, and no Sandbox.
+func MemberObjectOf(id sandboxspec.Identity, record, labels map[string]string, role string) bool {
+	return labels[afev1.LabelRole] == role && labels[afev1.LabelSandboxUID] == "" &&
 		record[afev1.LabelMemberName] != "" && labels[afev1.LabelMemberName] == record[afev1.LabelMemberName] &&
 		labels[afev1.LabelNamespace] == id.Namespace && labels[afev1.LabelController] == id.Instance &&
-		labels[afev1.LabelPoolUID] == record[afev1.LabelPoolUID]
+		record[afev1.LabelPoolUID] != "" && labels[afev1.LabelPoolUID] == record[afev1.LabelPoolUID] &&
+		labels[afev1.LabelPool] == record[afev1.LabelPool]
+}
+
+// BindsProxy is true when the container c is the proxy of the Sandbox's
+// claimed member: it bears the Sandbox's proxy name, the record is the
+// Sandbox's, and c's labels make it the proxy of the member the record
+// names (MemberObjectOf). A member's proxy is renamed to the Sandbox's
+// proxy name once the member is claimed; its network, which the engine
+// cannot rename, keeps the member's.
+func BindsProxy(id sandboxspec.Identity, record map[string]string, c *enginespec.Container) bool {
+	return c != nil && record != nil && ownsRecord(id, record) &&
+		c.Name == naming.Proxy(id.Key) && MemberObjectOf(id, record, c.Labels, afev1.RoleProxy)
+}
+
+// MemberOf is the identity of the member a Sandbox's record names, to name
+// and label the member's objects made after the claim (a lost proxy made
+// again).
+func MemberOf(id sandboxspec.Identity, record map[string]string) sandboxspec.MemberIdentity {
+	return sandboxspec.MemberIdentity{Namespace: id.Namespace, Pool: record[afev1.LabelPool],
+		PoolUID: record[afev1.LabelPoolUID], Instance: id.Instance, Name: record[afev1.LabelMemberName]}
 }
 
 // ownsRecord is true when the record's labels name this Sandbox and

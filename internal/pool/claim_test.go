@@ -220,3 +220,74 @@ func TestBinds(t *testing.T) {
 		}
 	}
 }
+
+func TestBindsProxy(t *testing.T) {
+	p := testPool("p", t0, template())
+	m := member(p, "1111111111", t0)
+	record := RecordLabels(sandboxID, Choice{Result: Warm, Pool: p.Name, PoolUID: p.UID, Member: &m})
+	mid := MemberOf(sandboxID, record)
+	proxy := func(name string, change func(l map[string]string)) *enginespec.Container {
+		l := mid.Labels(afev1.RoleProxy)
+		if change != nil {
+			change(l)
+		}
+		return &enginespec.Container{ID: "proxy", Name: name, Labels: l}
+	}
+	claimed := naming.Proxy(sandboxID.Key)
+	recordWith := func(k, v string) map[string]string {
+		return withLabel(Member{Container: enginespec.Container{Labels: record}}, k, v).Labels
+	}
+	other := sandboxID
+	other.UID = "sbx-uid-other"
+	tests := map[string]struct {
+		id     sandboxIdentity
+		record map[string]string
+		c      *enginespec.Container
+		want   bool
+	}{
+		"the claimed member's proxy":    {sandboxID, record, proxy(claimed, nil), true},
+		"no record":                     {sandboxID, nil, proxy(claimed, nil), false},
+		"no container":                  {sandboxID, record, nil, false},
+		"still under the member's name": {sandboxID, record, proxy(naming.MemberProxy(m.Name), nil), false},
+		"a later Sandbox of the name":   {other, record, proxy(claimed, nil), false},
+		"a record of another instance":  {sandboxID, recordWith(afev1.LabelController, "node-2"), proxy(claimed, nil), false},
+		"a record of no pool UID":       {sandboxID, recordWith(afev1.LabelPoolUID, ""), proxy(claimed, func(l map[string]string) { delete(l, afev1.LabelPoolUID) }), false},
+		"the proxy of another member": {sandboxID, record, proxy(claimed, func(l map[string]string) {
+			l[afev1.LabelMemberName] = naming.Member(naming.Key("team", "p"), "2222222222")
+		}), false},
+		"a proxy of another pool UID":     {sandboxID, record, proxy(claimed, func(l map[string]string) { l[afev1.LabelPoolUID] = "pool-uid-2" }), false},
+		"a proxy of another pool":         {sandboxID, record, proxy(claimed, func(l map[string]string) { l[afev1.LabelPool] = "q" }), false},
+		"a proxy of another namespace":    {sandboxID, record, proxy(claimed, func(l map[string]string) { l[afev1.LabelNamespace] = "other" }), false},
+		"a proxy of another instance":     {sandboxID, record, proxy(claimed, func(l map[string]string) { l[afev1.LabelController] = "node-2" }), false},
+		"a proxy that names a Sandbox":    {sandboxID, record, proxy(claimed, func(l map[string]string) { l[afev1.LabelSandboxUID] = sandboxID.UID }), false},
+		"the member's container, not its": {sandboxID, record, proxy(claimed, func(l map[string]string) { l[afev1.LabelRole] = afev1.RoleMember }), false},
+	}
+	for name, tt := range tests {
+		if got := BindsProxy(tt.id, tt.record, tt.c); got != tt.want {
+			t.Errorf("%s: BindsProxy = %v, want %v", name, got, tt.want)
+		}
+	}
+}
+
+func TestMemberObjectOf(t *testing.T) {
+	p := testPool("p", t0, template())
+	m := member(p, "1111111111", t0)
+	record := RecordLabels(sandboxID, Choice{Result: Warm, Pool: p.Name, PoolUID: p.UID, Member: &m})
+	mid := MemberOf(sandboxID, record)
+	for _, role := range []string{afev1.RoleWorkspace, afev1.RoleNetwork, afev1.RoleProxy} {
+		if !MemberObjectOf(sandboxID, record, mid.Labels(role), role) {
+			t.Errorf("the member's %s is not its", role)
+		}
+		other := mid
+		other.Name = naming.Member(naming.Key(sandboxID.Namespace, p.Name), "2222222222")
+		if MemberObjectOf(sandboxID, record, other.Labels(role), role) {
+			t.Errorf("another member's %s is taken for its", role)
+		}
+		if MemberObjectOf(sandboxID, record, mid.Labels(afev1.RoleImageVolume), role) {
+			t.Errorf("an object of another role is taken for its %s", role)
+		}
+		if MemberObjectOf(sandboxID, map[string]string{afev1.LabelMemberName: m.Name}, mid.Labels(role), role) {
+			t.Errorf("a record naming no pool binds the %s", role)
+		}
+	}
+}

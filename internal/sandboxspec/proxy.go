@@ -104,11 +104,42 @@ func ProxyAllowlist(sbx *afev1.Sandbox, opts ProxyOptions) Allowlist {
 // ProxyAlias) and on the egress network. It starts admitting allow; its
 // spec-hash leaves the allowlist out, which changes in place.
 func Proxy(sbx *afev1.Sandbox, id Identity, opts ProxyOptions, allow Allowlist) enginespec.ContainerSpec {
+	return proxy(naming.Proxy(id.Key), naming.Network(id.Key), id.Labels(afev1.RoleProxy), sbx.Spec.Resources, opts, allow)
+}
+
+// MemberNetwork is the internal network of a warm pool member whose
+// template has egress, labelled as the member's.
+func MemberNetwork(m MemberIdentity) enginespec.NetworkSpec {
+	return enginespec.NetworkSpec{
+		Name:          naming.MemberNetwork(m.Name),
+		Labels:        m.Labels(afev1.RoleNetwork),
+		Internal:      true,
+		NoHostAddress: true,
+	}
+}
+
+// MemberProxy is the proxy of a warm pool member whose template has
+// egress: Proxy's container on the member's network, named and labelled
+// as the member's. A member's proxy admits NoHosts until a Sandbox claims
+// the member; the claim gives it the Sandbox's allowlist in place.
+func MemberProxy(spec *afev1.SandboxTemplateSpec, m MemberIdentity, opts ProxyOptions, allow Allowlist) enginespec.ContainerSpec {
+	return proxy(naming.MemberProxy(m.Name), naming.MemberNetwork(m.Name), m.Labels(afev1.RoleProxy), spec.Resources, opts, allow)
+}
+
+// NoHosts is the allowlist that admits nothing: a pool member's proxy's
+// before its claim.
+func NoHosts(opts ProxyOptions) Allowlist {
+	return ProxyAllowlist(&afev1.Sandbox{}, opts)
+}
+
+// proxy is the proxy container of the name on the network, with the labels
+// of its owner and the allowlist.
+func proxy(name, network string, labels map[string]string, resources afev1.SandboxResources, opts ProxyOptions, allow Allowlist) enginespec.ContainerSpec {
 	c := enginespec.ContainerSpec{
-		Name:            naming.Proxy(id.Key),
+		Name:            name,
 		Image:           opts.Image,
 		User:            proxyUser,
-		Network:         naming.Network(id.Key),
+		Network:         network,
 		Aliases:         []string{ProxyAlias},
 		ExtraNetworks:   []string{opts.EgressNetwork},
 		NanoCPUs:        500_000_000,
@@ -119,10 +150,9 @@ func Proxy(sbx *afev1.Sandbox, id Identity, opts ProxyOptions, allow Allowlist) 
 		ReadOnlyRootfs:  true,
 		Tmpfs:           map[string]string{"/tmp": "rw,noexec,nosuid,size=16m"},
 		Init:            true,
-		Log:             ProxyLog(sbx.Spec.Resources),
+		Log:             ProxyLog(resources),
 	}
 	applyRuntime(&c, opts.Runtime)
-	labels := id.Labels(afev1.RoleProxy)
 	labels[afev1.LabelSpecHash] = Hash(c)
 	labels[afev1.LabelAllowlist] = allow.ID
 	c.Env = allow.Env

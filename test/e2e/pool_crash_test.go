@@ -76,17 +76,39 @@ var _ = Describe("Warm pools across a real crash", func() {
 			stopManager(mgr)
 		}
 
+		By("killing the manager at " + sandbox.CrashProxyRenamed + ", a claim of a member with egress")
+		start(crashing, sandbox.CrashProxyRenamed)
+		egress := template + "\n    egress: [allowed.test]"
+		own.kubectl(fmt.Sprintf("apiVersion: sandbox.afe.dev/v1alpha1\nkind: SandboxPool\nmetadata: {name: warm-egress}\nspec:\n  replicas: 1\n  template:\n    %s\n", egress),
+			"apply", "-f", "-")
+		Eventually(own.get("sandboxpool/warm-egress", "{.status.ready}"), time.Minute).Should(Equal("1/1"))
+		own.kubectl(fmt.Sprintf("apiVersion: sandbox.afe.dev/v1alpha1\nkind: Sandbox\nmetadata: {name: claimant-egress}\nspec:\n  poolRef: {name: warm-egress}\n  %s\n",
+			strings.ReplaceAll(egress, "\n    ", "\n  ")), "apply", "-f", "-")
+		killedAt(sandbox.CrashProxyRenamed)
+		start(managerBin, "")
+		Eventually(own.get("sandbox/claimant-egress", "{.status.phase} {.status.pool}"), time.Minute).Should(Equal("Ready warm-egress"))
+		Expect(own.get("sandbox/claimant-egress", `{.status.conditions[?(@.type=="EgressReady")].status}`)()).To(Equal("True"))
+		key := naming.Key("default", "claimant-egress")
+		c, err := dockertest.Inspect(naming.Container(key))
+		Expect(err).NotTo(HaveOccurred())
+		proxy, err := dockertest.Inspect(naming.Proxy(key))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(proxy.Config.Labels).To(HaveKeyWithValue(afev1.LabelMemberName, c.Config.Labels[afev1.LabelMemberName]), "its member's proxy")
+		Eventually(own.get("sandboxpool/warm-egress", "{.status.ready}"), time.Minute).Should(Equal("1/1"), "refilled")
+		expectMembersOnce(label, 3)
+		stopManager(mgr)
+
 		By("killing the manager at " + pool.CrashMemberVolumeMade)
 		start(crashing, pool.CrashMemberVolumeMade)
 		own.kubectl("", "patch", "sandboxpool/warm", "--type=merge", "-p", `{"spec":{"replicas":2}}`)
 		killedAt(pool.CrashMemberVolumeMade)
 		start(managerBin, "")
 		Eventually(poolReady, time.Minute).Should(Equal("2/2"))
-		expectMembersOnce(label, 2)
+		expectMembersOnce(label, 3)
 
 		By("leaving nothing once the Sandboxes and the pool are deleted")
 		own.kubectl("", "delete", "sandboxes", "--all", "--timeout=60s")
-		own.kubectl("", "delete", "sandboxpool/warm", "--timeout=60s")
+		own.kubectl("", "delete", "sandboxpool/warm", "sandboxpool/warm-egress", "--timeout=60s")
 		Eventually(func() ([]string, error) { return dockertest.Objects(label) }, time.Minute).Should(BeEmpty())
 	})
 })
@@ -110,6 +132,13 @@ func expectMembersOnce(label string, claimed int) {
 		ExpectWithOffset(1, n).To(Equal(1), "member %s is one container", name)
 	}
 	ExpectWithOffset(1, bound).To(Equal(claimed), "claimed members: %v", members)
+	proxies := map[string]int{}
+	for _, m := range dockerLines("ps", "-a", "--filter", "label="+label, "--filter", "label="+afev1.LabelRole+"="+afev1.RoleProxy,
+		"--format", `{{.Label "`+afev1.LabelMemberName+`"}}`) {
+		proxies[m]++
+		ExpectWithOffset(1, members).To(HaveKey(m), "the proxy of member %s has its member", m)
+		ExpectWithOffset(1, proxies[m]).To(Equal(1), "member %s has one proxy", m)
+	}
 	records := dockerLines("volume", "ls", "-q", "--filter", "label="+label, "--filter", "label="+afev1.LabelRole+"="+afev1.RoleClaim)
 	ExpectWithOffset(1, records).To(HaveLen(claimed), "one claim record per claimed member")
 	for _, v := range dockerLines("volume", "ls", "--filter", "label="+label, "--filter", "label="+afev1.LabelRole+"="+afev1.RoleWorkspace,
