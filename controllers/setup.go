@@ -100,6 +100,11 @@ func addLoops(mgr ctrl.Manager, engine Engine, cfg shared.Config) (*background, 
 	}
 	runnables := []named{{"docker event source", events}, {"host address watch", bg.hostAddrs},
 		{"sweeper", bg.sweeper}, {"usage collector", collector}}
+	// The egress proxies' decisions go where the commands go; an engine
+	// that cannot follow logs (the fake engine of the fast tests) has none.
+	if follow, ok := engine.(loops.EgressEngine); ok && opts.Telemetry != nil {
+		runnables = append(runnables, named{"egress follower", loops.NewEgressFollower(follow, c, opts.Instance, opts.Telemetry)})
+	}
 	if opts.RunLogs != nil {
 		runnables = append(runnables, named{"run log sweeper", &runlog.Sweeper{Store: opts.RunLogs, Client: c, Period: time.Minute}})
 	}
