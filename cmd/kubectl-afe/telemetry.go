@@ -23,20 +23,24 @@ import (
 func newTelemetryCommand(newClient clientFunc, streams execStreams) *cobra.Command {
 	var ticket, output string
 	var limit int
+	var egress, denied bool
 	cmd := &cobra.Command{
-		Use:   "telemetry (SANDBOX | --ticket TICKET) [-o table|json] [--limit N]",
-		Short: "Print the record of the commands executed in a sandbox, or in every sandbox of a ticket",
+		Use:   "telemetry (SANDBOX | --ticket TICKET) [--egress [--denied]] [-o table|json] [--limit N]",
+		Short: "Print the record of the commands executed in a sandbox, or in every sandbox of a ticket, or of its egress",
 		RunE: func(_ *cobra.Command, args []string) error {
 			sandbox := ""
 			if len(args) == 1 {
 				sandbox = args[0]
 			}
-			if len(args) > 1 || (sandbox == "") == (ticket == "") || (output != "table" && output != "json") {
-				_, _ = fmt.Fprintln(streams.stderr, "usage: kubectl afe telemetry SANDBOX | --ticket TICKET [-o table|json] [--limit N]")
+			if len(args) > 1 || (sandbox == "") == (ticket == "") || (output != "table" && output != "json") || denied && !egress {
+				_, _ = fmt.Fprintln(streams.stderr, "usage: kubectl afe telemetry SANDBOX | --ticket TICKET [--egress [--denied]] [-o table|json] [--limit N]")
 				return exitError{2}
 			}
 			return withClient(newClient, func(c *client.Client) error {
-				q := client.TelemetryQuery{Sandbox: sandbox, Ticket: ticket, Limit: limit}
+				q := client.TelemetryQuery{Sandbox: sandbox, Ticket: ticket, Limit: limit, DeniedOnly: denied}
+				if egress {
+					return egressCommand(c, q, output, streams.stdout)
+				}
 				return telemetryCommand(c, q, output, streams.stdout)
 			})
 		},
@@ -44,6 +48,8 @@ func newTelemetryCommand(newClient clientFunc, streams execStreams) *cobra.Comma
 	cmd.Flags().StringVar(&ticket, "ticket", "", "the records of every sandbox of this ticket")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
 	cmd.Flags().IntVar(&limit, "limit", 0, "the newest this many records (the API's default: 1000)")
+	cmd.Flags().BoolVar(&egress, "egress", false, "the egress proxy's decisions (what the sandbox tried to reach) rather than the commands")
+	cmd.Flags().BoolVar(&denied, "denied", false, "with --egress, the denied requests only")
 	return cmd
 }
 
