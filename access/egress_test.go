@@ -2,9 +2,7 @@ package access_test
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
-	"path"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -12,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
-	"afe.dev/sandbox/access"
 	accessv1 "afe.dev/sandbox/api/access/v1alpha1"
 	"afe.dev/sandbox/internal/telemetry"
 )
@@ -20,25 +17,11 @@ import (
 // egressRequest reads the egress records of the sandbox (or the ticket) of
 // that name through the API server as the config's user, with the query.
 func egressRequest(ctx context.Context, cfg *rest.Config, ns, resource, name, query string) (*telemetry.EgressRecordList, int) {
-	base, _, err := rest.DefaultServerUrlFor(cfg)
-	Expect(err).NotTo(HaveOccurred())
-	u := *base
-	u.Path = path.Join("/apis", access.Group, access.Version, "namespaces", ns, resource, name, "telemetry")
-	u.RawQuery = query
-	hc, err := rest.HTTPClientFor(cfg)
-	Expect(err).NotTo(HaveOccurred())
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	Expect(err).NotTo(HaveOccurred())
-	resp, err := hc.Do(req)
-	Expect(err).NotTo(HaveOccurred())
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return nil, resp.StatusCode
+	list, code := telemetryGet[telemetry.EgressRecordList](ctx, cfg, ns, resource, name, query)
+	if list != nil {
+		Expect(list.Kind).To(Equal(accessv1.EgressRecordListKind))
 	}
-	list := &telemetry.EgressRecordList{}
-	Expect(json.NewDecoder(resp.Body).Decode(list)).To(Succeed())
-	Expect(list.Kind).To(Equal(accessv1.EgressRecordListKind))
-	return list, resp.StatusCode
+	return list, code
 }
 
 // The egress records are read through the same subresource, and so the same

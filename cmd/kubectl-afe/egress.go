@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -16,18 +15,8 @@ import (
 // egressCommand prints the egress records the query selects: a table, or
 // JSON with -o json.
 func egressCommand(c *client.Client, q client.TelemetryQuery, output string, stdout io.Writer) error {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	list, err := c.Egress(ctx, q)
-	if err != nil {
-		return err
-	}
-	if output == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(list)
-	}
-	return writeEgress(stdout, list.Items, q.Ticket != "")
+	return printList(stdout, output, func(ctx context.Context) (*accessv1.EgressRecordList, error) { return c.Egress(ctx, q) },
+		func(list *accessv1.EgressRecordList) error { return writeEgress(stdout, list.Items, q.Ticket != "") })
 }
 
 // writeEgress prints egress records as a table, one line each: the host

@@ -54,9 +54,16 @@ func newTelemetryCommand(newClient clientFunc, streams execStreams) *cobra.Comma
 }
 
 func telemetryCommand(c *client.Client, q client.TelemetryQuery, output string, stdout io.Writer) error {
+	return printList(stdout, output, func(ctx context.Context) (*accessv1.CommandRecordList, error) { return c.Telemetry(ctx, q) },
+		func(list *accessv1.CommandRecordList) error { return writeRecords(stdout, list.Items, q.Ticket != "") })
+}
+
+// printList reads a list (within a minute) and prints it: JSON with -o
+// json, else as table prints it.
+func printList[L any](stdout io.Writer, output string, read func(context.Context) (L, error), table func(L) error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	list, err := c.Telemetry(ctx, q)
+	list, err := read(ctx)
 	if err != nil {
 		return err
 	}
@@ -65,7 +72,7 @@ func telemetryCommand(c *client.Client, q client.TelemetryQuery, output string, 
 		enc.SetIndent("", "  ")
 		return enc.Encode(list)
 	}
-	return writeRecords(stdout, list.Items, q.Ticket != "")
+	return table(list)
 }
 
 // writeRecords prints the records as a table; a command is quoted where it
