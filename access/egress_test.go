@@ -37,9 +37,9 @@ var _ = Describe("Egress telemetry through the access API", func() {
 			if i == 1 {
 				decision = accessv1.EgressDenied
 			}
-			store.AddEgress(telemetry.Egress{Record: telemetry.EgressRecord{Namespace: nsA, Sandbox: "egress-box", SandboxUID: "uid-egress-box",
+			Expect(store.AddEgress(ctx, telemetry.Egress{Record: telemetry.EgressRecord{Namespace: nsA, Sandbox: "egress-box", SandboxUID: "uid-egress-box",
 				Ticket: "egress-tk", Time: now, Duration: metav1.Duration{Duration: time.Millisecond}, Method: "CONNECT", Host: host, Port: 443,
-				Decision: decision, Proxy: "proxy-egress-box"}, Cursor: telemetry.Cursor{At: now, N: i}})
+				Decision: decision, Proxy: "proxy-egress-box"}, Cursor: telemetry.Cursor{At: now, N: i}})).To(Succeed())
 		}
 		Expect(store.Flush(ctx)).To(Succeed())
 

@@ -136,7 +136,8 @@ func (f *EgressFollower) follow(ctx context.Context, proxy string, id sandboxspe
 		log.Info("The proxy's last record could not be read; not followed", "error", err.Error())
 		return
 	}
-	p := &proxyLog{proxy: proxy, id: id, cursor: cursor, resumed: resumed, add: f.Store.AddEgress}
+	add := func(e telemetry.Egress) error { return f.Store.AddEgress(ctx, e) }
+	p := &proxyLog{proxy: proxy, id: id, cursor: cursor, resumed: resumed, add: add}
 	if err := f.Engine.FollowLogs(ctx, proxy, cursor.At, p.line); err != nil && !errors.Is(err, context.Canceled) {
 		log.V(1).Info("The proxy's log broke off", "error", err.Error())
 	}
@@ -148,14 +149,16 @@ type proxyLog struct {
 	id      sandboxspec.Identity
 	cursor  telemetry.Cursor
 	resumed bool
-	add     func(telemetry.Egress)
+	// add queues a record, waiting for room (an error: ctx ended).
+	add func(telemetry.Egress) error
 	// at and n are the engine's timestamp of the last line and its rank
 	// among the lines of that timestamp.
 	at time.Time
 	n  int
 }
 
-// line takes one line of the log, in order; it never fails.
+// line takes one line of the log, in order; it fails only when its record
+// could not be queued (the follow ends: it starts again from the cursor).
 func (p *proxyLog) line(l docker.LogLine) error {
 	if l.Time.Equal(p.at) {
 		p.n++
@@ -177,7 +180,9 @@ func (p *proxyLog) line(l docker.LogLine) error {
 	if ip := net.ParseIP(d.Client); ip != nil && ip.IsLoopback() {
 		return nil
 	}
-	p.add(telemetry.Egress{Record: egressRecord(p.id, p.proxy, d), Cursor: telemetry.Cursor{At: p.at, N: p.n}})
+	if err := p.add(telemetry.Egress{Record: egressRecord(p.id, p.proxy, d), Cursor: telemetry.Cursor{At: p.at, N: p.n}}); err != nil {
+		return err
+	}
 	metrics.EgressRequests.WithLabelValues(d.Decision).Inc()
 	return nil
 }

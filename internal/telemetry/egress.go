@@ -42,19 +42,31 @@ func (c Cursor) After(at time.Time, n int) bool {
 	return at.After(c.At) || at.Equal(c.At) && n > c.N
 }
 
-// AddEgress queues an egress record; like Add, it never blocks, and a
-// record that finds the queue full is dropped and counted.
-func (s *Store) AddEgress(e Egress) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		s.dropped.Add(1)
-		return
-	}
-	select {
-	case s.in <- pending{egress: &e}:
-	default:
-		s.dropped.Add(1)
+// AddEgress queues an egress record, waiting while the queue is full
+// until ctx ends (its error then, the record not queued). Unlike a
+// command's record, an egress record can wait: the proxy's log, kept by
+// the engine, holds the lines not recorded yet, so a reader that waits
+// loses nothing where one that dropped would.
+func (s *Store) AddEgress(ctx context.Context, e Egress) error {
+	for {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return errors.New("the telemetry store is closed")
+		}
+		select {
+		case s.in <- pending{egress: &e}:
+			s.mu.Unlock()
+			return nil
+		default:
+		}
+		s.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.room:
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
 }
 

@@ -28,9 +28,15 @@ func TestEgressSharesTheSequence(t *testing.T) {
 	s := open(t, filepath.Join(t.TempDir(), "t.db"), Options{})
 	now := time.Now().UTC()
 	s.Add(record("sbx", "uid", 0))
-	s.AddEgress(egress("sbx", "uid", "allowed.test", accessv1.EgressAllowed, now, 0))
-	s.AddEgress(egress("other", "uid-2", "x.test", accessv1.EgressDenied, now, 0))
-	s.AddEgress(egress("sbx", "uid", "denied.test", accessv1.EgressDenied, now, 1))
+	if err := s.AddEgress(ctx, egress("sbx", "uid", "allowed.test", accessv1.EgressAllowed, now, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddEgress(ctx, egress("other", "uid-2", "x.test", accessv1.EgressDenied, now, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddEgress(ctx, egress("sbx", "uid", "denied.test", accessv1.EgressDenied, now, 1)); err != nil {
+		t.Fatal(err)
+	}
 	s.Add(record("sbx", "uid", 1))
 	if err := s.Flush(ctx); err != nil {
 		t.Fatal(err)
@@ -72,8 +78,12 @@ func TestPruneTakesEgressRecords(t *testing.T) {
 	ctx := context.Background()
 	s := open(t, filepath.Join(t.TempDir(), "t.db"), Options{Retention: time.Hour})
 	now := time.Now().UTC()
-	s.AddEgress(egress("sbx", "uid", "old.test", accessv1.EgressAllowed, now.Add(-2*time.Hour), 0))
-	s.AddEgress(egress("sbx", "uid", "new.test", accessv1.EgressAllowed, now, 0))
+	if err := s.AddEgress(ctx, egress("sbx", "uid", "old.test", accessv1.EgressAllowed, now.Add(-2*time.Hour), 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddEgress(ctx, egress("sbx", "uid", "new.test", accessv1.EgressAllowed, now, 0)); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +97,9 @@ func TestPruneTakesEgressRecords(t *testing.T) {
 
 	bounded := open(t, filepath.Join(t.TempDir(), "b.db"), Options{MaxBytes: 256 << 10})
 	for i := range 5000 {
-		bounded.AddEgress(egress("sbx", "uid", fmt.Sprintf("host-%d.test", i), accessv1.EgressDenied, now, i))
+		if err := bounded.AddEgress(ctx, egress("sbx", "uid", fmt.Sprintf("host-%d.test", i), accessv1.EgressDenied, now, i)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := bounded.Flush(ctx); err != nil {
 		t.Fatal(err)
@@ -102,4 +114,31 @@ func TestPruneTakesEgressRecords(t *testing.T) {
 	if len(left) == 0 || left[len(left)-1].Host != "host-4999.test" {
 		t.Fatalf("the newest egress records must stay: %d left", len(left))
 	}
+}
+
+// AddEgress waits for room in a full queue rather than dropping, until its
+// context ends.
+func TestAddEgressWaitsForRoom(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "t.db"), Options{Queue: 4, Batch: 2})
+	now := time.Now().UTC()
+	for i := range 500 {
+		if err := s.AddEgress(ctx, egress("sbx", "uid", fmt.Sprintf("h%d.test", i), accessv1.EgressAllowed, now, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s.Dropped() != 0 || s.Written() != 500 {
+		t.Fatalf("dropped %d, written %d", s.Dropped(), s.Written())
+	}
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	for i := range 1000 {
+		if err := s.AddEgress(done, egress("sbx", "uid", "late.test", accessv1.EgressAllowed, now, 500+i)); err != nil {
+			return // the queue was full: the ended context said so
+		}
+	}
+	t.Fatal("1000 records queued at once into a queue of 4 with an ended context")
 }

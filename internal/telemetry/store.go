@@ -78,6 +78,9 @@ type Store struct {
 	mu      sync.Mutex
 	closed  bool
 	done    chan struct{}
+	// room is signalled (without waiting) after each batch taken off the
+	// queue, for AddEgress waiting on a full queue.
+	room    chan struct{}
 	dropped atomic.Int64
 	// written counts committed records, for the metrics.
 	written atomic.Int64
@@ -172,7 +175,7 @@ func Open(path string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("the telemetry database %s: %w", path, err)
 	}
-	s := &Store{db: db, opts: opts, in: make(chan pending, opts.Queue), done: make(chan struct{})}
+	s := &Store{db: db, opts: opts, in: make(chan pending, opts.Queue), done: make(chan struct{}), room: make(chan struct{}, 1)}
 	go s.write()
 	return s, nil
 }
@@ -256,6 +259,10 @@ func (s *Store) write() {
 			default:
 				break more
 			}
+		}
+		select {
+		case s.room <- struct{}{}:
+		default:
 		}
 		var recs []pending
 		for _, p := range batch {
