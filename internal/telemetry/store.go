@@ -75,9 +75,9 @@ type Store struct {
 	opts Options
 	in   chan pending
 	// mu guards closed and the sends on in.
-	mu      sync.Mutex
-	closed  bool
-	done    chan struct{}
+	mu     sync.Mutex
+	closed bool
+	done   chan struct{}
 	// room is signalled (without waiting) after each batch taken off the
 	// queue, for AddEgress waiting on a full queue.
 	room    chan struct{}
