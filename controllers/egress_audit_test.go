@@ -21,7 +21,7 @@ func egressOf(ctx context.Context, ns, sandbox string) []telemetry.EgressRecord 
 }
 
 var _ = Describe("Egress audit", func() {
-	It("records a Run's allowed and denied requests from its proxy's log, in order with the Run's record, and nothing the workload printed", func() {
+	It("records a Run's allowed and denied requests from its proxy's log, naming the Run, in order with the Run's record, and nothing the workload printed", func() {
 		ctx := context.Background()
 		ns := newNamespace(ctx)
 		sbx := newSandbox(ns, "audit")
@@ -56,6 +56,7 @@ var _ = Describe("Egress audit", func() {
 		for _, r := range eg {
 			Expect(r.SandboxUID).To(Equal(string(sbx.UID)))
 			Expect(r.Proxy).NotTo(BeEmpty())
+			Expect(r.Running).To(Equal([]string{"Run/fetch"}), "the Run that made the request, the only command running")
 		}
 
 		By("in one sequence with the Run's own record, which comes at its end")

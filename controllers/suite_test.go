@@ -168,6 +168,7 @@ var _ = BeforeSuite(func() {
 		AllowedGIDs:    testAllowedIDs,
 		EnvPassthrough: map[string]*string{testPassthrough: ptr.To(testPassthroughValue), "AFE_TEST_UNSET": nil},
 		Telemetry:      testTelemetry,
+		Executions:     &telemetry.Executions{},
 		Runtimes:       append(dockertest.Runtimes(), missingRuntime),
 	})).To(Succeed())
 	go func() {

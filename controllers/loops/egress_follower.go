@@ -45,6 +45,9 @@ type EgressFollower struct {
 	Period time.Duration
 	// Max bounds the proxies followed at once (default 1024).
 	Max int
+	// Executions name the commands running in the sandbox at each request
+	// (nil: none are named).
+	Executions *telemetry.Executions
 
 	mu        sync.Mutex
 	following map[string]context.CancelFunc // by container ID
@@ -137,7 +140,7 @@ func (f *EgressFollower) follow(ctx context.Context, proxy string, id sandboxspe
 		return
 	}
 	add := func(e telemetry.Egress) error { return f.Store.AddEgress(ctx, e) }
-	p := &proxyLog{proxy: proxy, id: id, cursor: cursor, resumed: resumed, add: add}
+	p := &proxyLog{proxy: proxy, id: id, cursor: cursor, resumed: resumed, add: add, running: f.Executions.During}
 	if err := f.Engine.FollowLogs(ctx, proxy, cursor.At, p.line); err != nil && !errors.Is(err, context.Canceled) {
 		log.V(1).Info("The proxy's log broke off", "error", err.Error())
 	}
@@ -151,6 +154,8 @@ type proxyLog struct {
 	resumed bool
 	// add queues a record, waiting for room (an error: ctx ended).
 	add func(telemetry.Egress) error
+	// running names what ran in the sandbox (by UID) during a request.
+	running func(uid string, from, to time.Time) []string
 	// at and n are the engine's timestamp of the last line and its rank
 	// among the lines of that timestamp.
 	at time.Time
@@ -180,7 +185,11 @@ func (p *proxyLog) line(l docker.LogLine) error {
 	if ip := net.ParseIP(d.Client); ip != nil && ip.IsLoopback() {
 		return nil
 	}
-	if err := p.add(telemetry.Egress{Record: egressRecord(p.id, p.proxy, d), Cursor: telemetry.Cursor{At: p.at, N: p.n}}); err != nil {
+	rec := egressRecord(p.id, p.proxy, d)
+	if p.running != nil {
+		rec.Running = p.running(p.id.UID, d.Time.Add(-d.Duration), d.Time)
+	}
+	if err := p.add(telemetry.Egress{Record: rec, Cursor: telemetry.Cursor{At: p.at, N: p.n}}); err != nil {
 		return err
 	}
 	metrics.EgressRequests.WithLabelValues(d.Decision).Inc()
@@ -203,7 +212,7 @@ func egressRecord(id sandboxspec.Identity, proxy string, d egresslog.Decision) t
 
 // NewEgressFollower is the follower of this instance's proxies that
 // records into store, the Sandboxes read from c (the manager's cache).
-func NewEgressFollower(engine EgressEngine, c client.Reader, instance string, store *telemetry.Store) *EgressFollower {
+func NewEgressFollower(engine EgressEngine, c client.Reader, instance string, store *telemetry.Store, executions *telemetry.Executions) *EgressFollower {
 	get := func(namespace, name string) *afev1.Sandbox {
 		sbx := &afev1.Sandbox{}
 		if namespace == "" || name == "" || c.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, sbx) != nil {
@@ -211,7 +220,7 @@ func NewEgressFollower(engine EgressEngine, c client.Reader, instance string, st
 		}
 		return sbx
 	}
-	f := &EgressFollower{Engine: engine, Store: store, Instance: instance}
+	f := &EgressFollower{Engine: engine, Store: store, Instance: instance, Executions: executions}
 	// A claimed pool member's proxy: none is followed until the pool's
 	// pool.BindsProxy exists to verify it (egressOwner's member seam).
 	f.Owner = func(ct docker.Container) (sandboxspec.Identity, bool) { return egressOwner(ct, instance, get, nil) }

@@ -137,9 +137,12 @@ type EgressRecord struct {
 	// BytesUp came from the sandbox, BytesDown went to it.
 	BytesUp   int64 `json:"bytesUp"`
 	BytesDown int64 `json:"bytesDown"`
-	// Running names what was running in the sandbox then, each as
-	// "Run/NAME" or "exec/ID": one entry when exactly one was, every one
-	// otherwise, none when nothing the controller knows of was.
+	// Running names what the controller was executing in the sandbox
+	// during the request, each as "Run/NAME" or "exec/USER@HH:MM:SS.mmm"
+	// (an exec through the access API, by its caller and start, UTC): one
+	// entry when exactly one was, every one otherwise, none when nothing
+	// the controller executed was (a process the workload left running, or
+	// an exec made straight on the engine).
 	Running []string `json:"running,omitempty"`
 	// Proxy is the ID of the proxy container that logged it.
 	Proxy string `json:"proxy"`
