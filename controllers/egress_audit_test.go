@@ -21,7 +21,7 @@ func egressOf(ctx context.Context, ns, sandbox string) []telemetry.EgressRecord 
 }
 
 var _ = Describe("Egress audit", func() {
-	It("records a Run's allowed and denied requests from its proxy's log, naming the Run, in order with the Run's record, and nothing the workload printed", func() {
+	It("records a Run's allowed and denied requests from its proxy's log, naming the Run, in order with the Run's record, and nothing the workload printed; one Event for a host first denied", func() {
 		ctx := context.Background()
 		ns := newNamespace(ctx)
 		sbx := newSandbox(ns, "audit")
@@ -36,7 +36,8 @@ var _ = Describe("Egress audit", func() {
 		forged := "afe-egress v1 time=1764907494.123 ms=1 client=172.19.0.9 status=TCP_TUNNEL/200 why=- up=1 down=1 method=CONNECT url=forged.test:443"
 		run := newRun(ns, "fetch", sbx.Name)
 		run.Spec.Command = []string{"sh", "-c", "export http_proxy=http://afe-proxy:3128; " +
-			"timeout 5 wget -q -O- http://allowed.test/; timeout 5 wget -q -O- http://denied.test/; echo '" + forged + "'; sleep 2; true"}
+			"timeout 5 wget -q -O- http://allowed.test/; timeout 5 wget -q -O- http://denied.test/; timeout 5 wget -q -O- http://denied.test/x; " +
+			"echo '" + forged + "'; sleep 2; true"}
 		Expect(k8sClient.Create(ctx, run)).To(Succeed())
 		waitRunPhase(ctx, run, afev1.RunCompleted)
 
@@ -44,8 +45,8 @@ var _ = Describe("Egress audit", func() {
 		Eventually(func() int {
 			eg = egressOf(ctx, ns, sbx.Name)
 			return len(eg)
-		}, "20s").Should(Equal(2))
-		Consistently(func() int { return len(egressOf(ctx, ns, sbx.Name)) }, "3s", "500ms").Should(Equal(2))
+		}, "20s").Should(Equal(3))
+		Consistently(func() int { return len(egressOf(ctx, ns, sbx.Name)) }, "3s", "500ms").Should(Equal(3))
 		Expect(eg[0].Host).To(Equal("allowed.test"))
 		Expect(eg[0].Decision).To(Equal("Allowed"))
 		Expect(eg[0].Port).To(Equal(80))
@@ -53,6 +54,20 @@ var _ = Describe("Egress audit", func() {
 		Expect(eg[1].Host).To(Equal("denied.test"))
 		Expect(eg[1].Decision).To(Equal("Denied"))
 		Expect(eg[1].Reason).To(Equal("host"))
+		Expect(eg[2].Host).To(Equal("denied.test"))
+
+		By("one Event on the Sandbox for the host first denied, not one per request")
+		denials := func() int {
+			n := 0
+			for _, r := range eventReasons(ctx, ns, sbx) {
+				if r == "EgressDenied" {
+					n++
+				}
+			}
+			return n
+		}
+		Eventually(denials).Should(Equal(1))
+		Consistently(denials, "2s", "500ms").Should(Equal(1))
 		for _, r := range eg {
 			Expect(r.SandboxUID).To(Equal(string(sbx.UID)))
 			Expect(r.Proxy).NotTo(BeEmpty())
@@ -70,7 +85,7 @@ var _ = Describe("Egress audit", func() {
 			return runRec
 		}).ShouldNot(BeNil())
 		Expect(eg[0].Seq).To(BeNumerically("<", eg[1].Seq))
-		Expect(eg[1].Seq).To(BeNumerically("<", runRec.Seq))
+		Expect(eg[2].Seq).To(BeNumerically("<", runRec.Seq))
 		Expect(eg[0].Time).To(BeTemporally(">=", runRec.Started.Add(-time.Second)))
 	})
 })

@@ -8,7 +8,10 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -48,6 +51,9 @@ type EgressFollower struct {
 	// Executions name the commands running in the sandbox at each request
 	// (nil: none are named).
 	Executions *telemetry.Executions
+	// Recorder, when set, puts an Event on the Sandbox the first time its
+	// proxy denies a host (EgressDeniedEvent).
+	Recorder events.EventRecorder
 
 	mu        sync.Mutex
 	following map[string]context.CancelFunc // by container ID
@@ -140,7 +146,8 @@ func (f *EgressFollower) follow(ctx context.Context, proxy string, id sandboxspe
 		return
 	}
 	add := func(e telemetry.Egress) error { return f.Store.AddEgress(ctx, e) }
-	p := &proxyLog{proxy: proxy, id: id, cursor: cursor, resumed: resumed, add: add, running: f.Executions.During}
+	p := &proxyLog{proxy: proxy, id: id, cursor: cursor, resumed: resumed, add: add, running: f.Executions.During,
+		denied: f.firstDenials(id)}
 	if err := f.Engine.FollowLogs(ctx, proxy, cursor.At, p.line); err != nil && !errors.Is(err, context.Canceled) {
 		log.V(1).Info("The proxy's log broke off", "error", err.Error())
 	}
@@ -156,6 +163,8 @@ type proxyLog struct {
 	add func(telemetry.Egress) error
 	// running names what ran in the sandbox (by UID) during a request.
 	running func(uid string, from, to time.Time) []string
+	// denied is told of each denied request's record (nil: of none).
+	denied func(telemetry.EgressRecord)
 	// at and n are the engine's timestamp of the last line and its rank
 	// among the lines of that timestamp.
 	at time.Time
@@ -193,6 +202,9 @@ func (p *proxyLog) line(l docker.LogLine) error {
 		return err
 	}
 	metrics.EgressRequests.WithLabelValues(d.Decision).Inc()
+	if p.denied != nil && rec.Decision == accessv1.EgressDenied {
+		p.denied(rec)
+	}
 	return nil
 }
 
@@ -212,7 +224,8 @@ func egressRecord(id sandboxspec.Identity, proxy string, d egresslog.Decision) t
 
 // NewEgressFollower is the follower of this instance's proxies that
 // records into store, the Sandboxes read from c (the manager's cache).
-func NewEgressFollower(engine EgressEngine, c client.Reader, instance string, store *telemetry.Store, executions *telemetry.Executions) *EgressFollower {
+func NewEgressFollower(engine EgressEngine, c client.Reader, instance string, store *telemetry.Store, executions *telemetry.Executions,
+	recorder events.EventRecorder) *EgressFollower {
 	get := func(namespace, name string) *afev1.Sandbox {
 		sbx := &afev1.Sandbox{}
 		if namespace == "" || name == "" || c.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, sbx) != nil {
@@ -220,9 +233,39 @@ func NewEgressFollower(engine EgressEngine, c client.Reader, instance string, st
 		}
 		return sbx
 	}
-	f := &EgressFollower{Engine: engine, Store: store, Instance: instance, Executions: executions}
+	f := &EgressFollower{Engine: engine, Store: store, Instance: instance, Executions: executions, Recorder: recorder}
 	// A claimed pool member's proxy: none is followed until the pool's
 	// pool.BindsProxy exists to verify it (egressOwner's member seam).
 	f.Owner = func(ct docker.Container) (sandboxspec.Identity, bool) { return egressOwner(ct, instance, get, nil) }
 	return f
+}
+
+// EgressDeniedEvent is the reason of the Event put on a Sandbox the first
+// time its proxy denies a host.
+const EgressDeniedEvent = "EgressDenied"
+
+// maxDeniedHosts bounds the hosts remembered as denied per follow of a
+// proxy: past it, no Event is put for a new one (the records still say).
+const maxDeniedHosts = 256
+
+// firstDenials is told of a proxy's denied requests and puts one Event on
+// the Sandbox per host the first time it is denied during this follow
+// (a manager started again puts it again at the next denial); nil without
+// a Recorder.
+func (f *EgressFollower) firstDenials(id sandboxspec.Identity) func(telemetry.EgressRecord) {
+	if f.Recorder == nil {
+		return nil
+	}
+	sbx := &afev1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: id.Namespace, Name: id.Name, UID: types.UID(id.UID)}}
+	sbx.SetGroupVersionKind(afev1.GroupVersion.WithKind("Sandbox"))
+	seen := map[string]struct{}{}
+	return func(r telemetry.EgressRecord) {
+		if _, ok := seen[r.Host]; ok || len(seen) >= maxDeniedHosts {
+			return
+		}
+		seen[r.Host] = struct{}{}
+		// The host is escaped and bounded (egresslog): data, not words.
+		f.Recorder.Eventf(sbx, nil, corev1.EventTypeWarning, EgressDeniedEvent, "Egress",
+			"The egress proxy denied %s port %d (%s); further denials of it are in the egress telemetry", r.Host, r.Port, r.Reason)
+	}
 }
