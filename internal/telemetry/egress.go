@@ -142,3 +142,29 @@ func (s *Store) EgressCursor(ctx context.Context, proxy string) (Cursor, bool, e
 	}
 	return Cursor{At: time.Unix(0, at).UTC(), N: int(n)}, true, nil
 }
+
+// EgressTotal is what a sandbox's egress records add up to.
+type EgressTotal struct {
+	// Bytes both ways, and the requests denied.
+	Bytes, Denials int64
+}
+
+// EgressTotals adds up the egress records of each sandbox, by Sandbox UID.
+func (s *Store) EgressTotals(ctx context.Context) (map[string]EgressTotal, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT sandbox_uid, SUM(bytes_up + bytes_down), SUM(decision = '`+accessv1.EgressDenied+`')
+		FROM egress GROUP BY sandbox_uid`)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = rows.Close() }()
+	out := map[string]EgressTotal{}
+	for rows.Next() {
+		var uid string
+		var t EgressTotal
+		if err := rows.Scan(&uid, &t.Bytes, &t.Denials); err != nil {
+			return nil, err
+		}
+		out[uid] = t
+	}
+	return out, rows.Err()
+}

@@ -61,6 +61,11 @@ func TestEgressSharesTheSequence(t *testing.T) {
 	if other, _ := s.ListEgress(ctx, EgressFilter{Filter: Filter{Namespace: "other", Sandbox: "sbx"}}); len(other) != 0 {
 		t.Fatalf("another namespace sees %d egress records", len(other))
 	}
+	totals, err := s.EgressTotals(ctx)
+	wantTotals := map[string]EgressTotal{"uid": {Bytes: 60, Denials: 1}, "uid-2": {Bytes: 30, Denials: 1}}
+	if err != nil || fmt.Sprint(totals) != fmt.Sprint(wantTotals) {
+		t.Fatalf("totals %v (%v), want %v", totals, err, wantTotals)
+	}
 	c, ok, err := s.EgressCursor(ctx, "proxy-uid")
 	if err != nil || !ok || !c.At.Equal(now) || c.N != 1 {
 		t.Fatalf("cursor %+v %v %v", c, ok, err)
