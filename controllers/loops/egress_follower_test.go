@@ -142,4 +142,10 @@ func TestEgressFollowerRecordsAVerifiedProxysLog(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+
+	// The proxy recreated (a new container of the same name) is a new
+	// follow, from its own log's start.
+	script = "echo '" + decisionLine("172.19.0.4", "host", "recreated.test") + "'; exec sleep 600"
+	run(proxy, afev1.RoleProxy)
+	waitFor("1 allowed.test Allowed ", "2 denied.test Denied host", "3 later.test Allowed ", "4 again.test Allowed ", "5 recreated.test Denied host")
 }
