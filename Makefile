@@ -125,7 +125,8 @@ test: manifests generate docs fmt vet lint test-rules python-deps envtest images
 FUZZTIME ?=
 FUZZ_TARGETS = internal/sandboxspec:FuzzValidateEgressHost:100000 internal/sandboxspec:FuzzParseUser:100000 \
 	internal/naming:FuzzKey:100000 internal/runexec:FuzzResults:50000 internal/runexec:FuzzTail:50000 \
-	docker/egress-proxy:FuzzEntrypointAgreesWithController:1500 internal/builtin:FuzzReport:50000
+	docker/egress-proxy:FuzzEntrypointAgreesWithController:1500 internal/builtin:FuzzReport:50000 \
+	internal/egresslog:FuzzParseURL:100000
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target (its own count of executions, or FUZZTIME); the corpus is in testdata/fuzz.

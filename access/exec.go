@@ -287,6 +287,8 @@ func execSpec(ctx context.Context, t *target, o execOptions, streams execStreams
 // on the error stream.
 func (s *Server) runExec(ctx context.Context, req *request, t *target, o execOptions, spec docker.StreamSpec, measure *telemetry.Output, session *execSession) {
 	started := time.Now()
+	ended := s.opts.Executions.Start(string(t.sbx.UID), "exec/"+req.user.GetName()+"@"+started.UTC().Format("15:04:05.000"), started)
+	defer func() { ended(time.Now()) }()
 	// A line at the start too: a session the manager does not see end
 	// (it was killed) is still on record.
 	s.log.Info("Exec started", "user", req.user.GetName(), "groups", req.user.GetGroups(), "namespace", req.namespace,

@@ -72,6 +72,8 @@ type Options struct {
 	// Telemetry is the command telemetry: execs through the API are
 	// recorded in it, and it is served; nil records and serves none.
 	Telemetry *telemetry.Store
+	// Executions are told of each exec's start and end (nil: nothing is).
+	Executions *telemetry.Executions
 	// MaxFileBytes bounds the tar of one file transfer (0 is
 	// DefaultMaxFileBytes).
 	MaxFileBytes int64

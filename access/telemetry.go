@@ -45,6 +45,14 @@ func (s *Server) serveTelemetry(w http.ResponseWriter, r *http.Request, f teleme
 		}
 		f.Limit = n
 	}
+	if eg, ok, err := flag(r, accessv1.ParamEgress); err != nil || ok && eg {
+		if err == nil {
+			s.serveEgress(w, r, f)
+		} else {
+			writeError(w, err)
+		}
+		return
+	}
 	recs, err := s.opts.Telemetry.List(r.Context(), f)
 	if err != nil {
 		writeError(w, fmt.Errorf("read the telemetry: %w", err))
@@ -54,6 +62,40 @@ func (s *Server) serveTelemetry(w http.ResponseWriter, r *http.Request, f teleme
 		recs = []telemetry.Record{}
 	}
 	writeJSON(w, http.StatusOK, telemetry.RecordList{Kind: TelemetryKind, APIVersion: Group + "/" + Version, Items: recs})
+}
+
+// serveEgress answers a telemetry request with ?egress=true: the egress
+// records the filter selects, with ?denied=true the denied ones only. The
+// same RBAC as the commands' (the subresource is the same).
+func (s *Server) serveEgress(w http.ResponseWriter, r *http.Request, f telemetry.Filter) {
+	denied, _, err := flag(r, accessv1.ParamDenied)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	recs, err := s.opts.Telemetry.ListEgress(r.Context(), telemetry.EgressFilter{Filter: f, DeniedOnly: denied})
+	if err != nil {
+		writeError(w, fmt.Errorf("read the egress telemetry: %w", err))
+		return
+	}
+	if recs == nil {
+		recs = []telemetry.EgressRecord{}
+	}
+	writeJSON(w, http.StatusOK, telemetry.EgressRecordList{Kind: telemetry.EgressListKind, APIVersion: Group + "/" + Version, Items: recs})
+}
+
+// flag reads a boolean query parameter: its value, whether it was given,
+// and a bad request when it is not a boolean.
+func flag(r *http.Request, name string) (bool, bool, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return false, false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, true, badRequest("%s %q is not true or false", name, v)
+	}
+	return b, true, nil
 }
 
 // recordExec puts an exec through the API into the telemetry: the sandbox

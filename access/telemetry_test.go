@@ -25,10 +25,18 @@ import (
 // telemetryRequest reads the records of the sandbox (or the ticket) of
 // that name through the API server as the config's user.
 func telemetryRequest(ctx context.Context, cfg *rest.Config, ns, resource, name string) (*telemetry.RecordList, int) {
+	return telemetryGet[telemetry.RecordList](ctx, cfg, ns, resource, name, "")
+}
+
+// telemetryGet reads the telemetry subresource of the sandbox (or the
+// ticket) of that name, with the query, through the API server as the
+// config's user: the list when it answered 200, and its status code.
+func telemetryGet[L any](ctx context.Context, cfg *rest.Config, ns, resource, name, query string) (*L, int) {
 	base, _, err := rest.DefaultServerUrlFor(cfg)
 	Expect(err).NotTo(HaveOccurred())
 	u := *base
 	u.Path = path.Join("/apis", access.Group, access.Version, "namespaces", ns, resource, name, "telemetry")
+	u.RawQuery = query
 	hc, err := rest.HTTPClientFor(cfg)
 	Expect(err).NotTo(HaveOccurred())
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
@@ -39,7 +47,7 @@ func telemetryRequest(ctx context.Context, cfg *rest.Config, ns, resource, name 
 	if resp.StatusCode != http.StatusOK {
 		return nil, resp.StatusCode
 	}
-	list := &telemetry.RecordList{}
+	list := new(L)
 	Expect(json.NewDecoder(resp.Body).Decode(list)).To(Succeed())
 	return list, resp.StatusCode
 }

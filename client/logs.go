@@ -83,11 +83,47 @@ func statusOf(resp *http.Response) error {
 type TelemetryQuery struct {
 	Sandbox, Ticket string
 	Limit           int
+	// DeniedOnly keeps the denied egress records only (Egress).
+	DeniedOnly bool
 }
 
 // Telemetry is the record of the commands executed in a sandbox, or in
 // every sandbox of a ticket, in order.
 func (c *Client) Telemetry(ctx context.Context, q TelemetryQuery) (*accessv1.CommandRecordList, error) {
+	raw, err := c.telemetry(ctx, q, false)
+	if err != nil {
+		return nil, err
+	}
+	list := &accessv1.CommandRecordList{}
+	if err := json.Unmarshal(raw, list); err != nil {
+		return nil, fmt.Errorf("read the telemetry: %w", err)
+	}
+	if list.Kind != accessv1.CommandRecordListKind {
+		return nil, fmt.Errorf("read the telemetry: the answer is a %q, not a %s", list.Kind, accessv1.CommandRecordListKind)
+	}
+	return list, nil
+}
+
+// Egress is the record of the egress proxy's decisions of a sandbox, or of
+// every sandbox of a ticket, in order (their sequence numbers shared with
+// the commands').
+func (c *Client) Egress(ctx context.Context, q TelemetryQuery) (*accessv1.EgressRecordList, error) {
+	raw, err := c.telemetry(ctx, q, true)
+	if err != nil {
+		return nil, err
+	}
+	list := &accessv1.EgressRecordList{}
+	if err := json.Unmarshal(raw, list); err != nil {
+		return nil, fmt.Errorf("read the egress telemetry: %w", err)
+	}
+	if list.Kind != accessv1.EgressRecordListKind {
+		return nil, fmt.Errorf("read the egress telemetry: the answer is a %q, not a %s", list.Kind, accessv1.EgressRecordListKind)
+	}
+	return list, nil
+}
+
+// telemetry reads the telemetry subresource the query names.
+func (c *Client) telemetry(ctx context.Context, q TelemetryQuery, egress bool) ([]byte, error) {
 	resource, name := accessv1.ResourceSandboxes, q.Sandbox
 	if q.Ticket != "" {
 		resource, name = accessv1.ResourceTickets, q.Ticket
@@ -99,16 +135,15 @@ func (c *Client) Telemetry(ctx context.Context, q TelemetryQuery) (*accessv1.Com
 	if q.Limit > 0 {
 		req = req.Param(accessv1.ParamLimit, strconv.Itoa(q.Limit))
 	}
+	if egress {
+		req = req.Param(accessv1.ParamEgress, "true")
+	}
+	if q.DeniedOnly {
+		req = req.Param(accessv1.ParamDenied, "true")
+	}
 	raw, err := req.Do(ctx).Raw()
 	if err != nil {
 		return nil, wrap(err, "the telemetry of %s %s", resource, name)
 	}
-	list := &accessv1.CommandRecordList{}
-	if err := json.Unmarshal(raw, list); err != nil {
-		return nil, fmt.Errorf("read the telemetry: %w", err)
-	}
-	if list.Kind != accessv1.CommandRecordListKind {
-		return nil, fmt.Errorf("read the telemetry: the answer is a %q, not a %s", list.Kind, accessv1.CommandRecordListKind)
-	}
-	return list, nil
+	return raw, nil
 }

@@ -93,13 +93,19 @@ func addLoops(mgr ctrl.Manager, engine Engine, cfg shared.Config) (*background, 
 	// The collector also measures the workspaces for resources.disk, even
 	// with the usage turned off.
 	collector := &loops.UsageCollector{Client: c, Cache: mgr.GetCache(), Engine: engine, Instance: opts.Instance,
-		Period: usagePeriod(opts), Disk: bg.disk, DiskPeriod: diskCheckPeriod(opts), Enqueue: events.Enqueue}
+		Period: usagePeriod(opts), Disk: bg.disk, DiskPeriod: diskCheckPeriod(opts), Enqueue: events.Enqueue, Telemetry: opts.Telemetry}
 	type named struct {
 		what string
 		r    manager.Runnable
 	}
 	runnables := []named{{"docker event source", events}, {"host address watch", bg.hostAddrs},
 		{"sweeper", bg.sweeper}, {"usage collector", collector}}
+	// The egress proxies' decisions go where the commands go; an engine
+	// that cannot follow logs (the fake engine of the fast tests) has none.
+	if follow, ok := engine.(loops.EgressEngine); ok && opts.Telemetry != nil {
+		runnables = append(runnables, named{"egress follower", loops.NewEgressFollower(follow, c, opts.Instance, opts.Telemetry, opts.Executions,
+			mgr.GetEventRecorder("afe-sandbox-controller"))})
+	}
 	if opts.RunLogs != nil {
 		runnables = append(runnables, named{"run log sweeper", &runlog.Sweeper{Store: opts.RunLogs, Client: c, Period: time.Minute}})
 	}

@@ -162,12 +162,13 @@ var _ = BeforeSuite(func() {
 		// The manager's default: each of the suite's processes, and any
 		// other controller on the engine, shares it.
 		EgressSubnets:  mustParseSubnets(subnets.Default),
-		ProxyImage:     "afe/egress-proxy:dev",
+		ProxyImage:     testProxyImage(),
 		DenyGIDs:       denyGIDs,
 		AllowedUIDs:    testAllowedIDs,
 		AllowedGIDs:    testAllowedIDs,
 		EnvPassthrough: map[string]*string{testPassthrough: ptr.To(testPassthroughValue), "AFE_TEST_UNSET": nil},
 		Telemetry:      testTelemetry,
+		Executions:     &telemetry.Executions{},
 		Runtimes:       append(dockertest.Runtimes(), missingRuntime),
 	})).To(Succeed())
 	go func() {
@@ -191,3 +192,13 @@ var _ = AfterSuite(func() {
 	}
 	dockertest.RemoveAll(afev1.LabelController + "=" + instance)
 })
+
+// testProxyImage is the proxy image of the suite's manager: AFE_PROXY_IMAGE,
+// so that a candidate built under another tag can be tried, or
+// afe/egress-proxy:dev (make images).
+func testProxyImage() string {
+	if img := os.Getenv("AFE_PROXY_IMAGE"); img != "" {
+		return img
+	}
+	return "afe/egress-proxy:dev"
+}

@@ -670,6 +670,14 @@ type Usage struct {
 	// networkTransmitBytes are the bytes sent from the container's
 	// interfaces (zero without egress).
 	NetworkTransmitBytes int64 `json:"networkTransmitBytes"`
+	// egressBytes are the bytes of the requests through the egress proxy,
+	// both ways, as its decisions recorded in the telemetry say (the
+	// records the retention keeps).
+	// +optional
+	EgressBytes int64 `json:"egressBytes,omitempty"`
+	// egressDenials are the requests the egress proxy denied, as recorded.
+	// +optional
+	EgressDenials int64 `json:"egressDenials,omitempty"`
 	// time is when it was measured.
 	Time metav1.Time `json:"time"`
 }

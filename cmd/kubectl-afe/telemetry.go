@@ -23,20 +23,24 @@ import (
 func newTelemetryCommand(newClient clientFunc, streams execStreams) *cobra.Command {
 	var ticket, output string
 	var limit int
+	var egress, denied bool
 	cmd := &cobra.Command{
-		Use:   "telemetry (SANDBOX | --ticket TICKET) [-o table|json] [--limit N]",
-		Short: "Print the record of the commands executed in a sandbox, or in every sandbox of a ticket",
+		Use:   "telemetry (SANDBOX | --ticket TICKET) [--egress [--denied]] [-o table|json] [--limit N]",
+		Short: "Print the record of the commands executed in a sandbox, or in every sandbox of a ticket, or of its egress",
 		RunE: func(_ *cobra.Command, args []string) error {
 			sandbox := ""
 			if len(args) == 1 {
 				sandbox = args[0]
 			}
-			if len(args) > 1 || (sandbox == "") == (ticket == "") || (output != "table" && output != "json") {
-				_, _ = fmt.Fprintln(streams.stderr, "usage: kubectl afe telemetry SANDBOX | --ticket TICKET [-o table|json] [--limit N]")
+			if len(args) > 1 || (sandbox == "") == (ticket == "") || (output != "table" && output != "json") || denied && !egress {
+				_, _ = fmt.Fprintln(streams.stderr, "usage: kubectl afe telemetry SANDBOX | --ticket TICKET [--egress [--denied]] [-o table|json] [--limit N]")
 				return exitError{2}
 			}
 			return withClient(newClient, func(c *client.Client) error {
-				q := client.TelemetryQuery{Sandbox: sandbox, Ticket: ticket, Limit: limit}
+				q := client.TelemetryQuery{Sandbox: sandbox, Ticket: ticket, Limit: limit, DeniedOnly: denied}
+				if egress {
+					return egressCommand(c, q, output, streams.stdout)
+				}
 				return telemetryCommand(c, q, output, streams.stdout)
 			})
 		},
@@ -44,13 +48,22 @@ func newTelemetryCommand(newClient clientFunc, streams execStreams) *cobra.Comma
 	cmd.Flags().StringVar(&ticket, "ticket", "", "the records of every sandbox of this ticket")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
 	cmd.Flags().IntVar(&limit, "limit", 0, "the newest this many records (the API's default: 1000)")
+	cmd.Flags().BoolVar(&egress, "egress", false, "the egress proxy's decisions (what the sandbox tried to reach) rather than the commands")
+	cmd.Flags().BoolVar(&denied, "denied", false, "with --egress, the denied requests only")
 	return cmd
 }
 
 func telemetryCommand(c *client.Client, q client.TelemetryQuery, output string, stdout io.Writer) error {
+	return printList(stdout, output, func(ctx context.Context) (*accessv1.CommandRecordList, error) { return c.Telemetry(ctx, q) },
+		func(list *accessv1.CommandRecordList) error { return writeRecords(stdout, list.Items, q.Ticket != "") })
+}
+
+// printList reads a list (within a minute) and prints it: JSON with -o
+// json, else as table prints it.
+func printList[L any](stdout io.Writer, output string, read func(context.Context) (L, error), table func(L) error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	list, err := c.Telemetry(ctx, q)
+	list, err := read(ctx)
 	if err != nil {
 		return err
 	}
@@ -59,7 +72,7 @@ func telemetryCommand(c *client.Client, q client.TelemetryQuery, output string, 
 		enc.SetIndent("", "  ")
 		return enc.Encode(list)
 	}
-	return writeRecords(stdout, list.Items, q.Ticket != "")
+	return table(list)
 }
 
 // writeRecords prints the records as a table; a command is quoted where it

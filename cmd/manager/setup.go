@@ -192,6 +192,8 @@ func setupRecords(log logr.Logger, mgr ctrl.Manager, f *managerFlags) error {
 			return setupFailed(err, "Cannot open the telemetry database")
 		}
 		f.opts.Telemetry, f.access.Telemetry = store, store
+		executions := &telemetry.Executions{}
+		f.opts.Executions, f.access.Executions = executions, executions
 		// It closes the store (committing what is queued) when the
 		// manager stops.
 		if err := mgr.Add(&controllers.TelemetryPruner{Store: store, Period: time.Minute, Sandboxes: mgr.GetClient()}); err != nil {

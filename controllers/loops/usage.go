@@ -3,6 +3,7 @@ package loops
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"afe.dev/sandbox/internal/pool"
 	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/internal/status"
+	"afe.dev/sandbox/internal/telemetry"
 )
 
 // usageConcurrency bounds the stats requests in flight at once.
@@ -48,6 +50,9 @@ type UsageCollector struct {
 	// Enqueue asks for a reconcile of the Sandbox namespace/name: one whose
 	// workspace went over its resources.disk.
 	Enqueue func(namespace, name string)
+	// Telemetry, when set, gives the egress bytes and denials its records
+	// add up to.
+	Telemetry *telemetry.Store
 
 	// over holds the UIDs last measured over their disk limit.
 	over map[string]bool
@@ -160,12 +165,20 @@ func (u *UsageCollector) collect(ctx context.Context) error {
 	var samples []metrics.UsageSample
 	byTicket := map[types.NamespacedName][]afev1.Usage{}
 	var errs []error
+	var egress map[string]telemetry.EgressTotal
+	if u.Telemetry != nil {
+		if egress, err = u.Telemetry.EgressTotals(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("add up the egress records: %w", err))
+		}
+	}
 	for i := range list.Items {
 		sbx := &list.Items[i]
 		usage, ok := m.usageOf(sbx, u.Instance)
 		if !ok || !sbx.DeletionTimestamp.IsZero() {
 			continue
 		}
+		t := egress[string(sbx.UID)]
+		usage.EgressBytes, usage.EgressDenials = t.Bytes, t.Denials
 		id := sandboxspec.IdentityOf(sbx, u.Instance)
 		samples = append(samples, metrics.UsageSample{Namespace: sbx.Namespace, Sandbox: sbx.Name, Ticket: id.Ticket, Usage: usage})
 		if sbx.Spec.TicketRef != nil && sbx.Spec.TicketRef.Name != "" {

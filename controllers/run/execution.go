@@ -93,6 +93,7 @@ func (r *Reconciler) execute(ctx context.Context, run *afev1.Run, a *attempt, ui
 	log := logf.FromContext(ctx).WithValues("run", run.Namespace+"/"+run.Name, "attempt", a.number)
 	ctx = logf.IntoContext(ctx, log)
 	o := outcome{started: time.Now()}
+	ended := r.Config.Executions.Start(string(a.sandbox), "Run/"+run.Name, o.started)
 	if run.Spec.Builtin == afev1.BuiltinSnapshot {
 		r.executeSnapshot(ctx, run, a, timeout, &o)
 	} else {
@@ -132,6 +133,7 @@ func (r *Reconciler) execute(ctx context.Context, run *afev1.Run, a *attempt, ui
 		}
 	}
 	o.finished = time.Now()
+	ended(o.finished)
 	a.outcome = o
 	a.done.Store(true)
 	if !o.abandoned {

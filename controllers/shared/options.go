@@ -95,6 +95,10 @@ type Options struct {
 	// Telemetry keeps the record of every command executed in a sandbox
 	// (nil: none is kept; the commands are still counted).
 	Telemetry *telemetry.Store
+	// Executions are the commands the controller executes in each sandbox,
+	// by time: the egress records name those running at each request
+	// (nil: none are named).
+	Executions *telemetry.Executions
 	// PerNode is --per-node: this manager is one of one per node, its node
 	// the Instance; it acts only on the tickets kube-scheduler placed on
 	// its node (through their placeholder Pods).

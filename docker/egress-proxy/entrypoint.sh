@@ -128,26 +128,38 @@ via off
 forwarded_for delete
 httpd_suppress_version_string on
 shutdown_lifetime 1 seconds
-logformat afe %{%Y-%m-%dT%H:%M:%S}tl afe-egress client=%>a method=%rm url=%ru decision=%Ss status=%>Hs bytes=%<st
+# One line per decision, read by the controller (internal/egresslog): the
+# fields before the method are squid's own; the method and the URL are the
+# workload's words, URL-escaped by squid (no space, control character or
+# newline) and last, so that they can never be read as another field or
+# another line. why= is the afe_why annotation of the rule that denied.
+logformat afe afe-egress v1 time=%ts.%03tu ms=%tr client=%>a status=%Ss/%03>Hs why=%{afe_why}note up=%>st down=%<st method=%#rm url=%#ru
 access_log stdio:/dev/stdout afe
 cache_log stdio:/dev/stderr
 
 acl afe_connect method CONNECT
 acl afe_tls port 443
 acl afe_http port 80
+# Each denying rule ends with the annotation of its reason (an ACL that
+# always matches, reached only when the rule's others did).
+acl afe_why_port annotate_transaction afe_why=port
+acl afe_why_host annotate_transaction afe_why=host
+acl afe_why_address annotate_transaction afe_why=address
+acl afe_why_private annotate_transaction afe_why=private
+acl afe_why_nothing annotate_transaction afe_why=nothing
 acl afe_private dst 0.0.0.0/8 10.0.0.0/8 100.64.0.0/10 127.0.0.0/8 169.254.0.0/16 172.16.0.0/12 192.0.0.0/24 192.168.0.0/16 198.18.0.0/15 224.0.0.0/3 ::/127 fc00::/7 fe80::/10 ff00::/8
 CONF
 	if [ -z "${allowed}" ]; then
-		echo "http_access deny all"
+		echo "http_access deny all afe_why_nothing"
 		return
 	fi
 	echo "acl afe_allowed dstdomain -n${allowed}"
 	[ -z "${denied}" ] || echo "acl afe_host dst${denied}"
-	echo "http_access deny afe_connect !afe_tls"
-	echo "http_access deny !afe_connect !afe_http"
-	echo "http_access deny !afe_allowed"
-	[ -z "${denied}" ] || echo "http_access deny afe_host"
-	[ "${private}" = 1 ] || echo "http_access deny afe_private"
+	echo "http_access deny afe_connect !afe_tls afe_why_port"
+	echo "http_access deny !afe_connect !afe_http afe_why_port"
+	echo "http_access deny !afe_allowed afe_why_host"
+	[ -z "${denied}" ] || echo "http_access deny afe_host afe_why_address"
+	[ "${private}" = 1 ] || echo "http_access deny afe_private afe_why_private"
 	echo "http_access allow afe_allowed"
 	echo "http_access deny all"
 }

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"afe.dev/sandbox/internal/egresslog"
 	"afe.dev/sandbox/internal/hostaddrs"
 	"afe.dev/sandbox/test/dockertest"
 	"afe.dev/sandbox/test/testenv"
@@ -122,7 +123,7 @@ func TestEntrypointEmptyAllowlistAdmitsNothing(t *testing.T) {
 			access = append(access, l)
 		}
 	}
-	if !slices.Equal(access, []string{"http_access deny all"}) {
+	if !slices.Equal(access, []string{"http_access deny all afe_why_nothing"}) {
 		t.Fatalf("access rules %q, want only a deny of all", access)
 	}
 	for name, id := range map[string]string{"upper case": "AB", "injected": "aa\nhttp_access allow all", "too long": strings.Repeat("a", 65)} {
@@ -150,11 +151,11 @@ func TestEntrypointRendersTheRules(t *testing.T) {
 		}
 	}
 	want := []string{
-		"http_access deny afe_connect !afe_tls",
-		"http_access deny !afe_connect !afe_http",
-		"http_access deny !afe_allowed",
-		"http_access deny afe_host",
-		"http_access deny afe_private",
+		"http_access deny afe_connect !afe_tls afe_why_port",
+		"http_access deny !afe_connect !afe_http afe_why_port",
+		"http_access deny !afe_allowed afe_why_host",
+		"http_access deny afe_host afe_why_address",
+		"http_access deny afe_private afe_why_private",
 		"http_access allow afe_allowed",
 		"http_access deny all",
 	}
@@ -282,6 +283,20 @@ func (h *harness) startProxy(dockerArgs []string, env ...string) string {
 	return name
 }
 
+// decisions reads a proxy's log as the controller does, one decision of
+// the sandbox's a line ("METHOD HOST:PORT DECISION REASON STATUS"; the
+// probe's, from loopback, left out).
+func decisions(logs string) []string {
+	var out []string
+	for _, line := range strings.Split(logs, "\n") {
+		d, err := egresslog.Parse(line)
+		if err == nil && !net.ParseIP(d.Client).IsLoopback() {
+			out = append(out, fmt.Sprintf("%s %s:%d %s %s %s", d.Method, d.Host, d.Port, d.Decision, d.Reason, d.Status))
+		}
+	}
+	return out
+}
+
 // get fetches url through the proxy from the client container.
 func (h *harness) get(proxy, url string) (string, error) {
 	out, err := exec.Command("docker", "exec", "-e", "http_proxy=http://"+proxy+":3128", h.network+"-client",
@@ -313,11 +328,14 @@ func TestProxyImage(t *testing.T) {
 		t.Fatal("the proxy runs as root")
 	}
 	// The engine copies the proxy's stdout into its log a little later.
-	for _, want := range []string{"url=http://allowed.test/ decision=TCP_MISS status=200", "url=http://www.allowed.test/ decision=TCP_DENIED status=403"} {
+	// Each decision reads as the controller reads it, with the reason of
+	// the rule that denied.
+	for _, want := range []string{"GET allowed.test:80 allowed  TCP_MISS/200", "GET www.allowed.test:80 denied host TCP_DENIED/403",
+		"GET allowed.test:8080 denied port TCP_DENIED/403"} {
 		deadline := time.Now().Add(10 * time.Second)
-		for logs := h.docker("logs", open); !strings.Contains(logs, want); logs = h.docker("logs", open) {
+		for logs := h.docker("logs", open); !slices.Contains(decisions(logs), want); logs = h.docker("logs", open) {
 			if time.Now().After(deadline) {
-				t.Fatalf("decision %q not logged:\n%s", want, logs)
+				t.Fatalf("decision %q not logged:\n%s\nread as %q", want, logs, decisions(logs))
 			}
 			time.Sleep(100 * time.Millisecond)
 		}

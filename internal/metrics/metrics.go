@@ -46,11 +46,21 @@ var (
 	TelemetryDropped = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "afe_telemetry_dropped_total", Help: "Command records dropped because the telemetry store's queue was full.",
 	})
+	// EgressRequests counts the egress proxies' decisions the manager read
+	// and recorded, by decision (allowed, denied).
+	EgressRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "afe_egress_requests_total", Help: "Requests of sandboxes through their egress proxies, read from the proxies' logs and recorded, by decision (allowed, denied).",
+	}, []string{"decision"})
+	// EgressLinesRefused counts the lines of proxies' logs that began as
+	// a decision but did not read as one.
+	EgressLinesRefused = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "afe_egress_lines_refused_total", Help: "Lines of egress proxies' logs that began as a decision line and did not read as one (not recorded).",
+	})
 )
 
 // init registers the controller's metrics. The engine's request count
 // (docker.Requests) is registered by the manager, which wires the engine:
 // this package stays free of the Docker SDK.
 func init() {
-	crmetrics.Registry.MustRegister(SandboxReady, SandboxRecovered, Recreations, TicketCleanup, RunDuration, Runs, Usage, Commands, TelemetryDropped, APIWrites)
+	crmetrics.Registry.MustRegister(SandboxReady, SandboxRecovered, Recreations, TicketCleanup, RunDuration, Runs, Usage, Commands, TelemetryDropped, APIWrites, EgressRequests, EgressLinesRefused)
 }

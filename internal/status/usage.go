@@ -37,7 +37,8 @@ func UsageChanged(old *afev1.Usage, now afev1.Usage) bool {
 		far(old.WritableLayerBytes, now.WritableLayerBytes, diskStepBytes) ||
 		far(old.WorkspaceBytes, now.WorkspaceBytes, diskStepBytes) ||
 		moved(old.NetworkReceiveBytes, now.NetworkReceiveBytes, networkStepBytes) ||
-		moved(old.NetworkTransmitBytes, now.NetworkTransmitBytes, networkStepBytes)
+		moved(old.NetworkTransmitBytes, now.NetworkTransmitBytes, networkStepBytes) ||
+		moved(old.EgressBytes, now.EgressBytes, networkStepBytes) || old.EgressDenials != now.EgressDenials
 }
 
 // far is true when a and b differ by at least step, either way.
@@ -58,6 +59,8 @@ func SumUsage(usages []afev1.Usage) *afev1.Usage {
 		sum.WorkspaceBytes += u.WorkspaceBytes
 		sum.NetworkReceiveBytes += u.NetworkReceiveBytes
 		sum.NetworkTransmitBytes += u.NetworkTransmitBytes
+		sum.EgressBytes += u.EgressBytes
+		sum.EgressDenials += u.EgressDenials
 		if u.Time.After(sum.Time.Time) {
 			sum.Time = u.Time
 		}

@@ -39,6 +39,9 @@ func TestUsageChanged(t *testing.T) {
 		"network received 64 KiB":        {old: &was, now: later(time.Minute, func(u *afev1.Usage) { u.NetworkReceiveBytes += 64 << 10 }), want: true},
 		"network sent a few bytes":       {old: &was, now: later(time.Minute, func(u *afev1.Usage) { u.NetworkTransmitBytes += 100 }), want: false},
 		"network counter reset":          {old: &was, now: later(time.Minute, func(u *afev1.Usage) { u.NetworkTransmitBytes = 0 }), want: true},
+		"one more egress denial":         {old: &was, now: later(time.Minute, func(u *afev1.Usage) { u.EgressDenials++ }), want: true},
+		"egress of 64 KiB":               {old: &was, now: later(time.Minute, func(u *afev1.Usage) { u.EgressBytes += 64 << 10 }), want: true},
+		"egress of a few bytes":          {old: &was, now: later(time.Minute, func(u *afev1.Usage) { u.EgressBytes += 100 }), want: false},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -60,11 +63,13 @@ func TestSumUsage(t *testing.T) {
 		"one":  {in: []afev1.Usage{{CPUMilliseconds: 1, DiskBytes: 2, Time: t1}}, want: &afev1.Usage{CPUMilliseconds: 1, DiskBytes: 2, Time: t1}},
 		"two, the latest time": {
 			in: []afev1.Usage{
-				{CPUMilliseconds: 1, MemoryBytes: 2, DiskBytes: 7, WritableLayerBytes: 3, WorkspaceBytes: 4, NetworkReceiveBytes: 5, NetworkTransmitBytes: 6, Time: t2},
-				{CPUMilliseconds: 10, MemoryBytes: 20, DiskBytes: 70, WritableLayerBytes: 30, WorkspaceBytes: 40, NetworkReceiveBytes: 50, NetworkTransmitBytes: 60, Time: t1},
+				{CPUMilliseconds: 1, MemoryBytes: 2, DiskBytes: 7, WritableLayerBytes: 3, WorkspaceBytes: 4, NetworkReceiveBytes: 5, NetworkTransmitBytes: 6,
+					EgressBytes: 8, EgressDenials: 9, Time: t2},
+				{CPUMilliseconds: 10, MemoryBytes: 20, DiskBytes: 70, WritableLayerBytes: 30, WorkspaceBytes: 40, NetworkReceiveBytes: 50, NetworkTransmitBytes: 60,
+					EgressBytes: 80, EgressDenials: 90, Time: t1},
 			},
 			want: &afev1.Usage{CPUMilliseconds: 11, MemoryBytes: 22, DiskBytes: 77, WritableLayerBytes: 33, WorkspaceBytes: 44,
-				NetworkReceiveBytes: 55, NetworkTransmitBytes: 66, Time: t2},
+				NetworkReceiveBytes: 55, NetworkTransmitBytes: 66, EgressBytes: 88, EgressDenials: 99, Time: t2},
 		},
 	}
 	for name, tc := range tests {

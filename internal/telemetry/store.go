@@ -1,7 +1,8 @@
 // Package telemetry keeps the record of every command executed in a
-// sandbox in an embedded SQLite database: ordered per sandbox by a sequence
-// number with no gaps, also across restarts, written in batches by one
-// writer so that recording never waits on the disk.
+// sandbox, and of every decision of its egress proxy, in an embedded SQLite
+// database: ordered per sandbox by one sequence number with no gaps (the
+// commands and the egress records share it), also across restarts, written
+// in batches by one writer so that recording never waits on the disk.
 package telemetry
 
 import (
@@ -74,20 +75,27 @@ type Store struct {
 	opts Options
 	in   chan pending
 	// mu guards closed and the sends on in.
-	mu      sync.Mutex
-	closed  bool
-	done    chan struct{}
+	mu     sync.Mutex
+	closed bool
+	done   chan struct{}
+	// room is signalled (without waiting) after each batch taken off the
+	// queue, for AddEgress waiting on a full queue.
+	room    chan struct{}
 	dropped atomic.Int64
 	// written counts committed records, for the metrics.
 	written atomic.Int64
 	// OnCommit, when set before the first Add, is called after each
-	// committed batch with its records (sequence numbers set).
+	// committed batch with its command records (sequence numbers set).
 	OnCommit func([]Record)
+	// OnEgress, when set before the first AddEgress, is called with each
+	// committed egress record.
+	OnEgress func(EgressRecord)
 }
 
 type pending struct {
-	rec   Record
-	flush chan error // a flush marker when not nil
+	rec    Record
+	egress *Egress    // an egress record when not nil
+	flush  chan error // a flush marker when not nil
 }
 
 const schema = `
@@ -114,6 +122,33 @@ CREATE TABLE IF NOT EXISTS records (
 CREATE INDEX IF NOT EXISTS records_sandbox ON records (namespace, sandbox, id);
 CREATE INDEX IF NOT EXISTS records_ticket ON records (namespace, ticket, id);
 CREATE INDEX IF NOT EXISTS records_ended ON records (ended);
+CREATE TABLE IF NOT EXISTS egress (
+	id          INTEGER PRIMARY KEY AUTOINCREMENT,
+	namespace   TEXT NOT NULL,
+	sandbox     TEXT NOT NULL,
+	sandbox_uid TEXT NOT NULL,
+	ticket      TEXT NOT NULL,
+	seq         INTEGER NOT NULL,
+	time        INTEGER NOT NULL,
+	duration    INTEGER NOT NULL,
+	method      TEXT NOT NULL,
+	host        TEXT NOT NULL,
+	port        INTEGER NOT NULL,
+	decision    TEXT NOT NULL,
+	reason      TEXT NOT NULL,
+	status      TEXT NOT NULL,
+	bytes_up    INTEGER NOT NULL,
+	bytes_down  INTEGER NOT NULL,
+	running     TEXT NOT NULL,
+	proxy       TEXT NOT NULL,
+	log_time    INTEGER NOT NULL,
+	log_n       INTEGER NOT NULL,
+	UNIQUE (sandbox_uid, seq)
+);
+CREATE INDEX IF NOT EXISTS egress_sandbox ON egress (namespace, sandbox, id);
+CREATE INDEX IF NOT EXISTS egress_ticket ON egress (namespace, ticket, id);
+CREATE INDEX IF NOT EXISTS egress_time ON egress (time);
+CREATE INDEX IF NOT EXISTS egress_proxy ON egress (proxy, log_time, log_n);
 CREATE TABLE IF NOT EXISTS sequences (
 	sandbox_uid TEXT PRIMARY KEY,
 	last_seq    INTEGER NOT NULL,
@@ -140,7 +175,7 @@ func Open(path string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("the telemetry database %s: %w", path, err)
 	}
-	s := &Store{db: db, opts: opts, in: make(chan pending, opts.Queue), done: make(chan struct{})}
+	s := &Store{db: db, opts: opts, in: make(chan pending, opts.Queue), done: make(chan struct{}), room: make(chan struct{}, 1)}
 	go s.write()
 	return s, nil
 }
@@ -225,10 +260,14 @@ func (s *Store) write() {
 				break more
 			}
 		}
-		var recs []Record
+		select {
+		case s.room <- struct{}{}:
+		default:
+		}
+		var recs []pending
 		for _, p := range batch {
 			if p.flush == nil {
-				recs = append(recs, p.rec)
+				recs = append(recs, p)
 			}
 		}
 		err := s.commit(recs)
@@ -240,8 +279,8 @@ func (s *Store) write() {
 	}
 }
 
-func (s *Store) commit(recs []Record) error {
-	if len(recs) == 0 {
+func (s *Store) commit(batch []pending) error {
+	if len(batch) == 0 {
 		return nil
 	}
 	ctx := context.Background()
@@ -251,23 +290,30 @@ func (s *Store) commit(recs []Record) error {
 	}
 	defer func() { _ = tx.Rollback() }()
 	next := map[string]int64{}
-	for i := range recs {
-		r := &recs[i]
-		seq, ok := next[r.SandboxUID]
+	var recs []Record
+	for i := range batch {
+		p := &batch[i]
+		uid := p.rec.SandboxUID
+		if p.egress != nil {
+			uid = p.egress.Record.SandboxUID
+		}
+		seq, ok := next[uid]
 		if !ok {
-			if err := tx.QueryRowContext(ctx, `SELECT COALESCE((SELECT last_seq FROM sequences WHERE sandbox_uid = ?), 0)`, r.SandboxUID).Scan(&seq); err != nil {
+			if err := tx.QueryRowContext(ctx, `SELECT COALESCE((SELECT last_seq FROM sequences WHERE sandbox_uid = ?), 0)`, uid).Scan(&seq); err != nil {
 				return err
 			}
 		}
 		seq++
-		next[r.SandboxUID] = seq
-		r.Seq = seq
-		cmd, _ := json.Marshal(r.Command)
-		if _, err := tx.ExecContext(ctx, `INSERT INTO records (namespace, sandbox, sandbox_uid, ticket, seq, started, ended,
-			command, user, exit_code, run, attempt, output_bytes, output_sha256, source, started_by)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			r.Namespace, r.Sandbox, r.SandboxUID, r.Ticket, r.Seq, r.Started.UnixNano(), r.Ended.UnixNano(),
-			string(cmd), r.User, r.ExitCode, r.Run, r.Attempt, r.OutputBytes, r.OutputSHA256, r.Source, r.StartedBy); err != nil {
+		next[uid] = seq
+		if p.egress != nil {
+			p.egress.Record.Seq = seq
+			err = insertEgress(ctx, tx, p.egress)
+		} else {
+			p.rec.Seq = seq
+			err = insertRecord(ctx, tx, &p.rec)
+			recs = append(recs, p.rec)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -281,11 +327,28 @@ func (s *Store) commit(recs []Record) error {
 	if err := tx.Commit(); err != nil {
 		return err
 	}
-	s.written.Add(int64(len(recs)))
-	if s.OnCommit != nil {
+	s.written.Add(int64(len(batch)))
+	if s.OnCommit != nil && len(recs) > 0 {
 		s.OnCommit(recs)
 	}
+	if s.OnEgress != nil {
+		for _, p := range batch {
+			if p.egress != nil {
+				s.OnEgress(p.egress.Record)
+			}
+		}
+	}
 	return nil
+}
+
+func insertRecord(ctx context.Context, tx *sql.Tx, r *Record) error {
+	cmd, _ := json.Marshal(r.Command)
+	_, err := tx.ExecContext(ctx, `INSERT INTO records (namespace, sandbox, sandbox_uid, ticket, seq, started, ended,
+		command, user, exit_code, run, attempt, output_bytes, output_sha256, source, started_by)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		r.Namespace, r.Sandbox, r.SandboxUID, r.Ticket, r.Seq, r.Started.UnixNano(), r.Ended.UnixNano(),
+		string(cmd), r.User, r.ExitCode, r.Run, r.Attempt, r.OutputBytes, r.OutputSHA256, r.Source, r.StartedBy)
+	return err
 }
 
 // Filter selects records: of one sandbox (by name, every UID it had) or of
@@ -345,12 +408,14 @@ func (s *Store) Prune(ctx context.Context, now time.Time, live func(sandboxUID s
 	var removed int64
 	if s.opts.Retention > 0 {
 		cutoff := now.Add(-s.opts.Retention).UnixNano()
-		res, err := s.db.ExecContext(ctx, `DELETE FROM records WHERE ended < ?`, cutoff)
-		if err != nil {
-			return 0, err
+		for _, del := range []string{`DELETE FROM records WHERE ended < ?`, `DELETE FROM egress WHERE time < ?`} {
+			res, err := s.db.ExecContext(ctx, del, cutoff)
+			if err != nil {
+				return removed, err
+			}
+			n, _ := res.RowsAffected()
+			removed += n
 		}
-		n, _ := res.RowsAffected()
-		removed += n
 		if live != nil {
 			if err := s.forgetSequences(ctx, cutoff, live); err != nil {
 				return removed, err
@@ -365,20 +430,14 @@ func (s *Store) Prune(ctx context.Context, now time.Time, live func(sandboxUID s
 		if size <= s.opts.MaxBytes {
 			break
 		}
-		var total int64
-		if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM records`).Scan(&total); err != nil {
-			return removed, err
-		}
-		if total == 0 {
-			break
-		}
-		// A tenth of what is there, oldest first, at least one.
-		res, err := s.db.ExecContext(ctx, `DELETE FROM records WHERE id IN (SELECT id FROM records ORDER BY id LIMIT ?)`, max(total/10, 1))
+		n, err := s.pruneTenth(ctx)
+		removed += n
 		if err != nil {
 			return removed, err
 		}
-		n, _ := res.RowsAffected()
-		removed += n
+		if n == 0 {
+			break
+		}
 		if _, err := s.db.ExecContext(ctx, `PRAGMA incremental_vacuum`); err != nil {
 			return removed, err
 		}
@@ -388,6 +447,28 @@ func (s *Store) Prune(ctx context.Context, now time.Time, live func(sandboxUID s
 		return removed, err
 	}
 	return 0, nil
+}
+
+// pruneTenth removes a tenth of the records of each kind, oldest first, at
+// least one of a kind that has any.
+func (s *Store) pruneTenth(ctx context.Context) (int64, error) {
+	var removed int64
+	for _, table := range []string{"records", "egress"} {
+		var total int64
+		if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+table).Scan(&total); err != nil {
+			return removed, err
+		}
+		if total == 0 {
+			continue
+		}
+		res, err := s.db.ExecContext(ctx, `DELETE FROM `+table+` WHERE id IN (SELECT id FROM `+table+` ORDER BY id LIMIT ?)`, max(total/10, 1))
+		if err != nil {
+			return removed, err
+		}
+		n, _ := res.RowsAffected()
+		removed += n
+	}
+	return removed, nil
 }
 
 // forgetSequences removes the sequences that counted nothing since cutoff

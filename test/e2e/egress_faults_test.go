@@ -24,13 +24,8 @@ var _ = Describe("Egress faults of the operator's making", func() {
 		inst := fmt.Sprintf("e2e-egress-faults-%d", os.Getpid())
 		label := afev1.LabelController + "=" + inst
 		defer dockertest.RemoveAll(label)
-		docker := func(args ...string) string {
-			out, err := exec.Command("docker", args...).CombinedOutput()
-			ExpectWithOffset(1, err).NotTo(HaveOccurred(), "docker %s: %s", strings.Join(args, " "), out)
-			return strings.TrimSpace(string(out))
-		}
 		egress := "afe-e2e-egress-" + inst
-		docker("network", "create", "--label", label, egress)
+		mustDocker("network", "create", "--label", label, egress)
 		notProxy := "afe/not-a-proxy:" + inst
 		build := exec.Command("docker", "build", "-q", "--label", label, "-t", notProxy, "-")
 		build.Env = append(os.Environ(), "DOCKER_BUILDKIT=0")

@@ -98,6 +98,70 @@ type CommandRecordList struct {
 	Items      []CommandRecord `json:"items"`
 }
 
+// EgressRecordListKind is the kind of an EgressRecordList.
+const EgressRecordListKind = "EgressRecordList"
+
+// ParamEgress asks the telemetry subresource for the egress records
+// (an EgressRecordList) rather than the commands.
+const ParamEgress = "egress"
+
+// ParamDenied keeps only the denied egress records.
+const ParamDenied = "denied"
+
+// EgressRecord is one decision of a sandbox's egress proxy on one request.
+// Its identity (namespace, sandbox, UID, ticket) comes from the controller's
+// verified view of the proxy container (its labels), never from the log
+// line. Method and Host are the workload's words: bounded and escaped
+// (printable ASCII, anything else as %XX; a host over 253 bytes cut and
+// marked "...(truncated)").
+type EgressRecord struct {
+	Namespace  string `json:"namespace"`
+	Sandbox    string `json:"sandbox"`
+	SandboxUID string `json:"sandboxUID"`
+	Ticket     string `json:"ticket,omitempty"`
+	// Seq is the sandbox's sequence number, shared with its commands.
+	Seq int64 `json:"seq"`
+	// Time is when the proxy logged the request (its end); Duration how
+	// long the proxy took over it.
+	Time     time.Time       `json:"time"`
+	Duration metav1.Duration `json:"duration"`
+	Method   string          `json:"method"`
+	Host     string          `json:"host"`
+	Port     int             `json:"port,omitempty"`
+	// Decision is Allowed or Denied; Reason says why a request was
+	// denied: port, host, address, private, nothing or refused.
+	Decision string `json:"decision"`
+	Reason   string `json:"reason,omitempty"`
+	// Status is the proxy's: its result code and the HTTP status.
+	Status string `json:"status,omitempty"`
+	// BytesUp came from the sandbox, BytesDown went to it.
+	BytesUp   int64 `json:"bytesUp"`
+	BytesDown int64 `json:"bytesDown"`
+	// Running names what the controller was executing in the sandbox
+	// during the request, each as "Run/NAME" or "exec/USER@HH:MM:SS.mmm"
+	// (an exec through the access API, by its caller and start, UTC): one
+	// entry when exactly one was, every one otherwise, none when nothing
+	// the controller executed was (a process the workload left running, or
+	// an exec made straight on the engine).
+	Running []string `json:"running,omitempty"`
+	// Proxy is the ID of the proxy container that logged it.
+	Proxy string `json:"proxy"`
+}
+
+// The decisions of an EgressRecord.
+const (
+	EgressAllowed = "Allowed"
+	EgressDenied  = "Denied"
+)
+
+// EgressRecordList is a list of egress records, in order, as the access
+// API answers the telemetry subresources with ?egress=true.
+type EgressRecordList struct {
+	Kind       string         `json:"kind"`
+	APIVersion string         `json:"apiVersion"`
+	Items      []EgressRecord `json:"items"`
+}
+
 // Reason is why the access API refused a request, in words a client acts
 // on. It travels as the Type of the one cause in the Status's Details.
 type Reason string
