@@ -53,6 +53,9 @@ var _ = Describe("Warm pools: egress", func() {
 		}
 
 		By("serving two Sandboxes of other allowlists from the members")
+		// The Sandboxes' creation times are kept to the second: the
+		// requests above are before the second they are created in.
+		time.Sleep(1100 * time.Millisecond)
 		a := poolSandbox(ns, "a", p.Name)
 		a.Spec.Egress = []afev1.EgressHost{"allowed.test"}
 		b := poolSandbox(ns, "b", p.Name)
@@ -91,6 +94,17 @@ var _ = Describe("Warm pools: egress", func() {
 		expectRefused(func() (string, error) { return fetch(names["a"], "http://denied.test/", true) })
 		Expect(fetch(names["b"], "http://other.allowed.test/", true)).To(Equal("hello-from-test-web"))
 		expectRefused(func() (string, error) { return fetch(names["b"], "http://allowed.test/", true) })
+
+		By("recording the claimed proxies' decisions under their Sandbox, each only its own")
+		Eventually(func(g Gomega) {
+			var hosts []string
+			for _, r := range egressOf(ctx, ns, "a") {
+				g.Expect(r.SandboxUID).To(Equal(string(readyA.UID)))
+				hosts = append(hosts, r.Host+" "+r.Decision)
+			}
+			g.Expect(hosts).To(ContainElements("allowed.test Allowed", "other.allowed.test Denied", "denied.test Denied"))
+			g.Expect(hosts).NotTo(ContainElement(HavePrefix("allowed.test Denied")), "the unclaimed member's denial is nobody's")
+		}, "20s").Should(Succeed())
 
 		By("reaching neither the server nor the other sandbox nor the host directly, nor through the proxy")
 		webIP := dockertest.ContainerIP(testWeb+"-"+instance, egressNetwork)

@@ -103,7 +103,7 @@ func addLoops(mgr ctrl.Manager, engine Engine, cfg shared.Config) (*background, 
 	// The egress proxies' decisions go where the commands go; an engine
 	// that cannot follow logs (the fake engine of the fast tests) has none.
 	if follow, ok := engine.(loops.EgressEngine); ok && opts.Telemetry != nil {
-		runnables = append(runnables, named{"egress follower", loops.NewEgressFollower(follow, c, opts.Instance, opts.Telemetry, opts.Executions,
+		runnables = append(runnables, named{"egress follower", loops.NewEgressFollower(follow, engine, c, opts.Instance, opts.Telemetry, opts.Executions,
 			mgr.GetEventRecorder("afe-sandbox-controller"))})
 	}
 	if opts.RunLogs != nil {

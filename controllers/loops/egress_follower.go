@@ -17,6 +17,7 @@ import (
 
 	accessv1 "afe.dev/sandbox/api/access/v1alpha1"
 	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/controllers/shared"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/egresslog"
 	"afe.dev/sandbox/internal/metrics"
@@ -44,6 +45,10 @@ type EgressFollower struct {
 	// Owner decides whose egress a proxy container logs (egressOwner with
 	// the manager's view of the Sandboxes).
 	Owner func(docker.Container) (sandboxspec.Identity, bool)
+	// Born is when the Sandbox of the identity was created (nil, or zero:
+	// unknown): a line of an earlier time is no request of it (a pool
+	// member's proxy, before its claim).
+	Born func(sandboxspec.Identity) time.Time
 	// Period is how often the proxies are listed (default 2 s).
 	Period time.Duration
 	// Max bounds the proxies followed at once (default 1024).
@@ -148,6 +153,9 @@ func (f *EgressFollower) follow(ctx context.Context, proxy string, id sandboxspe
 	add := func(e telemetry.Egress) error { return f.Store.AddEgress(ctx, e) }
 	p := &proxyLog{proxy: proxy, id: id, cursor: cursor, resumed: resumed, add: add, running: f.Executions.During,
 		denied: f.firstDenials(id)}
+	if f.Born != nil {
+		p.born = f.Born(id)
+	}
 	if err := f.Engine.FollowLogs(ctx, proxy, cursor.At, p.line); err != nil && !errors.Is(err, context.Canceled) {
 		log.V(1).Info("The proxy's log broke off", "error", err.Error())
 	}
@@ -165,6 +173,8 @@ type proxyLog struct {
 	running func(uid string, from, to time.Time) []string
 	// denied is told of each denied request's record (nil: of none).
 	denied func(telemetry.EgressRecord)
+	// born is when the Sandbox was created: earlier lines are not its.
+	born time.Time
 	// at and n are the engine's timestamp of the last line and its rank
 	// among the lines of that timestamp.
 	at time.Time
@@ -190,8 +200,10 @@ func (p *proxyLog) line(l docker.LogLine) error {
 		metrics.EgressLinesRefused.Inc()
 		return nil
 	}
-	// The proxy's own readiness probe, from inside its container.
-	if ip := net.ParseIP(d.Client); ip != nil && ip.IsLoopback() {
+	// The proxy's own readiness probe, from inside its container; or a
+	// request before the Sandbox existed (to a pool member's proxy, before
+	// its claim: the Sandbox's creation time is kept to the second).
+	if ip := net.ParseIP(d.Client); ip != nil && ip.IsLoopback() || d.Time.Before(p.born) {
 		return nil
 	}
 	rec := egressRecord(p.id, p.proxy, d)
@@ -223,9 +235,11 @@ func egressRecord(id sandboxspec.Identity, proxy string, d egresslog.Decision) t
 }
 
 // NewEgressFollower is the follower of this instance's proxies that
-// records into store, the Sandboxes read from c (the manager's cache).
-func NewEgressFollower(engine EgressEngine, c client.Reader, instance string, store *telemetry.Store, executions *telemetry.Executions,
-	recorder events.EventRecorder) *EgressFollower {
+// records into store, the Sandboxes read from c (the manager's cache), a
+// claimed pool member's proxy verified on its Sandbox's claim record, read
+// from records.
+func NewEgressFollower(engine EgressEngine, records shared.VolumeInspector, c client.Reader, instance string, store *telemetry.Store,
+	executions *telemetry.Executions, recorder events.EventRecorder) *EgressFollower {
 	get := func(namespace, name string) *afev1.Sandbox {
 		sbx := &afev1.Sandbox{}
 		if namespace == "" || name == "" || c.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, sbx) != nil {
@@ -234,9 +248,19 @@ func NewEgressFollower(engine EgressEngine, c client.Reader, instance string, st
 		return sbx
 	}
 	f := &EgressFollower{Engine: engine, Store: store, Instance: instance, Executions: executions, Recorder: recorder}
-	// A claimed pool member's proxy: none is followed until the pool's
-	// pool.BindsProxy exists to verify it (egressOwner's member seam).
-	f.Owner = func(ct docker.Container) (sandboxspec.Identity, bool) { return egressOwner(ct, instance, get, nil) }
+	// A claimed pool member's proxy is the Sandbox's whose proxy name it
+	// bears when that Sandbox's claim record binds it (pool.BindsProxy).
+	members := newClaimedMembers(records, c, instance)
+	member := func(ct docker.Container) *afev1.Sandbox {
+		return members.sandboxOf(docker.Event{ID: ct.ID, Name: ct.Name, Labels: ct.Labels})
+	}
+	f.Owner = func(ct docker.Container) (sandboxspec.Identity, bool) { return egressOwner(ct, instance, get, member) }
+	f.Born = func(id sandboxspec.Identity) time.Time {
+		if sbx := get(id.Namespace, id.Name); sbx != nil && string(sbx.UID) == id.UID {
+			return sbx.CreationTimestamp.Time
+		}
+		return time.Time{}
+	}
 	return f
 }
 

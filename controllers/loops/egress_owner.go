@@ -22,9 +22,8 @@ import (
 //     binds it to (the pool's pool.BindsProxy, checked on the claim record;
 //     nil when none), and it must bear that Sandbox's proxy name, as it
 //     does once renamed at the claim. An unclaimed member's proxy serves no
-//     sandbox yet. The seam: until the pool's BindsProxy exists, the
-//     manager passes no member function and such a proxy is followed by
-//     nobody.
+//     sandbox yet (it admits nothing). Without a member function such a
+//     proxy is followed by nobody.
 func egressOwner(c docker.Container, instance string, get func(namespace, name string) *afev1.Sandbox,
 	member func(docker.Container) *afev1.Sandbox) (sandboxspec.Identity, bool) {
 	l := c.Labels
