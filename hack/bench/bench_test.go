@@ -371,8 +371,8 @@ func TestBenchSmoke(t *testing.T) {
 			}
 		}
 	}
-	if len(rows) != 34 || idle == nil || len(egressScale) != 3 || len(memory) != 2 || len(requests) != 1 || len(placement) != 2 || len(runtimes) != 8 {
-		t.Fatalf("want 34 rows (the exec row, 5 of warm pools, an idle row, 3 of egress at scale, 2 of memory a suspension frees, "+
+	if len(rows) != 35 || idle == nil || len(egressScale) != 3 || len(memory) != 2 || len(requests) != 1 || len(placement) != 2 || len(runtimes) != 8 {
+		t.Fatalf("want 35 rows (the exec row, 6 of warm pools, an idle row, 3 of egress at scale, 2 of memory a suspension frees, "+
 			"4 of the user's tickets, 2 of placement, 8 of runsc against runc), got %d:\n%+v", len(rows), rows)
 	}
 	checkWritten(t, cfg, rows)
