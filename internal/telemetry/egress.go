@@ -92,15 +92,9 @@ type EgressFilter struct {
 // ListEgress returns the egress records the filter selects, the newest
 // Limit of them, in the order they were committed.
 func (s *Store) ListEgress(ctx context.Context, f EgressFilter) ([]EgressRecord, error) {
-	if f.Namespace == "" || (f.Sandbox == "") == (f.Ticket == "") {
-		return nil, errors.New("a namespace and one of a sandbox or a ticket")
-	}
-	if f.Limit <= 0 {
-		f.Limit = 1000
-	}
-	col, val := "sandbox", f.Sandbox
-	if f.Ticket != "" {
-		col, val = "ticket", f.Ticket
+	col, val, err := f.selector()
+	if err != nil {
+		return nil, err
 	}
 	denied := ""
 	if f.DeniedOnly {

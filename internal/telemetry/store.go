@@ -327,6 +327,13 @@ func (s *Store) commit(batch []pending) error {
 	if err := tx.Commit(); err != nil {
 		return err
 	}
+	s.committed(batch, recs)
+	return nil
+}
+
+// committed counts a committed batch and tells the callbacks of its
+// commands (recs) and of its egress records.
+func (s *Store) committed(batch []pending, recs []Record) {
 	s.written.Add(int64(len(batch)))
 	if s.OnCommit != nil && len(recs) > 0 {
 		s.OnCommit(recs)
@@ -338,7 +345,6 @@ func (s *Store) commit(batch []pending) error {
 			}
 		}
 	}
-	return nil
 }
 
 func insertRecord(ctx context.Context, tx *sql.Tx, r *Record) error {
@@ -361,18 +367,27 @@ type Filter struct {
 	Limit int
 }
 
-// List returns the records the filter selects, in the order they were
-// committed (per sandbox UID, by sequence).
-func (s *Store) List(ctx context.Context, f Filter) ([]Record, error) {
+// selector checks the filter, sets its default Limit, and names the
+// column and value it selects by (a sandbox, or a ticket).
+func (f *Filter) selector() (col, val string, err error) {
 	if f.Namespace == "" || (f.Sandbox == "") == (f.Ticket == "") {
-		return nil, errors.New("a namespace and one of a sandbox or a ticket")
+		return "", "", errors.New("a namespace and one of a sandbox or a ticket")
 	}
 	if f.Limit <= 0 {
 		f.Limit = 1000
 	}
-	col, val := "sandbox", f.Sandbox
 	if f.Ticket != "" {
-		col, val = "ticket", f.Ticket
+		return "ticket", f.Ticket, nil
+	}
+	return "sandbox", f.Sandbox, nil
+}
+
+// List returns the records the filter selects, in the order they were
+// committed (per sandbox UID, by sequence).
+func (s *Store) List(ctx context.Context, f Filter) ([]Record, error) {
+	col, val, err := f.selector()
+	if err != nil {
+		return nil, err
 	}
 	// The newest Limit records, in order.
 	rows, err := s.db.QueryContext(ctx, `SELECT namespace, sandbox, sandbox_uid, ticket, seq, started, ended, command, user,
