@@ -12,6 +12,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/internal/metrics"
@@ -36,6 +37,33 @@ func telemetryOf(ctx context.Context, ns, sandbox string) []telemetry.Record {
 // running after 3 minutes.
 const manyRunsBound = 8 * time.Minute
 
+// perSandbox is how many commands of each kind the specs below start at
+// once in each sandbox: fewer under gVisor, where each is a process of the
+// runtime on the host, and the suite's CI run (three processes on two
+// cores) twice lost a sandbox container under 4 x 25 at once. Order and
+// identity are what the specs are about; runc keeps the full count.
+func perSandbox(runtime string, n int) int {
+	if runtime == "runsc" {
+		return max(n*2/5, 4)
+	}
+	return n
+}
+
+// engineExec runs docker exec in a sandbox's container and, when it fails,
+// says what the engine and the API server had of the container then.
+func engineExec(ctx context.Context, sbx *afev1.Sandbox, opts []string, cmd ...string) error {
+	c := sbx.Status.ContainerName
+	args := append(append(append([]string{"exec"}, opts...), c), cmd...)
+	out, err := exec.Command("docker", args...).CombinedOutput()
+	if err == nil {
+		return nil
+	}
+	state, _ := exec.Command("docker", "inspect", "-f", "{{.State.Status}} exit={{.State.ExitCode}} oom={{.State.OOMKilled}} finished={{.State.FinishedAt}}", c).CombinedOutput()
+	cur := &afev1.Sandbox{}
+	_ = k8sClient.Get(ctx, client.ObjectKeyFromObject(sbx), cur)
+	return fmt.Errorf("%w: %s (container: %s; sandbox: %s %v)", err, out, state, cur.Status.Phase, cur.Status.Conditions)
+}
+
 var _ = Describe("Command telemetry", func() {
 	var ctx context.Context
 	var ns string
@@ -49,7 +77,8 @@ var _ = Describe("Command telemetry", func() {
 	// same records, exit codes and users.
 	forEachRuntime(func(runtime string) {
 		It("records every Run of 4 sandboxes run at once, in order per sandbox, with the identity the controller derived", func() {
-			const sandboxes, runs = 4, 8
+			const sandboxes = 4
+			runs := perSandbox(runtime, 8)
 			sbxs := readySandboxes(ctx, ns, "tele", sandboxes, runtime)
 			// Each Run prints a line shaped like a record naming another
 			// sandbox, with a forged afe.* environment: the identity stays
@@ -103,7 +132,7 @@ var _ = Describe("Command telemetry", func() {
 			for _, sbx := range sbxs {
 				c := sbx.Status.ContainerName
 				Expect(exec.Command("docker", "exec", c, "sh", "-c", "exit 4").Run()).To(MatchError(ContainSubstring("exit status 4")))
-				Expect(exec.Command("docker", "exec", "-u", "0", "--env", "AFE_SANDBOX=victim", c, "true").Run()).To(Succeed())
+				Expect(engineExec(ctx, sbx, []string{"-u", "0", "--env", "AFE_SANDBOX=victim"}, "true")).To(Succeed())
 			}
 			for _, sbx := range sbxs {
 				var recs []telemetry.Record
@@ -128,8 +157,9 @@ var _ = Describe("Command telemetry", func() {
 			Expect(testTelemetry.Dropped()).To(BeZero())
 		})
 
-		It("records 200 commands of 4 sandboxes, Runs and raw execs at once, each sandbox's sequence without gaps", func() {
-			const sandboxes, each = 4, 25 // Runs, and as many execs on the engine, per sandbox
+		It("records the commands of 4 sandboxes, Runs and raw execs at once, each sandbox's sequence without gaps", func() {
+			const sandboxes = 4
+			each := perSandbox(runtime, 25) // Runs, and as many execs on the engine, per sandbox
 			sbxs := readySandboxes(ctx, ns, "many", sandboxes, runtime)
 			counted := func(source string) float64 {
 				return testutil.ToFloat64(metrics.Commands.WithLabelValues(source, string(afev1.SandboxReady), "ok"))
@@ -156,8 +186,7 @@ var _ = Describe("Command telemetry", func() {
 					defer GinkgoRecover()
 					defer wg.Done()
 					for j := 0; j < each; j++ {
-						out, err := exec.Command("docker", "exec", sbx.Status.ContainerName, "true").CombinedOutput()
-						Expect(err).NotTo(HaveOccurred(), string(out))
+						Expect(engineExec(ctx, sbx, nil, "true")).To(Succeed())
 					}
 				}()
 			}
@@ -178,7 +207,7 @@ var _ = Describe("Command telemetry", func() {
 				Expect(sources).To(Equal(map[string]int{telemetry.SourceRun: each, telemetry.SourceEngine: each}))
 				total += len(recs)
 			}
-			Expect(total).To(Equal(200))
+			Expect(total).To(Equal(2 * sandboxes * each))
 			Expect(testTelemetry.Dropped()).To(BeZero())
 			By("counting them in afe_commands_total by source, phase and exit class")
 			Expect(counted(telemetry.SourceRun) - runsBefore).To(BeNumerically(">=", sandboxes*each))

@@ -15,6 +15,13 @@ import (
 // both: a CONNECT tunnel carries it as well as TLS).
 const testWeb = "afe-envtest-web"
 
+// slowDownload is the script of the web server's /cgi-bin/slow, quoted for
+// the shell, one argument a line: a download that lasts about 6 s, a
+// chunk a second, and that touches /tmp/slow.<query> when it starts.
+const slowDownload = `'#!/bin/sh' 'touch "/tmp/slow.${QUERY_STRING}"' ` +
+	`'printf "Content-Type: text/plain\r\n\r\n"' ` +
+	`'for i in 1 2 3 4 5 6; do echo "chunk-$i"; sleep 1; done' 'echo done'`
+
 // hostService listens on every host interface, as a service a sandbox must
 // never reach.
 var hostService net.Listener
@@ -31,7 +38,9 @@ func startTestServers(engine *docker.Client) error {
 		Labels:  labels,
 		Network: egressNetwork,
 		Aliases: []string{"allowed.test", "denied.test", "other.allowed.test"},
-		Command: []string{"sh", "-c", "mkdir -p /www && echo hello-from-test-web > /www/index.html && httpd -p 443 -h /www && exec httpd -f -p 80 -h /www"},
+		Command: []string{"sh", "-c", "mkdir -p /www/cgi-bin && echo hello-from-test-web > /www/index.html && " +
+			"printf '%s\\n' " + slowDownload + " > /www/cgi-bin/slow && chmod +x /www/cgi-bin/slow && " +
+			"httpd -p 443 -h /www && exec httpd -f -p 80 -h /www"},
 		CapDrop: []string{"ALL"},
 		CapAdd:  []string{"NET_BIND_SERVICE"},
 		Init:    true,
