@@ -310,6 +310,24 @@ var _ = Describe("Sandbox egress", func() {
 			Expect(err).NotTo(HaveOccurred())
 			Expect(same.ID).To(Equal(p.ID), "the proxy was recreated for an allowlist change")
 
+			By("recreating, with the new allowlist, a proxy that cannot take it in place")
+			// With a pid file that names no process the reload exec cannot
+			// tell squid and fails; the proxy keeps admitting the old
+			// allowlist meanwhile.
+			_, err = dockertest.Exec(got.Status.ProxyName, "sh", "-c", "echo 999999 > /tmp/squid.pid")
+			Expect(err).NotTo(HaveOccurred())
+			setEgress("allowed.test", "denied.test")
+			Eventually(func() (string, error) { return fetchWithin(name, "http://denied.test/", true, 1) }).Should(Equal("hello-from-test-web"))
+			same, err = dockertest.Inspect(got.Status.ProxyName)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(same.ID).NotTo(Equal(p.ID), "a proxy that could not take the allowlist was kept")
+			Expect(getSandbox(ctx, sbx)(Default).Status.ContainerID).To(Equal(got.Status.ContainerID))
+			setEgress("allowed.test")
+			Eventually(func() string {
+				out, _ := fetchWithin(name, "http://denied.test/", true, 1)
+				return out
+			}).Should(ContainSubstring("403"))
+
 			By("recreating a proxy killed by hand, for the same sandbox container")
 			killed := time.Now()
 			Expect(dockertest.RemoveContainer(got.Status.ProxyName)).To(Succeed())
