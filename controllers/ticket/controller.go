@@ -97,6 +97,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	s := &ticketScope{tk: tk, before: tk.DeepCopy()}
 	res, err := r.reconcile(ctx, s)
+	if wait := s.firstStatusWait(time.Now()); err == nil && wait > 0 {
+		// Its sandboxes' becoming Ready brings the ticket back sooner.
+		return shared.RequeueSooner(res, wait), nil
+	}
 	res, err = shared.ReconcileResult(res, err, client.IgnoreNotFound(r.commit(ctx, s)))
 	if err != nil || !s.cleanedUp {
 		return res, err
@@ -203,7 +207,11 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *ticketScope) (ctrl.
 	if removed, err := shared.RemoveFinalizer(ctx, r.Client, tk, afev1.TicketFinalizer); err != nil || !removed {
 		return ctrl.Result{}, err
 	}
-	r.observeCleanup(s.before, cleaned)
+	// A deleted ticket has no status left to say it: an Event does.
+	if observeCleanup(s.before, cleaned) {
+		r.Recorder.Eventf(cleaned, nil, corev1.EventTypeNormal, afev1.CleanedUpReason, "Cleanup",
+			"Every sandbox and Docker object of the ticket was removed")
+	}
 	return ctrl.Result{}, nil
 }
 
@@ -226,7 +234,6 @@ func (r *Reconciler) reconcileActive(ctx context.Context, tk *afev1.Ticket, owne
 			if err := r.Create(ctx, want); err != nil {
 				return fmt.Errorf("create sandbox %s: %w", want.Name, err)
 			}
-			r.Recorder.Eventf(tk, want, corev1.EventTypeNormal, "SandboxCreated", "Create", "Created sandbox %s for scope %s", want.Name, want.Spec.Scope)
 			current = append(current, *want)
 		case err != nil:
 			return err
