@@ -3,6 +3,7 @@ package ticket
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -54,16 +55,20 @@ func recordRequeues(tk *afev1.Ticket, owned []afev1.Sandbox) string {
 
 // firstStatusDelay is how long a new ticket's first status write waits
 // for its sandboxes to be Ready: a ticket served in less (from a warm pool,
-// or a cold start here) writes one status, Ready, instead of two, on the
-// path a burst of tickets waits on.
-const firstStatusDelay = time.Second
+// a cold start, most of a burst of 20 here) writes one status, Ready,
+// instead of two, on the path a burst of tickets waits on. Until then its
+// Sandboxes' own status says how they are doing.
+const firstStatusDelay = 5 * time.Second
 
 // firstStatusWait is how much longer the reconcile may leave the status
 // unwritten: while the ticket has never stated Ready, states now only that
-// its sandboxes are not Ready yet, has no loss to report, and was created
-// less than firstStatusDelay ago. Every other status is written at once.
+// its sandboxes are not Ready yet, none of them failed, has no loss or new
+// node to report, and was created less than firstStatusDelay ago. Every other
+// status is written at once.
 func (s *ticketScope) firstStatusWait(now time.Time) time.Duration {
-	if s.requeued != "" || s.nodeLost != "" ||
+	failed := slices.ContainsFunc(s.owned, func(o afev1.Sandbox) bool { return o.Status.Phase == afev1.SandboxFailed })
+	// A node newly placed on is stated at once: placement reads it back.
+	if failed || s.requeued != "" || s.nodeLost != "" || s.tk.Status.Node != s.before.Status.Node ||
 		meta.FindStatusCondition(s.before.Status.Conditions, afev1.TicketReadyCondition) != nil ||
 		meta.IsStatusConditionTrue(s.tk.Status.Conditions, afev1.TicketFailedCondition) {
 		return 0
@@ -84,6 +89,7 @@ func (r *Reconciler) commit(ctx context.Context, s *ticketScope) error {
 	if !written {
 		return err
 	}
+	r.written.Replaced(s.tk.UID, s.before.ResourceVersion)
 	// No Event when a cleanup ends: the CleanedUp condition says it.
 	observeCleanup(s.before, s.tk)
 	if s.requeued != "" {
