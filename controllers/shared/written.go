@@ -30,7 +30,9 @@ type Written struct {
 // as created; past it the cache would have caught up, or it was deleted.
 const createdFor = 10 * time.Second
 
-// Replaced records that a write replaced the version rv of the object uid.
+// Replaced records that a write replaced the version rv of the object uid;
+// only a write that changed the version may be recorded, or the copy the
+// cache holds would be taken as stale for good.
 func (w *Written) Replaced(uid types.UID, rv string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()

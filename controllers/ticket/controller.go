@@ -151,7 +151,9 @@ func (r *Reconciler) reconcile(ctx context.Context, s *ticketScope) (ctrl.Result
 		if err := shared.EnsureFinalizer(ctx, r.Client, s.tk, afev1.TicketFinalizer); err != nil {
 			return ctrl.Result{}, err
 		}
-		r.written.Replaced(s.tk.UID, rv)
+		if s.tk.ResourceVersion != rv {
+			r.written.Replaced(s.tk.UID, rv)
+		}
 	}
 	s.before = s.tk.DeepCopy()
 	s.stateNode()

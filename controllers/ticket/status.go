@@ -89,7 +89,11 @@ func (r *Reconciler) commit(ctx context.Context, s *ticketScope) error {
 	if !written {
 		return err
 	}
-	r.written.Replaced(s.tk.UID, s.before.ResourceVersion)
+	// A patch the server found empty leaves the version as it was: that
+	// copy is not stale.
+	if s.tk.ResourceVersion != s.before.ResourceVersion {
+		r.written.Replaced(s.tk.UID, s.before.ResourceVersion)
+	}
 	// No Event when a cleanup ends: the CleanedUp condition says it.
 	observeCleanup(s.before, s.tk)
 	if s.requeued != "" {
