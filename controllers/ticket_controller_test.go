@@ -139,7 +139,6 @@ var _ = Describe("Ticket", func() {
 		GinkgoWriter.Printf("Done to Finished: %s\n", time.Since(done))
 		Expect(meta.IsStatusConditionTrue(got.Status.Conditions, afev1.TicketCleanedUpCondition)).To(BeTrue())
 		Expect(got.Status.FinishedTime).NotTo(BeNil())
-		Eventually(func() []string { return eventReasons(ctx, ns, got) }).Should(ContainElement(afev1.CleanedUpReason))
 		Expect(dockertest.Objects(afev1.LabelTicket + "=tk," + afev1.LabelNamespace + "=" + ns)).To(BeEmpty())
 		Expect(k8sClient.List(ctx, list, client.InNamespace(ns))).To(Succeed())
 		Expect(list.Items).To(BeEmpty())

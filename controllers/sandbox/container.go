@@ -223,7 +223,8 @@ func (r *Reconciler) createContainer(ctx context.Context, s *sandboxScope, want 
 		res, err := r.storageQuotaRefused(ctx, err)
 		return nil, res, err
 	}
-	r.Recorder.Eventf(s.sbx, nil, corev1.EventTypeNormal, "Created", "Create", "Started container %s", want.Name)
+	// No Event: the ContainerReady condition says it, and an Event is a
+	// write per sandbox on the path a burst of tickets waits on.
 	return created, ctrl.Result{}, nil
 }
 

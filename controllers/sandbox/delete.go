@@ -3,7 +3,6 @@ package sandbox
 import (
 	"context"
 
-	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -47,7 +46,8 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *sandboxScope) (ctrl
 	}
 	r.forget(s.sbx.UID)
 	r.mem.rememberFinalized(s.sbx.UID)
-	r.Recorder.Eventf(s.sbx, nil, corev1.EventTypeNormal, "Deleted", "Delete", "Removed container, proxy, network and workspace volume")
+	// No Event: the Sandbox is gone, and its ticket's CleanedUp condition
+	// says so.
 	return ctrl.Result{}, nil
 }
 

@@ -194,7 +194,8 @@ func (r *Reconciler) ensureProxy(ctx context.Context, s *sandboxScope, want dock
 	if err := r.ensureImage(ctx, s, afev1.EgressReadyCondition, "Proxy image", want.Image); err != nil {
 		return ctrl.Result{}, err
 	}
-	reason, what := "Created", "Started proxy %s"
+	// A first proxy has no Event (EgressReady says it); a recreated one has.
+	reason, what := "", ""
 	if have != nil {
 		reason, what = afev1.ProxyRecreatedReason, "Recreated proxy %s"
 		if !have.Running {
@@ -214,8 +215,10 @@ func (r *Reconciler) ensureProxy(ctx context.Context, s *sandboxScope, want dock
 	about := s.sbx.DeepCopy() // the Event's object, apart from the one the phases change
 	go func() {
 		created, err := r.Engine.RunContainer(ctx, want)
-		if err == nil {
+		if err == nil && reason != "" {
 			r.Recorder.Eventf(about, nil, corev1.EventTypeNormal, reason, "Create", what, want.Name)
+		}
+		if err == nil {
 			if err = r.waitProxy(ctx, created); err != nil && !errors.Is(err, docker.ErrUnavailable) {
 				err = &proxyNotAnswering{err}
 			}

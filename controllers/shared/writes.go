@@ -91,6 +91,14 @@ func ReconcileResult(res ctrl.Result, err, writeErr error) (ctrl.Result, error) 
 	return res, nil
 }
 
+// RequeueSooner is res, looked at again after at most after.
+func RequeueSooner(res ctrl.Result, after time.Duration) ctrl.Result {
+	if res.RequeueAfter == 0 || after < res.RequeueAfter {
+		res.RequeueAfter = after
+	}
+	return res
+}
+
 // FinishedTTL is how long a finished object is kept: its own
 // ttlSecondsAfterFinished, else the controller's --finished-ttl; ok is
 // false when it is kept for good.

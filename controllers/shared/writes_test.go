@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 )
 
 func TestFinishedTTL(t *testing.T) {
@@ -25,6 +26,25 @@ func TestFinishedTTL(t *testing.T) {
 			got, ok := FinishedTTL(tc.own, tc.def)
 			if diff := cmp.Diff([]any{tc.want, tc.wantOK}, []any{got, ok}); diff != "" {
 				t.Errorf("FinishedTTL() mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestRequeueSooner(t *testing.T) {
+	tests := map[string]struct {
+		res   ctrl.Result
+		after time.Duration
+		want  time.Duration
+	}{
+		"none yet":     {after: time.Second, want: time.Second},
+		"a later one":  {res: ctrl.Result{RequeueAfter: time.Minute}, after: time.Second, want: time.Second},
+		"a sooner one": {res: ctrl.Result{RequeueAfter: time.Millisecond}, after: time.Second, want: time.Millisecond},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := RequeueSooner(tc.res, tc.after).RequeueAfter; got != tc.want {
+				t.Errorf("RequeueSooner() = %v, want %v", got, tc.want)
 			}
 		})
 	}

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -39,6 +40,10 @@ type Reconciler struct {
 	// Leftovers removes the Docker objects of a finished ticket that no
 	// Sandbox owns.
 	Leftovers Leftovers
+
+	// written tells a cached ticket older than this process's last write
+	// of it, and a Sandbox it created that the cache does not hold yet.
+	written shared.Written
 }
 
 // Leftovers is what the ticket asks of the engine once its Sandboxes are
@@ -76,6 +81,9 @@ type ticketScope struct {
 	// cleanedUp: this reconcile found the ticket ended and nothing of it
 	// left.
 	cleanedUp bool
+	// awaitingCache: a Sandbox this process created is not in the cache
+	// yet; it is taken as created, and looked at again.
+	awaitingCache bool
 }
 
 // stateNode writes into the status, after the base of the status patch is
@@ -95,8 +103,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if r.written.Stale(tk) {
+		// Its newer version, this process's own write, is on its way.
+		return ctrl.Result{RequeueAfter: shared.StaleRetry}, nil
+	}
 	s := &ticketScope{tk: tk, before: tk.DeepCopy()}
 	res, err := r.reconcile(ctx, s)
+	if wait := s.firstStatusWait(time.Now()); err == nil && wait > 0 {
+		// Its sandboxes' becoming Ready brings the ticket back sooner.
+		return shared.RequeueSooner(res, wait), nil
+	}
 	res, err = shared.ReconcileResult(res, err, client.IgnoreNotFound(r.commit(ctx, s)))
 	if err != nil || !s.cleanedUp {
 		return res, err
@@ -131,8 +147,11 @@ func (r *Reconciler) reconcile(ctx context.Context, s *ticketScope) (ctrl.Result
 		s.stateNode()
 		return r.reconcileDelete(ctx, s)
 	}
-	if err := shared.EnsureFinalizer(ctx, r.Client, s.tk, afev1.TicketFinalizer); err != nil {
-		return ctrl.Result{}, err
+	if rv := s.tk.ResourceVersion; !controllerutil.ContainsFinalizer(s.tk, afev1.TicketFinalizer) {
+		if err := shared.EnsureFinalizer(ctx, r.Client, s.tk, afev1.TicketFinalizer); err != nil {
+			return ctrl.Result{}, err
+		}
+		r.written.Replaced(s.tk.UID, rv)
 	}
 	s.before = s.tk.DeepCopy()
 	s.stateNode()
@@ -145,10 +164,14 @@ func (r *Reconciler) reconcile(ctx context.Context, s *ticketScope) (ctrl.Result
 		return ctrl.Result{}, err
 	}
 	// The deadline passing changes nothing the ticket watches.
+	var res ctrl.Result
 	if left := s.tk.DeadlineLeft(now); step != plan.TicketCleanUp && left > 0 {
-		return ctrl.Result{RequeueAfter: left}, nil
+		res.RequeueAfter = left
 	}
-	return ctrl.Result{}, nil
+	if s.awaitingCache {
+		res = shared.RequeueSooner(res, time.Second)
+	}
+	return res, nil
 }
 
 // reconcileNormal keeps the Sandboxes as the ticket's step asks.
@@ -173,7 +196,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *ticketScope, step p
 		// Kept as they are: a paused ticket finds its containers again.
 		status.SummarizeTicket(&tk.Status, tk.Generation, tk.Spec.State, owned, int32(len(owned)), nil)
 	default:
-		if err := r.reconcileActive(ctx, tk, owned); err != nil {
+		if err := r.reconcileActive(ctx, s); err != nil {
 			return err
 		}
 	}
@@ -203,14 +226,20 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *ticketScope) (ctrl.
 	if removed, err := shared.RemoveFinalizer(ctx, r.Client, tk, afev1.TicketFinalizer); err != nil || !removed {
 		return ctrl.Result{}, err
 	}
-	r.observeCleanup(s.before, cleaned)
+	r.written.Forget(tk.UID)
+	// A deleted ticket has no status left to say it: an Event does.
+	if observeCleanup(s.before, cleaned) {
+		r.Recorder.Eventf(cleaned, nil, corev1.EventTypeNormal, afev1.CleanedUpReason, "Cleanup",
+			"Every sandbox and Docker object of the ticket was removed")
+	}
 	return ctrl.Result{}, nil
 }
 
 // reconcileActive creates the Sandboxes the ticket lacks, brings the others
 // to the template, and deletes those it no longer needs.
-func (r *Reconciler) reconcileActive(ctx context.Context, tk *afev1.Ticket, owned []afev1.Sandbox) error {
+func (r *Reconciler) reconcileActive(ctx context.Context, s *ticketScope) error {
 	log := logf.FromContext(ctx)
+	tk, owned := s.tk, s.owned
 	desired := ticketspec.Sandboxes(tk)
 	wanted := map[string]bool{}
 	var current []afev1.Sandbox
@@ -219,14 +248,21 @@ func (r *Reconciler) reconcileActive(ctx context.Context, tk *afev1.Ticket, owne
 		want := &desired[i]
 		wanted[want.Name] = true
 		have := &afev1.Sandbox{}
-		err := r.Get(ctx, client.ObjectKeyFromObject(want), have)
+		key := client.ObjectKeyFromObject(want)
+		err := r.Get(ctx, key, have)
+		if err == nil {
+			r.written.Seen(key)
+		}
 		switch {
+		case apierrors.IsNotFound(err) && r.written.RecentlyCreated(key, time.Now()):
+			s.awaitingCache = true
+			current = append(current, *want)
 		case apierrors.IsNotFound(err):
 			log.Info("Creating sandbox", "sandbox", want.Name)
 			if err := r.Create(ctx, want); err != nil {
 				return fmt.Errorf("create sandbox %s: %w", want.Name, err)
 			}
-			r.Recorder.Eventf(tk, want, corev1.EventTypeNormal, "SandboxCreated", "Create", "Created sandbox %s for scope %s", want.Name, want.Spec.Scope)
+			r.written.Created(key, time.Now())
 			current = append(current, *want)
 		case err != nil:
 			return err

@@ -3,6 +3,7 @@ package ticket
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -52,6 +53,33 @@ func recordRequeues(tk *afev1.Ticket, owned []afev1.Sandbox) string {
 	return lost
 }
 
+// firstStatusDelay is how long a new ticket's first status write waits
+// for its sandboxes to be Ready: a ticket served in less (from a warm pool,
+// a cold start, most of a burst of 20 here) writes one status, Ready,
+// instead of two, on the path a burst of tickets waits on. Until then its
+// Sandboxes' own status says how they are doing.
+const firstStatusDelay = 5 * time.Second
+
+// firstStatusWait is how much longer the reconcile may leave the status
+// unwritten: while the ticket has never stated Ready, states now only that
+// its sandboxes are not Ready yet, none of them failed, has no loss or new
+// node to report, and was created less than firstStatusDelay ago. Every other
+// status is written at once.
+func (s *ticketScope) firstStatusWait(now time.Time) time.Duration {
+	failed := slices.ContainsFunc(s.owned, func(o afev1.Sandbox) bool { return o.Status.Phase == afev1.SandboxFailed })
+	// A node newly placed on is stated at once: placement reads it back.
+	if failed || s.requeued != "" || s.nodeLost != "" || s.tk.Status.Node != s.before.Status.Node ||
+		meta.FindStatusCondition(s.before.Status.Conditions, afev1.TicketReadyCondition) != nil ||
+		meta.IsStatusConditionTrue(s.tk.Status.Conditions, afev1.TicketFailedCondition) {
+		return 0
+	}
+	c := meta.FindStatusCondition(s.tk.Status.Conditions, afev1.TicketReadyCondition)
+	if c == nil || c.Reason != afev1.SandboxesNotReadyReason {
+		return 0
+	}
+	return max(0, s.tk.CreationTimestamp.Add(firstStatusDelay).Sub(now))
+}
+
 // commit writes the status once, only when it changed, and only over
 // the version it read: the lock refuses a write based on a stale copy, so
 // that what follows a write (the cleanup's metric and Event) happens once.
@@ -61,7 +89,9 @@ func (r *Reconciler) commit(ctx context.Context, s *ticketScope) error {
 	if !written {
 		return err
 	}
-	r.observeCleanup(s.before, s.tk)
+	r.written.Replaced(s.tk.UID, s.before.ResourceVersion)
+	// No Event when a cleanup ends: the CleanedUp condition says it.
+	observeCleanup(s.before, s.tk)
 	if s.requeued != "" {
 		r.Recorder.Eventf(s.tk, nil, corev1.EventTypeWarning, afev1.SandboxLostReason, "Requeue",
 			"Sandbox %s was lost and recreated with a fresh workspace; requeue the interrupted step", s.requeued)
@@ -83,18 +113,18 @@ func (r *Reconciler) commit(ctx context.Context, s *ticketScope) error {
 
 // observeCleanup records, after the write that states it, a cleanup that
 // has just ended: its time since it began (the condition went False), or
-// none when it took a single reconcile, and an Event.
-func (r *Reconciler) observeCleanup(before, tk *afev1.Ticket) {
+// none when it took a single reconcile. It tells whether one ended.
+func observeCleanup(before, tk *afev1.Ticket) bool {
 	if meta.IsStatusConditionTrue(before.Status.Conditions, afev1.TicketCleanedUpCondition) ||
 		!meta.IsStatusConditionTrue(tk.Status.Conditions, afev1.TicketCleanedUpCondition) {
-		return
+		return false
 	}
 	started := time.Now()
 	if c := meta.FindStatusCondition(before.Status.Conditions, afev1.TicketCleanedUpCondition); c != nil {
 		started = c.LastTransitionTime.Time
 	}
 	metrics.TicketCleanup.Observe(time.Since(started).Seconds())
-	r.Recorder.Eventf(tk, nil, corev1.EventTypeNormal, afev1.CleanedUpReason, "Cleanup", "Every sandbox and Docker object of the ticket was removed")
+	return true
 }
 
 // lossesOf sums the sandboxes' recreations and names the one lost last,
