@@ -84,11 +84,16 @@ func (r *Reconciler) claimedEgress(ctx context.Context, s *sandboxScope) (ctrl.R
 // proxy name while it still bears the member's. Idempotent: after a crash
 // the proxy bears one name or the other. A proxy of the member's name whose
 // labels are not those of the member the record names is left alone; one
-// lost is made again by ensureProxy.
+// lost is made again by ensureProxy. What it found under the Sandbox's
+// proxy name, or renamed to it, is s.proxy: the one inspection of the
+// proxy in this reconcile.
 func (r *Reconciler) adoptMemberProxy(ctx context.Context, s *sandboxScope, member string) error {
-	_, err := r.Engine.InspectContainer(ctx, naming.Proxy(s.id.Key))
+	named, err := r.Engine.InspectContainer(ctx, naming.Proxy(s.id.Key))
+	if err == nil {
+		s.proxy = named // renamed already: ensureProxy judges what bears the name
+	}
 	if !errors.Is(err, docker.ErrNotFound) {
-		return err // renamed already (ensureProxy judges what bears the name), or an error
+		return err
 	}
 	c, err := r.Engine.InspectContainer(ctx, naming.MemberProxy(member))
 	if err != nil {
@@ -101,14 +106,19 @@ func (r *Reconciler) adoptMemberProxy(ctx context.Context, s *sandboxScope, memb
 	// name is verified again (ensureProxy: pool.BindsProxy).
 	err = r.Engine.RenameContainer(ctx, c.Name, naming.Proxy(s.id.Key))
 	if errors.Is(err, docker.ErrNotFound) || errors.Is(err, docker.ErrConflict) {
-		return nil // the next reconcile reads what the engine has now
+		return nil // the next look reads what the engine has now
 	}
-	if err == nil {
-		s.claimingProxy = true
-		crashpoint.Here(CrashProxyRenamed)
-		logf.FromContext(ctx).Info("Claimed the member's proxy", "container", naming.Proxy(s.id.Key))
+	if err != nil {
+		return err
 	}
-	return err
+	s.claimingProxy = true
+	crashpoint.Here(CrashProxyRenamed)
+	logf.FromContext(ctx).Info("Claimed the member's proxy", "container", naming.Proxy(s.id.Key))
+	// The rename changes the name only: the container inspected is the
+	// one that now bears the Sandbox's proxy name.
+	c.Name = naming.Proxy(s.id.Key)
+	s.proxy = c
+	return nil
 }
 
 // removeMemberEgress removes the proxy of a member a record (or, for an

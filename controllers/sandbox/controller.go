@@ -110,6 +110,11 @@ type sandboxScope struct {
 	// proxy, which admits nothing yet: its first allowlist is part of the
 	// claim, not a change.
 	claimingProxy bool
+	// proxy is the sandbox's proxy as this reconcile already inspected it
+	// (the claim, which finds it under one name or the other); nil: not
+	// looked at yet. ensureProxy takes it rather than asking the engine
+	// again.
+	proxy *docker.Container
 	// claimStarted is when this reconcile began choosing a member.
 	claimStarted time.Time
 }

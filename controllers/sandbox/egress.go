@@ -172,8 +172,8 @@ func (r *Reconciler) ensureNetwork(ctx context.Context, s *sandboxScope, spec do
 // not touched: it reaches the proxy by its alias.
 func (r *Reconciler) ensureProxy(ctx context.Context, s *sandboxScope, want docker.ContainerSpec, allow sandboxspec.Allowlist) (ctrl.Result, error) {
 	log := logf.FromContext(ctx)
-	have, err := r.Engine.InspectContainer(ctx, want.Name)
-	if err != nil && !errors.Is(err, docker.ErrNotFound) {
+	have, err := r.inspectProxy(ctx, s, want.Name)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
 	if have != nil && s.claimed == nil && s.id.Stale(have.Labels, afev1.RoleProxy) {
@@ -230,6 +230,21 @@ func (r *Reconciler) ensureProxy(ctx context.Context, s *sandboxScope, want dock
 	}()
 	s.proxyProbe = probe
 	return ctrl.Result{}, nil
+}
+
+// inspectProxy is the container of the proxy's name, nil when there is
+// none: as this reconcile already inspected it (s.proxy), or asked of the
+// engine now.
+func (r *Reconciler) inspectProxy(ctx context.Context, s *sandboxScope, name string) (*docker.Container, error) {
+	if c := s.proxy; c != nil && c.Name == name {
+		s.proxy = nil
+		return c, nil
+	}
+	have, err := r.Engine.InspectContainer(ctx, name)
+	if errors.Is(err, docker.ErrNotFound) {
+		return nil, nil
+	}
+	return have, err
 }
 
 // ownsProxy is true when c is the sandbox's proxy: made for it, or, for a

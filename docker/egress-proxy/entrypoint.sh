@@ -27,6 +27,15 @@ fail() {
 	exit 64
 }
 
+# first_bad RE ENTRY...: true when an entry does not match RE, the first such
+# in bad; one grep for all of them.
+first_bad() {
+	re="$1"
+	shift
+	[ "$#" -gt 0 ] || return 1
+	bad="$(printf '%s\n' "$@" | grep -Ev -m1 -e "${re}")"
+}
+
 HOST_RE='^\.?([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\.)+[a-z]([-a-z0-9]{0,61}[a-z0-9])?$'
 IP_RE='^([0-9]{1,3}(\.[0-9]{1,3}){3}(/[0-9]{1,2})?|[0-9a-f]{0,4}(:[0-9a-f]{0,4}){2,7}(:[0-9]{1,3}(\.[0-9]{1,3}){3})?(/[0-9]{1,3})?)$'
 
@@ -69,7 +78,6 @@ for h in ${hosts}; do
 	count=$((count + 1))
 	[ "${count}" -le 64 ] || fail "AFE_EGRESS_HOSTS lists more than 64 hosts"
 	[ "${#h}" -ge 4 ] && [ "${#h}" -le 253 ] || fail "egress entry '${h}' has a bad length"
-	printf '%s\n' "${h}" | grep -Eq "${HOST_RE}" || fail "egress entry '${h}' is not a host name or .domain"
 	case " ${allowed} " in
 	*" ${h} "*) fail "egress entry '${h}' is listed twice" ;;
 	esac
@@ -77,10 +85,18 @@ for h in ${hosts}; do
 done
 denied=""
 for ip in ${deny_ips}; do
-	printf '%s\n' "${ip}" | grep -Eq "${IP_RE}" || fail "AFE_EGRESS_DENY_IPS entry '${ip}' is not an IP address or CIDR"
+	[ -n "${ip}" ] || fail "AFE_EGRESS_DENY_IPS has an empty entry"
 	denied="${denied} ${ip}"
 done
 unset IFS
+# One grep per list, whatever its length, rather than one per entry. The
+# entries hold only the characters
+# checked above (no space, newline or glob): split on spaces, they are
+# themselves.
+# shellcheck disable=SC2086
+! first_bad "${HOST_RE}" ${allowed} || fail "egress entry '${bad}' is not a host name or .domain"
+# shellcheck disable=SC2086
+! first_bad "${IP_RE}" ${denied} || fail "AFE_EGRESS_DENY_IPS entry '${bad}' is not an IP address or CIDR"
 
 render() {
 	cat <<CONF

@@ -85,6 +85,7 @@ func TestEntrypointRefusesHostileAllowlists(t *testing.T) {
 		"squid option":        "-n",
 		"squid include":       "include",
 		"url-encoded newline": "a.com%0ahttp_access",
+		"last of several bad": "a.example.com,b.example.com,c..example.com",
 	}
 	for name, hosts := range hostile {
 		t.Run(name, func(t *testing.T) {
@@ -101,6 +102,8 @@ func TestEntrypointRefusesHostileAllowlists(t *testing.T) {
 		"deny ip a name":   {"AFE_EGRESS_HOSTS": "a.com", "AFE_EGRESS_DENY_IPS": "deadbeef"},
 		"deny ip a colon":  {"AFE_EGRESS_HOSTS": "a.com", "AFE_EGRESS_DENY_IPS": ":"},
 		"deny ip partial":  {"AFE_EGRESS_HOSTS": "a.com", "AFE_EGRESS_DENY_IPS": "1.2.3"},
+		"deny ip empty":    {"AFE_EGRESS_HOSTS": "a.com", "AFE_EGRESS_DENY_IPS": "1.2.3.4,,5.6.7.8"},
+		"deny ip last bad": {"AFE_EGRESS_HOSTS": "a.com", "AFE_EGRESS_DENY_IPS": "1.2.3.4,5.6.7.8,1.2.3"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if out, errs, code := render(env); code != 64 || out != "" {
