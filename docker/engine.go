@@ -88,6 +88,10 @@ type Engine interface {
 
 	// Exec runs a command in a running container and returns its exit code.
 	Exec(ctx context.Context, container string, spec ExecSpec) (int, error)
+	// Tell writes a line to the stdin of a running container made with
+	// OpenStdin and returns the first line of its stderr that answered
+	// accepts; ErrNoAnswer when none came.
+	Tell(ctx context.Context, container, line string, answered func(string) bool) (string, error)
 	// InspectExec tells of an exec by its ID (its command, user and exit
 	// code); ErrNotFound when the engine no longer has it.
 	InspectExec(ctx context.Context, id string) (ExecInfo, error)

@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -49,8 +51,11 @@ func setEgressReady(s *sandboxScope) {
 
 // ensureAdmits makes the running proxy admit allow: it asks the proxy
 // which allowlist it runs with (unless this manager gave it that one since
-// the proxy's start) and, when another, gives it allow in place. false
-// when the proxy could not take it: it is then recreated.
+// the proxy's start) and, when another, gives it allow in place, a request
+// on the proxy's stdin that only the engine's clients can write
+// (Allowlist.Request; a few milliseconds, where an exec costs 100-150). false
+// when the proxy could not take it, or did not say so with the request's
+// nonce: it is then recreated.
 func (r *Reconciler) ensureAdmits(ctx context.Context, s *sandboxScope, proxy *docker.Container, allow sandboxspec.Allowlist) (bool, error) {
 	uid := s.sbx.UID
 	if r.mem.admitted.holds(uid, proxy, allow.ID) {
@@ -59,10 +64,10 @@ func (r *Reconciler) ensureAdmits(ctx context.Context, s *sandboxScope, proxy *d
 	log := logf.FromContext(ctx)
 	ctx, cancel := context.WithTimeout(ctx, proxyProbeTimeout)
 	defer cancel()
-	// The answer is an ID: what squid's container prints is bounded. A
-	// member's proxy being claimed admits nothing: no need to ask.
-	out := &runexec.Tail{Limit: 256}
+	// A member's proxy being claimed admits nothing: no need to ask. The
+	// answer is an ID: what squid's container prints is bounded.
 	if !s.claimingProxy {
+		out := &runexec.Tail{Limit: 256}
 		code, err := r.Engine.Exec(ctx, proxy.ID, docker.ExecSpec{Cmd: sandboxspec.ProxyAdmits(), Stdout: out})
 		if errors.Is(err, docker.ErrUnavailable) {
 			return false, err
@@ -71,14 +76,14 @@ func (r *Reconciler) ensureAdmits(ctx context.Context, s *sandboxScope, proxy *d
 			r.mem.admitted.record(uid, proxy, allow.ID)
 			return true, nil
 		}
-		out = &runexec.Tail{Limit: 256}
 	}
-	code, err := r.Engine.Exec(ctx, proxy.ID, docker.ExecSpec{Cmd: sandboxspec.ProxyReload(), Env: allow.Env, Stdout: out})
+	nonce := requestNonce()
+	answer, err := r.Engine.Tell(ctx, proxy.ID, allow.Request(nonce), func(line string) bool { return allow.Answered(nonce, line) })
 	if errors.Is(err, docker.ErrUnavailable) {
 		return false, err
 	}
-	if err != nil || code != 0 || strings.TrimSpace(out.String()) != allow.ID {
-		log.Info("The proxy could not take its allowlist in place; recreating it", "container", proxy.Name, "code", code, "error", err)
+	if err != nil || !allow.Taken(nonce, answer) {
+		log.Info("The proxy could not take its allowlist in place; recreating it", "container", proxy.Name, "answer", answer, "error", err)
 		return false, nil
 	}
 	log.Info("Gave the proxy its allowlist in place", "container", proxy.Name, "allowlist", allow.ID)
@@ -112,4 +117,12 @@ func (r *Reconciler) restartProxy(ctx context.Context, s *sandboxScope, have *do
 		return ctrl.Result{RequeueAfter: egressRetry}, true, nil
 	}
 	return ctrl.Result{}, true, nil
+}
+
+// requestNonce is a fresh nonce for a request to a proxy: 128 random
+// bits, lower-case hex, that no line of squid's can carry by chance.
+func requestNonce() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return hex.EncodeToString(b)
 }

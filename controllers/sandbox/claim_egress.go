@@ -26,7 +26,8 @@ const CrashProxyRenamed = "claim-proxy-renamed"
 // member of a template with egress was made with its internal network and
 // its proxy, admitting nothing; the claim renames the proxy to the
 // Sandbox's proxy name and installs the Sandbox's allowlist in it, in
-// place, through an exec the workload cannot reach (ensureAdmits). The
+// place, through the proxy's stdin, which the workload cannot reach
+// (ensureAdmits). The
 // network keeps the member's name: the engine cannot rename one. Each
 // object is the Sandbox's only as its claim record binds it
 // (pool.MemberObjectOf, pool.BindsProxy), never by a status field.

@@ -33,6 +33,7 @@ type Engine interface {
 	StartContainer(ctx context.Context, name string) error
 	RunningExecs(ctx context.Context, name string) (int, error)
 	Exec(ctx context.Context, container string, spec docker.ExecSpec) (int, error)
+	Tell(ctx context.Context, container, line string, answered func(string) bool) (string, error)
 
 	Runtime(ctx context.Context, name string) (docker.Runtime, error)
 	StorageQuota(ctx context.Context) (bool, error)

@@ -14,12 +14,24 @@
 #   AFE_EGRESS_ALLOWLIST_ID   the controller's name for this configuration (a
 #                             hash of it, lower-case hex), said by --admits
 #
-# With --render it only prints the configuration. With --reload (run by the
-# controller as an exec in the proxy's container, the variables above in the
-# exec's environment: the workload has no way into this container) it
-# replaces the running squid's configuration and has squid read it again:
-# connections in flight go on, new requests meet the new rules. With --admits
-# it prints the AFE_EGRESS_ALLOWLIST_ID squid runs with.
+# With --render it only prints the configuration. With --reload (the
+# variables above in its environment) it replaces the running squid's
+# configuration and has squid read it again: connections in flight go on,
+# new requests meet the new rules. With --admits it prints the
+# AFE_EGRESS_ALLOWLIST_ID squid runs with.
+#
+# The controller changes the allowlist of a running proxy through the
+# container's stdin, which the engine holds open and only a client of the
+# engine's API can write (the workload reaches squid's port only), one
+# request a line:
+#
+#   afe-allowlist NONCE ID PRIVATE HOSTS DENY_IPS
+#
+# NONCE is the controller's, lower-case hex; ID, PRIVATE, HOSTS and DENY_IPS
+# are the variables above, "-" for an empty list. The request runs --reload
+# and is answered on stderr with its nonce, "afe-egress-proxy: allowlist ID
+# taken NONCE" or "afe-egress-proxy: allowlist refused NONCE"; any other
+# line is ignored. An exec costs the engine 100-150 ms here, a line a few.
 set -eu
 
 fail() {
@@ -198,6 +210,33 @@ if [ "${1:-}" = "--reload" ]; then
 	echo "${allowlist_id}"
 	exit 0
 fi
+# listen answers the controller's requests read on its stdin (see above).
+listen() {
+	set -f # the fields are split on spaces, never expanded as globs
+	while IFS= read -r line; do
+		# shellcheck disable=SC2086
+		set -- ${line}
+		[ "$#" = 6 ] && [ "$1" = afe-allowlist ] || continue
+		nonce="$2"
+		case "${nonce}" in
+		'' | *[!0-9a-f]*) continue ;;
+		esac
+		h="$5"
+		d="$6"
+		[ "${h}" != - ] || h=""
+		[ "${d}" != - ] || d=""
+		if id="$(AFE_EGRESS_ALLOWLIST_ID="$3" AFE_EGRESS_ALLOW_PRIVATE="$4" AFE_EGRESS_HOSTS="${h}" AFE_EGRESS_DENY_IPS="${d}" "$0" --reload </dev/null)"; then
+			echo "afe-egress-proxy: allowlist ${id} taken ${nonce}" >&2
+		else
+			echo "afe-egress-proxy: allowlist refused ${nonce}" >&2
+		fi
+	done
+}
+
 render >"${conf}"
 say allowing
-exec squid -N -f "${conf}"
+# The listener reads the container's stdin (fd 3: a background job's own
+# stdin would be /dev/null); squid gets neither.
+exec 3<&0
+listen <&3 &
+exec squid -N -f "${conf}" </dev/null 3<&-

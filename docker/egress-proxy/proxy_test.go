@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/egresslog"
 	"afe.dev/sandbox/internal/hostaddrs"
 	"afe.dev/sandbox/test/dockertest"
@@ -269,7 +270,8 @@ func (h *harness) proxy(env ...string) string {
 func (h *harness) startProxy(dockerArgs []string, env ...string) string {
 	h.t.Helper()
 	name := fmt.Sprintf("%s-proxy-%d", h.network, time.Now().UnixNano())
-	args := append([]string{"run", "-d", "--label", h.label, "--name", name,
+	// -i: the engine holds its stdin open, as the controller makes it.
+	args := append([]string{"run", "-d", "-i", "--label", h.label, "--name", name,
 		"--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--read-only", "--tmpfs", "/tmp"}, dockerArgs...)
 	for _, e := range env {
 		args = append(args, "-e", e)
@@ -495,11 +497,12 @@ func TestProxyImageStopsOnAHostileAllowlist(t *testing.T) {
 	}
 }
 
-// An allowlist is replaced in place (--reload, as the controller's exec
-// does it): the new rules hold within a second, a connection in flight goes
-// on to its end, --admits says the allowlist's ID, an empty allowlist
-// admits nothing, and a hostile one is refused, leaving the rules as they
-// were.
+// An allowlist is replaced in place (a request on the proxy's stdin, as the
+// controller writes it through the engine): the new rules hold within a
+// second, a connection in flight goes on to its end, --admits says the
+// allowlist's ID, an empty allowlist admits nothing, and a hostile one is
+// refused, leaving the rules as they were; a line that is not a request
+// is not answered.
 func TestProxyImageReloadsItsAllowlistInPlace(t *testing.T) {
 	h := newHarness(t)
 	// A server that streams for 6 s, on names of its own.
@@ -508,10 +511,36 @@ func TestProxyImageReloadsItsAllowlistInPlace(t *testing.T) {
 		`mkdir -p /www/cgi-bin && echo other-ok > /www/index.html && printf '#!/bin/sh\nprintf "Content-Type: application/octet-stream\\r\\n\\r\\n"\nfor i in $(seq 60); do head -c 65536 /dev/zero; sleep 0.1; done\n' > /www/cgi-bin/slow && chmod 755 /www/cgi-bin/slow && exec httpd -f -p 80 -h /www`)
 	proxy := h.proxy("AFE_EGRESS_HOSTS=stream.test", "AFE_EGRESS_ALLOW_PRIVATE=1", "AFE_EGRESS_ALLOWLIST_ID=aa")
 	admits := func() string { return h.docker("exec", proxy, "afe-egress-proxy", "--admits") }
+	engine, err := docker.New("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// tell writes a request line with a fresh nonce and returns the
+	// proxy's answer to it, "" after two seconds without one.
+	nonces := 0
+	tell := func(format string) string {
+		t.Helper()
+		nonces++
+		nonce := fmt.Sprintf("%032x", nonces)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		answer, err := engine.Tell(ctx, proxy, fmt.Sprintf(format, nonce),
+			func(line string) bool { return strings.HasSuffix(line, " "+nonce) })
+		if err != nil && !errors.Is(err, docker.ErrNoAnswer) {
+			t.Fatal(err)
+		}
+		return strings.TrimSuffix(answer, " "+nonce)
+	}
 	reload := func(hosts, id string) (string, error) {
-		out, err := exec.Command("docker", "exec", "-e", "AFE_EGRESS_HOSTS="+hosts, "-e", "AFE_EGRESS_ALLOW_PRIVATE=1",
-			"-e", "AFE_EGRESS_ALLOWLIST_ID="+id, proxy, "afe-egress-proxy", "--reload").Output()
-		return strings.TrimSpace(string(out)), err
+		if hosts == "" {
+			hosts = "-"
+		}
+		answer := tell("afe-allowlist %s " + id + " 1 " + hosts + " -")
+		taken := strings.TrimPrefix(answer, "afe-egress-proxy: allowlist ")
+		if taken, ok := strings.CutSuffix(taken, " taken"); ok {
+			return taken, nil
+		}
+		return "", fmt.Errorf("not taken: %q", answer)
 	}
 	// within polls until get(url) does what ok says, for at most a second.
 	within := func(url string, allowed bool) {
@@ -550,8 +579,18 @@ func TestProxyImageReloadsItsAllowlistInPlace(t *testing.T) {
 		t.Fatalf("reload: %v %q", err, out)
 	}
 	within("http://stream.test/", false)
-	if out, err := reload("other.test\nhttp_access allow all", "dd"); err == nil {
-		t.Fatalf("a hostile allowlist was taken: %q", out)
+	for _, hostile := range []string{"other.test,http_access", "other.test,all", "OTHER.test", "other.test/x", "*", "other.test,,a.test"} {
+		if out, err := reload(hostile, "dd"); err == nil {
+			t.Fatalf("a hostile allowlist %q was taken: %q", hostile, out)
+		}
+	}
+	if out, err := reload("other.test", "DD"); err == nil {
+		t.Fatalf("an ID that is not lower-case hex was taken: %q", out)
+	}
+	for _, ignored := range []string{"afe-allowlist %s dd 1 other.test - extra", "afe-allowlist %s dd 1", "allowlist %s dd 1 other.test -", "afe-allowlist X%s dd 1 other.test -"} {
+		if answer := tell(ignored); answer != "" {
+			t.Fatalf("%q was answered: %q", ignored, answer)
+		}
 	}
 	if got := admits(); got != "cc" {
 		t.Fatalf("after a refused reload --admits says %q, want cc", got)

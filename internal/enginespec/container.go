@@ -87,9 +87,11 @@ type ContainerSpec struct {
 	Tmpfs map[string]string
 	// Init runs an init process as PID 1 that reaps zombies.
 	Init bool
-	// OpenStdin keeps the container's stdin open, held by the engine and
-	// never written to, so that a process can block reading it. (Omitted
-	// from JSON when false, so hashes of specs without it stay as they were.)
+	// OpenStdin keeps the container's stdin open, held by the engine, so
+	// that a process can block reading it: a sandbox's keep-alive, never
+	// written to; a proxy's entrypoint, written to by the controller alone
+	// (docker.Engine.Tell). (Omitted from JSON when false, so hashes of
+	// specs without it stay as they were.)
 	OpenStdin bool `json:",omitempty"`
 	// StorageSizeBytes, when set, limits the writable layer (the storage
 	// option size), on engines where StorageQuota is true.

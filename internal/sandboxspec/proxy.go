@@ -71,11 +71,14 @@ func ProxyEnvFor() []string {
 // entrypoint renders squid's rules from (the hosts, whether private
 // destinations pass, the engine host's addresses it refuses) and ID, a hash
 // of them. The proxy is created with them, and given them again, in place,
-// when they change (afe-egress-proxy --reload, an exec of the controller's
-// in the proxy's container); its --admits says the ID it runs with.
+// when they change: Request is the line the controller writes to the
+// proxy's stdin for that (docker.Engine.Tell), Taken tells the proxy's
+// answer. Its --admits says the ID it runs with.
 type Allowlist struct {
 	Env []string
 	ID  string
+	// hosts and denyIPs are the comma-separated lists, private 0 or 1.
+	hosts, private, denyIPs string
 }
 
 // ProxyAllowlist is the allowlist of the sandbox's proxy.
@@ -84,17 +87,47 @@ func ProxyAllowlist(sbx *afev1.Sandbox, opts ProxyOptions) Allowlist {
 	for _, h := range sbx.Spec.Egress {
 		hosts = append(hosts, string(h))
 	}
-	private := "0"
+	a := Allowlist{hosts: strings.Join(hosts, ","), private: "0", denyIPs: strings.Join(opts.DenyIPs, ",")}
 	if opts.AllowPrivate {
-		private = "1"
+		a.private = "1"
 	}
 	env := []string{
-		"AFE_EGRESS_HOSTS=" + strings.Join(hosts, ","),
-		"AFE_EGRESS_ALLOW_PRIVATE=" + private,
-		"AFE_EGRESS_DENY_IPS=" + strings.Join(opts.DenyIPs, ","),
+		"AFE_EGRESS_HOSTS=" + a.hosts,
+		"AFE_EGRESS_ALLOW_PRIVATE=" + a.private,
+		"AFE_EGRESS_DENY_IPS=" + a.denyIPs,
 	}
-	id := naming.Hash(strings.Join(env, "\n"))
-	return Allowlist{Env: append(env, "AFE_EGRESS_ALLOWLIST_ID="+id), ID: id}
+	a.ID = naming.Hash(strings.Join(env, "\n"))
+	env = append(env, "AFE_EGRESS_ALLOWLIST_ID="+a.ID)
+	a.Env = env
+	return a
+}
+
+// Request is the line that gives a running proxy the allowlist in place,
+// read from its stdin by its entrypoint: "afe-allowlist NONCE ID PRIVATE
+// HOSTS DENY_IPS", an empty list as "-". The nonce (lower-case hex, fresh
+// for each request) is in the answer, so that no other line of the
+// proxy's output (squid's, which a workload's requests may shape) can pass
+// for it. The entrypoint validates every field again.
+func (a Allowlist) Request(nonce string) string {
+	orDash := func(list string) string {
+		if list == "" {
+			return "-"
+		}
+		return list
+	}
+	return strings.Join([]string{"afe-allowlist", nonce, a.ID, a.private, orDash(a.hosts), orDash(a.denyIPs)}, " ")
+}
+
+// Answered tells whether a line of the proxy's stderr answers the request
+// of the nonce, and Taken whether it says the allowlist was taken.
+func (a Allowlist) Answered(nonce, line string) bool {
+	return a.Taken(nonce, line) || line == "afe-egress-proxy: allowlist refused "+nonce
+}
+
+// Taken tells whether the line is the proxy's answer that it admits the
+// allowlist, to the request of the nonce.
+func (a Allowlist) Taken(nonce, line string) bool {
+	return line == "afe-egress-proxy: allowlist "+a.ID+" taken "+nonce
 }
 
 // Proxy is the hardened egress proxy container of a sandbox: squid as the
@@ -150,7 +183,9 @@ func proxy(name, network string, labels map[string]string, resources afev1.Sandb
 		ReadOnlyRootfs:  true,
 		Tmpfs:           map[string]string{"/tmp": "rw,noexec,nosuid,size=16m"},
 		Init:            true,
-		Log:             ProxyLog(resources),
+		// The controller's allowlist requests (Allowlist.Request).
+		OpenStdin: true,
+		Log:       ProxyLog(resources),
 	}
 	applyRuntime(&c, opts.Runtime)
 	labels[afev1.LabelSpecHash] = Hash(c)
@@ -159,10 +194,6 @@ func proxy(name, network string, labels map[string]string, resources afev1.Sandb
 	c.Labels = labels
 	return c
 }
-
-// ProxyReload is the command that gives a running proxy the allowlist in
-// the exec's environment (Allowlist.Env), in place; it prints the ID.
-func ProxyReload() []string { return []string{proxyEntrypoint, "--reload"} }
 
 // ProxyAdmits is the command that prints the allowlist ID a proxy runs
 // with.

@@ -380,6 +380,7 @@ func TestProxyIsHardened(t *testing.T) {
 		ReadOnlyRootfs:  true,
 		Tmpfs:           map[string]string{"/tmp": "rw,noexec,nosuid,size=16m"},
 		Init:            true,
+		OpenStdin:       true,
 		Log:             &enginespec.LogConfig{MaxFileBytes: 2 << 20, Files: 2},
 		Labels: map[string]string{
 			"afe.ticket": "tk-1", "afe.namespace": "team", "afe.sandbox": "tk-1", "afe.sandbox-uid": "uid-1",
@@ -498,4 +499,33 @@ func controllerEnv(name, from string) []afev1.EnvVar {
 
 func secretEnv(name, key string) []afev1.EnvVar {
 	return []afev1.EnvVar{{Name: "T", ValueFrom: &afev1.EnvVarSource{SecretKeyRef: &afev1.SecretKeySelector{Name: name, Key: key}}}}
+}
+
+// The request that gives a running proxy its allowlist carries every
+// variable the proxy is created with, an empty list as "-", and only the
+// proxy's answer with the request's own nonce and the allowlist's ID counts.
+func TestProxyAllowlistRequest(t *testing.T) {
+	sbx := testSandbox()
+	sbx.Spec.Egress = []afev1.EgressHost{"example.com", ".pypi.org"}
+	allow := ProxyAllowlist(sbx, ProxyOptions{AllowPrivate: true, DenyIPs: []string{"172.17.0.1", "fd00::1"}})
+	want := "afe-allowlist n1 " + allow.ID + " 1 example.com,.pypi.org 172.17.0.1,fd00::1"
+	if got := allow.Request("n1"); got != want {
+		t.Errorf("request %q, want %q", got, want)
+	}
+	none := NoHosts(ProxyOptions{})
+	if got := none.Request("n2"); got != "afe-allowlist n2 "+none.ID+" 0 - -" {
+		t.Errorf("empty allowlist's request %q", got)
+	}
+	for line, want := range map[string][2]bool{
+		"afe-egress-proxy: allowlist " + allow.ID + " taken n1":   {true, true},
+		"afe-egress-proxy: allowlist refused n1":                  {true, false},
+		"afe-egress-proxy: allowlist " + allow.ID + " taken n2":   {false, false},
+		"afe-egress-proxy: allowlist " + none.ID + " taken n1":    {false, false},
+		"afe-egress-proxy: allowlist refused n2":                  {false, false},
+		"x afe-egress-proxy: allowlist " + allow.ID + " taken n1": {false, false},
+	} {
+		if got := [2]bool{allow.Answered("n1", line), allow.Taken("n1", line)}; got != want {
+			t.Errorf("%q: answered, taken %v, want %v", line, got, want)
+		}
+	}
 }

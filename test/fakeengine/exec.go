@@ -67,6 +67,17 @@ func (e *Engine) Exec(ctx context.Context, name string, spec docker.ExecSpec) (i
 	return code, err
 }
 
+// Tell finds the running container, but no process of a fake container
+// reads its stdin: nothing ever answers (docker.ErrNoAnswer).
+func (e *Engine) Tell(_ context.Context, name, _ string, _ func(string) bool) (string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, err := e.running(OpTell, "tell", name); err != nil {
+		return "", err
+	}
+	return "", fmt.Errorf("tell %s: %w", name, docker.ErrNoAnswer)
+}
+
 // Processes lists the processes of a running container: its first process
 // (with the group of its user) and those added with AddProcess.
 func (e *Engine) Processes(_ context.Context, name string) ([]docker.Process, error) {

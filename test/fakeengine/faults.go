@@ -30,6 +30,7 @@ const (
 	OpCopyWorkspace    Op = "CopyWorkspace"
 	OpProcesses        Op = "Processes"
 	OpExec             Op = "Exec"
+	OpTell             Op = "Tell"
 	OpEvents           Op = "Events"
 	OpContainerUsage   Op = "ContainerUsage"
 	OpDiskUsage        Op = "DiskUsage"
