@@ -45,6 +45,8 @@ type Reconciler struct {
 	// Cold counts the cold sandbox creations in flight, which the refill
 	// makes room for.
 	Cold *shared.InFlight
+	// Claims counts the claims in flight, which hold the refill back.
+	Claims *shared.InFlight
 	// Counts are the claims and misses the Sandbox reconciler counted.
 	Counts *shared.PoolCounts
 	// Subnets hands out the subnets of the members' internal networks,

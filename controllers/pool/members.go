@@ -220,7 +220,7 @@ func (r *Reconciler) refill(ctx context.Context, s *poolScope) time.Duration {
 	st := r.making.state(s.pool.UID)
 	plan := pool.Refill(pool.RefillState{Replicas: int32(s.want), MaxReplicas: r.Config.MaxPoolReplicas,
 		Ready: len(s.members.ready), Creating: st.creating, EngineCreating: st.engine,
-		ColdInFlight: r.Cold.Count(), LastCreation: st.last, Now: time.Now()})
+		ColdInFlight: r.Cold.Count(), ClaimsInFlight: r.Claims.Count(), LastCreation: st.last, Now: time.Now()})
 	for i := 0; i < plan.Start; i++ {
 		name := naming.Member(s.key, newMemberID())
 		r.making.start(s.pool.UID, name, time.Now())

@@ -77,6 +77,9 @@ func (r *Reconciler) reconcileClaim(ctx context.Context, s *sandboxScope) (done 
 				return err != nil, ctrl.Result{}, err
 			}
 			chosen = c
+			if s.claimEnd == nil {
+				s.claimEnd = r.Claims.Start() // until the status is written
+			}
 			continue
 		}
 		if step.Action == pool.ClaimRelease && pool.OwnsRecord(s.id, v.Record) {
@@ -162,16 +165,15 @@ const (
 	CrashClaimRenamed  = "claim-renamed"
 )
 
-// claimedWarm counts a warm claim, and has its pool refilled.
+// claimedWarm counts a warm claim, and has its pool refilled once the
+// reconcile's status is written (endClaim).
 func (r *Reconciler) claimedWarm(ctx context.Context, s *sandboxScope, poolName string) {
 	metrics.PoolClaims.WithLabelValues(s.id.Namespace, poolName, string(pool.Warm)).Inc()
 	if !s.claimStarted.IsZero() {
 		metrics.PoolClaimSeconds.Observe(time.Since(s.claimStarted).Seconds())
 	}
 	r.PoolCounts.Add(s.id.Namespace, poolName, 1, 0)
-	if r.EnqueuePool != nil {
-		r.EnqueuePool(s.id.Namespace, poolName)
-	}
+	s.refill = poolName
 	logf.FromContext(ctx).Info("Claimed a pool member", "pool", poolName, "container", naming.Container(s.id.Key))
 }
 

@@ -54,6 +54,9 @@ type Reconciler struct {
 	// Cold counts the container creations in flight, which the refill of
 	// pools makes room for (nil: none are counted).
 	Cold *shared.InFlight
+	// Claims counts the claims of pool members in flight, which hold the
+	// refill of pools back (nil: none are counted).
+	Claims *shared.InFlight
 	// Turns serialize the claims of a pool's members with the pool's own
 	// removals.
 	Turns *shared.PoolTurns
@@ -117,6 +120,11 @@ type sandboxScope struct {
 	proxy *docker.Container
 	// claimStarted is when this reconcile began choosing a member.
 	claimStarted time.Time
+	// claimEnd ends the count of this reconcile's claim in flight, and
+	// refill is the pool it took a member of; both are done once its
+	// status is written (endClaim).
+	claimEnd func()
+	refill   string
 }
 
 // +kubebuilder:rbac:groups=sandbox.afe.dev,resources=sandboxes,verbs=get;list;watch;update;patch
@@ -141,7 +149,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return shared.ReconcileResult(ctrl.Result{}, err, nil)
 	}
 	res, err := r.reconcile(ctx, s)
-	return shared.ReconcileResult(res, err, client.IgnoreNotFound(r.commit(ctx, s)))
+	committed := r.commit(ctx, s)
+	r.endClaim(s)
+	return shared.ReconcileResult(res, err, client.IgnoreNotFound(committed))
+}
+
+// endClaim ends the count of the reconcile's claim in flight, and has the
+// pool it took a member of refilled: after the claimant's status, not
+// beside it.
+func (r *Reconciler) endClaim(s *sandboxScope) {
+	if s.claimEnd != nil {
+		s.claimEnd()
+	}
+	if s.refill != "" && r.EnqueuePool != nil {
+		r.EnqueuePool(s.id.Namespace, s.refill)
+	}
 }
 
 // here is the per-node gate (--per-node): this manager acts on the Sandbox

@@ -10,7 +10,11 @@ import "time"
 // others), and only one while any cold creation is in flight, so that a
 // cold creation shares the engine with at most one member's; starts are
 // spaced (50 ms, 250 ms while cold creations are in flight) so that a
-// cold creation arriving during a refill finds a gap.
+// cold creation arriving during a refill finds a gap. No member is started
+// while a claim is in flight (a user waiting on a warm sandbox, whose
+// claim binds its name, record, proxy and status in tens of
+// milliseconds): the claim's end has its pool looked at again, and the
+// others look again after ClaimRecheck.
 const (
 	// MaxCreating is how many members are made at once, per pool and on
 	// the engine.
@@ -24,6 +28,9 @@ const (
 	// BusyRecheck is when to look again when creations in flight hold the
 	// refill back: their end usually wakes the pool first.
 	BusyRecheck = time.Second
+	// ClaimRecheck is when to look again when claims in flight hold the
+	// refill back.
+	ClaimRecheck = 100 * time.Millisecond
 )
 
 // RefillState is what Refill decides from.
@@ -38,6 +45,9 @@ type RefillState struct {
 	EngineCreating int
 	// ColdInFlight is the cold sandbox creations in flight on the engine.
 	ColdInFlight int
+	// ClaimsInFlight is the claims of warm members in flight, every
+	// pool's.
+	ClaimsInFlight int
 	// LastCreation is when the pool last started making a member.
 	LastCreation time.Time
 	// Now is now.
@@ -61,6 +71,9 @@ func Refill(s RefillState) RefillPlan {
 	have := s.Ready + s.Creating
 	if have >= want {
 		return RefillPlan{Surplus: max(0, s.Ready-want)}
+	}
+	if s.ClaimsInFlight > 0 {
+		return RefillPlan{After: ClaimRecheck}
 	}
 	limit, spacing := MaxCreating, Spacing
 	if s.ColdInFlight > 0 {

@@ -32,6 +32,8 @@ func TestRefill(t *testing.T) {
 		"cold in flight, another pool's member":  {RefillState{Replicas: 20, MaxReplicas: 50, EngineCreating: 1, ColdInFlight: 1, LastCreation: long, Now: now}, RefillPlan{After: BusyRecheck}},
 		"cold in flight, wider spacing":          {RefillState{Replicas: 20, MaxReplicas: 50, ColdInFlight: 1, LastCreation: now.Add(-100 * time.Millisecond), Now: now}, RefillPlan{After: 150 * time.Millisecond}},
 		"last one missing: no next look":         {RefillState{Replicas: 2, MaxReplicas: 50, Ready: 1, LastCreation: long, Now: now}, RefillPlan{Start: 1}},
+		"a claim in flight holds the refill":     {RefillState{Replicas: 20, MaxReplicas: 50, Ready: 3, ClaimsInFlight: 1, LastCreation: long, Now: now}, RefillPlan{After: ClaimRecheck}},
+		"a claim in flight, the pool full":       {RefillState{Replicas: 3, MaxReplicas: 50, Ready: 3, ClaimsInFlight: 2, LastCreation: long, Now: now}, RefillPlan{}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
