@@ -587,6 +587,15 @@ func TestProxyImageReloadsItsAllowlistInPlace(t *testing.T) {
 	if out, err := reload("other.test", "DD"); err == nil {
 		t.Fatalf("an ID that is not lower-case hex was taken: %q", out)
 	}
+	// The addresses refused are validated too, whenever they change.
+	for _, hostile := range []string{"1.2.3", "1.2.3.4,,5.6.7.8", "1.2.3.4;x", "fe80::1%eth0"} {
+		if answer := tell("afe-allowlist %s dd 1 other.test " + hostile); answer != "afe-egress-proxy: allowlist refused" {
+			t.Fatalf("hostile addresses %q: %q", hostile, answer)
+		}
+	}
+	if answer := tell("afe-allowlist %s cc 1 other.test 192.0.2.1,2001:db8::/32"); answer != "afe-egress-proxy: allowlist cc taken" {
+		t.Fatalf("addresses to refuse: %q", answer)
+	}
 	for _, ignored := range []string{"afe-allowlist %s dd 1 other.test - extra", "afe-allowlist %s dd 1", "allowlist %s dd 1 other.test -", "afe-allowlist X%s dd 1 other.test -"} {
 		if answer := tell(ignored); answer != "" {
 			t.Fatalf("%q was answered: %q", ignored, answer)
