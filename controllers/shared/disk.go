@@ -47,6 +47,18 @@ func (m *DiskMeter) Workspace(uid string) (int64, bool) {
 	return d.bytes, ok && d.unmeasured == ""
 }
 
+// Measured is true when the sandbox's volumes were measured since this
+// process started (even as unmeasurable); false on a nil meter.
+func (m *DiskMeter) Measured(uid string) bool {
+	if m == nil {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.used[uid]
+	return ok
+}
+
 // OverDisk says why the sandbox is over its resources.disk, when it is:
 // its volumes and the most the engine keeps of its logs (and its proxy's)
 // together pass the limit, or a volume of it cannot be measured, which
