@@ -178,7 +178,8 @@ func addReconcilers(ctx context.Context, mgr ctrl.Manager, engine Engine, cfg sh
 
 // addPools sets up the SandboxPool reconciler, which shares with the
 // Sandbox reconciler what sandboxes says: the host ids, the pools' turns,
-// the cold creations in flight, the counts of claims and the subnets.
+// the cold creations in flight, the counts of claims, the subnets and the
+// disk probe.
 func addPools(ctx context.Context, mgr ctrl.Manager, engine Engine, cfg shared.Config, bg *background, sandboxes *sandbox.Reconciler) error {
 	pools := &pool.Reconciler{
 		Client:       mgr.GetClient(),
@@ -192,6 +193,7 @@ func addPools(ctx context.Context, mgr ctrl.Manager, engine Engine, cfg shared.C
 		Claims:       sandboxes.Claims,
 		Counts:       sandboxes.PoolCounts,
 		Subnets:      sandboxes.Subnets,
+		Probe:        sandboxes.Probe,
 		MemberEvents: bg.events.Pools,
 	}
 	if err := pools.SetupWithManager(ctx, mgr); err != nil {

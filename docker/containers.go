@@ -102,11 +102,18 @@ func (c *Client) prepareAndStart(ctx context.Context, id string, spec ContainerS
 	return nil
 }
 
+// ChownHelperName is the name of the helper container that RunContainer
+// creates, and removes, beside the container of the name while it makes
+// one with a read-only root (chownHelper). It carries that container's
+// labels: whoever lists containers by labels must not take it for the
+// container itself.
+func ChownHelperName(name string) string { return name + "_chown" }
+
 // chownHelper creates, and never starts, a container of the spec's image
 // and labels with the mount alone and a writable root, to set the owner of
 // the mount point through; done removes it.
 func (c *Client) chownHelper(ctx context.Context, spec ContainerSpec, m Mount) (string, func(), error) {
-	name := spec.Name + "_chown"
+	name := ChownHelperName(spec.Name)
 	// One left by a crash in the middle.
 	if err := c.RemoveContainer(ctx, name); err != nil {
 		return "", nil, err

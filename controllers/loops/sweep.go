@@ -96,7 +96,9 @@ func (s *Sweeper) orphanedMembers(ctx context.Context) error {
 }
 
 // unboundMembers removes the claimed members (renamed from their pool
-// name) that no claim record names: their Sandbox went without its
+// name) that no claim record names, never a member's chown helper
+// (docker.ChownHelperName), which bears another name than its member's
+// and no record names either: their Sandbox went without its
 // cleanup (a finalizer removed by hand), whose record the sweep removed.
 // The containers are listed before the records, and a claim writes its
 // record before the rename and removes it after the member: a renamed
@@ -114,7 +116,10 @@ func (s *Sweeper) unboundMembers(ctx context.Context, members []docker.Container
 	var errs []error
 	for _, m := range members {
 		member := m.Labels[afev1.LabelMemberName]
-		if member == "" || m.Name == member || bound[m.ID] {
+		if member == "" || m.Name == member || bound[m.ID] || m.Name == docker.ChownHelperName(member) {
+			// Unclaimed, bound, or the helper of a member being made with
+			// a read-only root (a disk limit): not a claimed member. A
+			// helper a crash left is the pool's to remove.
 			continue
 		}
 		logf.FromContext(ctx).Info("Removing a claimed pool member no claim binds", "container", m.Name)

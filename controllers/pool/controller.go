@@ -52,6 +52,10 @@ type Reconciler struct {
 	// Subnets hands out the subnets of the members' internal networks,
 	// shared with the Sandbox reconciler (nil: the reconciler's own).
 	Subnets *shared.Subnets
+	// Probe says how resources.disk is enforced on the engine, shared with
+	// the Sandbox reconciler, so that a member is made as a claimant's
+	// container would be (nil: the reconciler's own).
+	Probe *shared.DiskProbe
 	// MemberEvents has a pool looked at when one of its members dies or
 	// goes (nil: only the resync does).
 	MemberEvents <-chan event.TypedGenericEvent[*afev1.SandboxPool]
@@ -64,6 +68,8 @@ type Reconciler struct {
 	done chan event.TypedGenericEvent[*afev1.SandboxPool]
 	// ownSubnets hands out the subnets when the manager shares none.
 	ownSubnets shared.Subnets
+	// ownProbe is the disk probe when the manager shares none.
+	ownProbe shared.DiskProbe
 }
 
 // poolScope is what one reconcile of a pool works with.
@@ -183,8 +189,8 @@ func (r *Reconciler) node() string {
 }
 
 // resolve validates the pool's template as a Sandbox's and resolves what
-// its members' containers need: the runtime, the env (only with a command:
-// a member on the keep-alive holds none), the disk enforcement; an
+// its members' containers need: the disk enforcement, the runtime, the env
+// (only with a command: a member on the keep-alive holds none); an
 // InvalidError says why no member can be made.
 func (r *Reconciler) resolve(ctx context.Context, s *poolScope) error {
 	vopts, err := r.Config.Validation()
@@ -198,11 +204,8 @@ func (r *Reconciler) resolve(ctx context.Context, s *poolScope) error {
 		}
 		return &sandboxspec.InvalidError{Reason: afev1.InvalidSpecReason, Message: err.Error()}
 	}
-	if tmpl.Resources.Disk != nil {
-		// The disk meter measures a sandbox's objects by its labels, which
-		// a member's do not carry: its limit would go unenforced.
-		return &sandboxspec.InvalidError{Reason: afev1.InvalidSpecReason,
-			Message: "pools of templates with resources.disk are not served yet: every sandbox of this template is created cold"}
+	if err := r.resolveDisk(ctx, s); err != nil {
+		return err
 	}
 	if len(tmpl.Egress) > 0 {
 		if err := r.resolveEgress(ctx, s); err != nil {
@@ -228,9 +231,40 @@ func (r *Reconciler) resolve(ctx context.Context, s *poolScope) error {
 		}
 	}
 	s.resolved.Env = env
-	s.shape = pool.ShapeOf(tmpl, vopts, env)
+	s.shape = pool.ShapeOf(tmpl, vopts, env, s.resolved.DiskEnforcement)
 	s.hash = s.shape.Hash()
 	return nil
+}
+
+// resolveDisk sets how a disk-limited template's members are limited, as
+// the Sandbox reconciler limits a claimant's container. The disk meter
+// measures a member's volumes for the Sandbox whose claim record names it
+// (shared.DiskUses), and nothing before: a template with its own command,
+// which would write to the member's disk before any claim, is refused.
+func (r *Reconciler) resolveDisk(ctx context.Context, s *poolScope) error {
+	tmpl := &s.pool.Spec.Template
+	if tmpl.Resources.Disk == nil {
+		return nil
+	}
+	if len(tmpl.Command) > 0 {
+		return &sandboxspec.InvalidError{Reason: afev1.InvalidSpecReason,
+			Message: "A template with resources.disk and its own command is not pooled: the command would write to a member's disk before any claim, when no limit is measured; remove spec.template.command or resources.disk (a Sandbox of this template is created cold)"}
+	}
+	mode, err := r.diskProbe().Enforcement(ctx, r.Engine)
+	if err != nil {
+		return err
+	}
+	s.resolved.DiskEnforcement = mode
+	return nil
+}
+
+// diskProbe is the manager's probe when it shares one (Probe), else the
+// reconciler's own.
+func (r *Reconciler) diskProbe() *shared.DiskProbe {
+	if r.Probe != nil {
+		return r.Probe
+	}
+	return &r.ownProbe
 }
 
 // resolveEgress finds the controller's --egress-network, which the

@@ -62,6 +62,11 @@ func (r *Reconciler) keep(ctx context.Context, s *poolScope) error {
 	}
 	var stale []docker.Container
 	for _, c := range containers {
+		if helperLeft(c, r.making.isMaking) {
+			logf.FromContext(ctx).Info("Removing the chown helper of no member being made", "container", c.Name)
+			stale = append(stale, c)
+			continue
+		}
 		s.members.inUse[c.Labels[afev1.LabelMemberName]] = true
 		if _, unclaimed := naming.MemberID(s.key, c.Name); !unclaimed || claiming[c.ID] ||
 			c.Labels[afev1.LabelMemberName] != c.Name || r.making.isMaking(c.Name) {
@@ -85,6 +90,14 @@ func (r *Reconciler) keep(ctx context.Context, s *poolScope) error {
 		errs = append(errs, r.removeMember(ctx, s, c.ID, c.Name))
 	}
 	return errors.Join(append(errs, r.removeUnused(ctx, s, sel))...)
+}
+
+// helperLeft is true for the chown helper of a member (one with a disk
+// limit, made with a read-only root: docker.ChownHelperName) that no
+// creation of this process is making: a crash in the middle left it.
+func helperLeft(c docker.Container, making func(string) bool) bool {
+	member := c.Labels[afev1.LabelMemberName]
+	return member != "" && c.Name == docker.ChownHelperName(member) && !making(member)
 }
 
 // unclaimedProxies are the proxies of the pool's members that still bear
@@ -267,7 +280,9 @@ const CrashMemberVolumeMade = "member-volume-made"
 
 // makeMember makes the member's workspace volume, its network and proxy
 // when the template has egress, and its container, under an id of its own
-// when the template names no user; on failure it removes what it made (the
+// when the template names no user, its disk limited as a claimant's would
+// be (an engine that refuses a storage quota is told to the disk probe);
+// on failure it removes what it made (the
 // engine's RunContainer leaves no container behind, and the volumes of the
 // image's VOLUME paths go with the next keep).
 func (r *Reconciler) makeMember(ctx context.Context, s *poolScope, name string) error {
@@ -301,6 +316,11 @@ func (r *Reconciler) makeMember(ctx context.Context, s *poolScope, name string) 
 	var created *docker.Container
 	if err == nil {
 		created, err = r.Engine.RunContainer(ctx, want)
+		if errors.Is(err, docker.ErrStorageQuotaUnsupported) {
+			// As for a cold sandbox: the next members (and claimants) get
+			// a read-only root, a shape of its own.
+			r.diskProbe().Refused(ctx)
+		}
 	}
 	if err == nil && id != nil {
 		// Verify removes the container when another instance's took the id

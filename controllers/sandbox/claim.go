@@ -57,6 +57,11 @@ func (r *Reconciler) reconcileClaim(ctx context.Context, s *sandboxScope) (done 
 			}
 			continue
 		}
+		if r.keptOverDisk(s, v) {
+			s.claimed = &claimedMember{container: v.Named, record: v.Record}
+			s.sbx.Status.Pool = v.Record[afev1.LabelPool]
+			return false, ctrl.Result{}, nil
+		}
 		step := pool.NextClaimStep(v)
 		if step.Reason != "" {
 			logf.FromContext(ctx).Info("Claim of a pool member", "step", step.Action, "why", step.Reason)
@@ -118,8 +123,12 @@ func (r *Reconciler) unservable(ctx context.Context, s *sandboxScope) (done bool
 }
 
 // resumeClaimed is true when the sandbox's claimed member is stopped because
-// the sandbox was suspended: it is started again, never released.
+// the sandbox was suspended, or went over its resources.disk and no longer
+// is: it is started again, never released.
 func (r *Reconciler) resumeClaimed(s *sandboxScope, v pool.ClaimView) bool {
+	if stoppedOverDisk(s, v) {
+		return !r.heldOverDisk(s.sbx)
+	}
 	return s.wasSuspended && v.Named != nil && !v.Named.Running && pool.Binds(s.id, v.Record, v.Named)
 }
 
@@ -216,12 +225,12 @@ func (r *Reconciler) choose(ctx context.Context, s *sandboxScope) (c *pool.Choic
 	if err != nil {
 		return nil, true, err
 	}
-	pools, err := r.poolsOf(ctx, s.sbx.Namespace, vopts)
+	pools, err := r.poolsOf(ctx, s.sbx.Namespace, vopts, s.resolved.DiskEnforcement)
 	if err != nil {
 		return nil, true, err
 	}
 	req := pool.Request{ID: s.id, Spec: &s.sbx.Spec.SandboxTemplateSpec,
-		Shape: pool.ShapeOf(&s.sbx.Spec.SandboxTemplateSpec, vopts, s.resolved.Env)}
+		Shape: pool.ShapeOf(&s.sbx.Spec.SandboxTemplateSpec, vopts, s.resolved.Env, s.resolved.DiskEnforcement)}
 	if len(pools) == 0 && req.Spec.PoolRef == nil {
 		return nil, true, nil // no pool concerns it: no engine request
 	}
@@ -237,8 +246,10 @@ func (r *Reconciler) choose(ctx context.Context, s *sandboxScope) (c *pool.Choic
 	return &choice, false, nil
 }
 
-// poolsOf are the SandboxPools of the namespace, with their shapes.
-func (r *Reconciler) poolsOf(ctx context.Context, namespace string, vopts sandboxspec.Options) ([]pool.Pool, error) {
+// poolsOf are the SandboxPools of the namespace, with their shapes under
+// disk, the enforcement of the sandbox's disk limit (the engine's: a pool
+// of another limit differs by it anyway).
+func (r *Reconciler) poolsOf(ctx context.Context, namespace string, vopts sandboxspec.Options, disk afev1.DiskEnforcement) ([]pool.Pool, error) {
 	list := &afev1.SandboxPoolList{}
 	if err := r.List(ctx, list, client.InNamespace(namespace)); err != nil {
 		return nil, err
@@ -256,7 +267,7 @@ func (r *Reconciler) poolsOf(ctx context.Context, namespace string, vopts sandbo
 			}
 		}
 		out = append(out, pool.Pool{Name: p.Name, UID: string(p.UID), Created: p.CreationTimestamp.Time,
-			Deleting: !p.DeletionTimestamp.IsZero(), Shape: pool.ShapeOf(&p.Spec.Template, vopts, env)})
+			Deleting: !p.DeletionTimestamp.IsZero(), Shape: pool.ShapeOf(&p.Spec.Template, vopts, env, disk)})
 	}
 	return out, nil
 }
@@ -363,7 +374,8 @@ func (r *Reconciler) removeMemberObjects(ctx context.Context, s *sandboxScope, i
 // the member it claimed runs (NextClaimStep said Bound). A spec changed
 // since, in what shapes the container, is not applied to it: the member
 // keeps the container it was made with, and the condition says how to
-// apply it (recreate the Sandbox).
+// apply it (recreate the Sandbox). A member over its resources.disk is
+// stopped and kept (stopClaimedOverDisk).
 func (r *Reconciler) claimedContainer(ctx context.Context, s *sandboxScope) (ctrl.Result, error) {
 	sbx, c := s.sbx, s.claimed.container
 	sbx.Status.ContainerName = c.Name
@@ -372,7 +384,10 @@ func (r *Reconciler) claimedContainer(ctx context.Context, s *sandboxScope) (ctr
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	shape := pool.ShapeOf(&sbx.Spec.SandboxTemplateSpec, vopts, s.resolved.Env)
+	if why, over := r.Disk.OverDisk(sbx); over || !c.Running {
+		return r.stopClaimedOverDisk(ctx, s, why)
+	}
+	shape := pool.ShapeOf(&sbx.Spec.SandboxTemplateSpec, vopts, s.resolved.Env, s.resolved.DiskEnforcement)
 	if c.Labels[afev1.LabelSpecHash] != shape.Hash() {
 		shared.SetCondition(sbx, afev1.ContainerReadyCondition, true, afev1.PoolDriftNotAppliedReason,
 			fmt.Sprintf("Container %s, a member of pool %s, is running; the spec changed what shapes the container since it was claimed, which a member keeps: delete and create the Sandbox again to apply it",

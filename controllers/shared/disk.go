@@ -8,6 +8,8 @@ import (
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/naming"
+	"afe.dev/sandbox/internal/pool"
 	"afe.dev/sandbox/internal/sandboxspec"
 )
 
@@ -45,6 +47,18 @@ func (m *DiskMeter) Workspace(uid string) (int64, bool) {
 	return d.bytes, ok && d.unmeasured == ""
 }
 
+// Measured is true when the sandbox's volumes were measured since this
+// process started (even as unmeasurable); false on a nil meter.
+func (m *DiskMeter) Measured(uid string) bool {
+	if m == nil {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.used[uid]
+	return ok
+}
+
 // OverDisk says why the sandbox is over its resources.disk, when it is:
 // its volumes and the most the engine keeps of its logs (and its proxy's)
 // together pass the limit, or a volume of it cannot be measured, which
@@ -79,24 +93,75 @@ func bytesOf(n int64) string {
 }
 
 // DiskUses are the sizes of the volumes of each sandbox of the instance
-// that count against resources.disk, by the UID of its Sandbox.
+// that count against resources.disk, by the UID of its Sandbox. A volume
+// labelled with a Sandbox's UID is that Sandbox's; a pool member's volume
+// names no Sandbox and is a claimant's only through its claim record
+// (claimRecords): never through a status field, which a tenant may write.
 func DiskUses(disk *docker.DiskUsage, instance string) map[string]DiskUse {
+	records := claimRecords(disk, instance)
 	used := map[string]DiskUse{}
 	for name, v := range disk.Volumes {
 		role := v.Labels[afev1.LabelRole]
 		if v.Labels[afev1.LabelController] != instance || role != afev1.RoleWorkspace && role != afev1.RoleImageVolume {
 			continue
 		}
-		uid := v.Labels[afev1.LabelSandboxUID]
-		d := used[uid]
-		if v.Bytes < 0 {
-			d.unmeasured = name
-		} else {
-			d.bytes += v.Bytes
+		uids := []string{v.Labels[afev1.LabelSandboxUID]}
+		if uids[0] == "" {
+			uids = claimantsOf(records, v.Labels, role)
 		}
-		used[uid] = d
+		for _, uid := range uids {
+			d := used[uid]
+			if v.Bytes < 0 {
+				d.unmeasured = name
+			} else {
+				d.bytes += v.Bytes
+			}
+			used[uid] = d
+		}
 	}
 	return used
+}
+
+// claimRecords are the instance's claim records among the volumes, each
+// with the identity of the Sandbox it names, by the member name it binds:
+// a record counts only under the name its Sandbox's claim reads
+// (naming.Claim of the key of the namespace and name it is labelled with).
+func claimRecords(disk *docker.DiskUsage, instance string) map[string][]claimRecord {
+	out := map[string][]claimRecord{}
+	for name, v := range disk.Volumes {
+		l := v.Labels
+		if l[afev1.LabelController] != instance || l[afev1.LabelRole] != afev1.RoleClaim || l[afev1.LabelSandboxUID] == "" {
+			continue
+		}
+		id := sandboxspec.Identity{Namespace: l[afev1.LabelNamespace], Name: l[afev1.LabelSandbox],
+			UID: l[afev1.LabelSandboxUID], Instance: instance}
+		id.Key = naming.Key(id.Namespace, id.Name)
+		if name != naming.Claim(id.Key) || !pool.OwnsRecord(id, l) {
+			continue
+		}
+		member := l[afev1.LabelMemberName]
+		out[member] = append(out[member], claimRecord{id: id, labels: l})
+	}
+	return out
+}
+
+// claimRecord is a claim record's labels and the Sandbox it names.
+type claimRecord struct {
+	id     sandboxspec.Identity
+	labels map[string]string
+}
+
+// claimantsOf are the UIDs of the Sandboxes whose claim record makes the
+// member's volume of the labels theirs (pool.MemberObjectOf): one, but for
+// the moment two claimants race for a member, when both count it.
+func claimantsOf(records map[string][]claimRecord, labels map[string]string, role string) []string {
+	var uids []string
+	for _, rec := range records[labels[afev1.LabelMemberName]] {
+		if pool.MemberObjectOf(rec.id, rec.labels, labels, role) {
+			uids = append(uids, rec.id.UID)
+		}
+	}
+	return uids
 }
 
 // DiskBytes is the sandbox's resources.disk in bytes, 0 when unset: the

@@ -34,6 +34,14 @@ type Shape struct {
 	User string
 	// Resources are the limits, with their defaults.
 	Resources string
+	// Disk is resources.disk in bytes; empty when unset (and then left out
+	// of the Hash, which stays what it was before disk limits were pooled).
+	// Only a pool of the same disk limit serves a sandbox.
+	Disk string `json:",omitempty"`
+	// DiskEnforcement is how the disk limit is enforced on the engine
+	// (shared.DiskProbe) when there is one: a member made under a storage
+	// quota is not one made with a read-only root.
+	DiskEnforcement afev1.DiskEnforcement `json:",omitempty"`
 	// Runtime is the runtime the container runs under (spec.runtime, or
 	// the controller's default).
 	Runtime string
@@ -62,8 +70,9 @@ var (
 // ShapeOf is the Shape of a template, under the controller's default
 // runtime (opts.DefaultRuntime). env is the template's env resolved as
 // KEY=VALUE (what sandboxspec.Resolved.Env holds); it counts only when the
-// template has a command.
-func ShapeOf(spec *afev1.SandboxTemplateSpec, opts sandboxspec.Options, env []string) Shape {
+// template has a command. disk is how the engine enforces a disk limit
+// (shared.DiskProbe); it counts only when the template has one.
+func ShapeOf(spec *afev1.SandboxTemplateSpec, opts sandboxspec.Options, env []string, disk afev1.DiskEnforcement) Shape {
 	s := Shape{
 		Image:     spec.Image,
 		User:      spec.User,
@@ -86,7 +95,14 @@ func ShapeOf(spec *afev1.SandboxTemplateSpec, opts sandboxspec.Options, env []st
 	if spec.Lifecycle != nil {
 		s.Lifecycle = encode(spec.Lifecycle)
 	}
-	s.Container = containerHash(spec, s.Runtime, env)
+	if spec.Resources.Disk != nil {
+		s.Disk = fmt.Sprint(spec.Resources.Disk.Value())
+		s.DiskEnforcement = disk
+		if s.DiskEnforcement == "" {
+			s.DiskEnforcement = afev1.DiskStorageQuota
+		}
+	}
+	s.Container = containerHash(spec, s.Runtime, env, s.DiskEnforcement)
 	return s
 }
 
@@ -109,10 +125,14 @@ func (s Shape) Differs(want Shape) string {
 		return "env differs (a sandbox with a command has its env in the container)"
 	case s.User != want.User:
 		return "user differs"
+	case s.Disk != want.Disk:
+		return "resources.disk differs"
 	case s.Resources != want.Resources:
 		return "resources differ"
 	case s.Runtime != want.Runtime:
 		return "runtime differs"
+	case s.DiskEnforcement != want.DiskEnforcement:
+		return "the disk limit's enforcement differs"
 	case s.Lifecycle != want.Lifecycle:
 		return "lifecycle differs"
 	case s.Workspace != want.Workspace:
@@ -131,9 +151,8 @@ func (s Shape) Differs(want Shape) string {
 // containerHash is sandboxspec.Hash of the container the template gives
 // the canonical sandbox, with the inputs resolved alike for every
 // template: the names of its volume and network, the proxy's variables,
-// the allocated user, and the disk enforcement (the engine's, the same for
-// the pool and the sandbox).
-func containerHash(spec *afev1.SandboxTemplateSpec, runtime string, env []string) string {
+// the allocated user; and the disk enforcement, the engine's (Shape's).
+func containerHash(spec *afev1.SandboxTemplateSpec, runtime string, env []string, disk afev1.DiskEnforcement) string {
 	sbx := &afev1.Sandbox{Spec: afev1.SandboxSpec{SandboxTemplateSpec: *spec}}
 	sbx.Spec.Egress = nil // only whether there is egress counts
 	r := sandboxspec.Resolved{
@@ -146,7 +165,7 @@ func containerHash(spec *afev1.SandboxTemplateSpec, runtime string, env []string
 		r.Network, r.ProxyEnv = "network", sandboxspec.ProxyEnvFor()
 	}
 	if spec.Resources.Disk != nil {
-		r.DiskEnforcement = afev1.DiskStorageQuota
+		r.DiskEnforcement = disk
 	}
 	return sandboxspec.Hash(sandboxspec.Container(sbx, canonicalID, r))
 }

@@ -1,6 +1,8 @@
 package pool
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -37,7 +39,9 @@ func resolvedEnv(t afev1.SandboxTemplateSpec) []string {
 
 var shapeOpts = sandboxspec.Options{DefaultRuntime: "runc"}
 
-func shapeOf(t afev1.SandboxTemplateSpec) Shape { return ShapeOf(&t, shapeOpts, resolvedEnv(t)) }
+func shapeOf(t afev1.SandboxTemplateSpec) Shape {
+	return ShapeOf(&t, shapeOpts, resolvedEnv(t), afev1.DiskStorageQuota)
+}
 
 // sandboxContainer is the container a sandbox of a template gets, as the
 // Sandbox reconciler makes it, without the function of its image volumes
@@ -83,7 +87,9 @@ func TestShape(t *testing.T) {
 		"env with a command":      {with(func(t *afev1.SandboxTemplateSpec) { t.Command = []string{"sleep", "1d"} }), with(func(t *afev1.SandboxTemplateSpec) { t.Command, t.Env = []string{"sleep", "1d"}, env }), "env differs (a sandbox with a command has its env in the container)"},
 		"user named":              {template(), with(func(t *afev1.SandboxTemplateSpec) { t.User = "1000:1000" }), "user differs"},
 		"memory":                  {template(), with(func(t *afev1.SandboxTemplateSpec) { t.Resources.Memory = ptr.To(resource.MustParse("2Gi")) }), "resources differ"},
-		"disk":                    {template(), with(func(t *afev1.SandboxTemplateSpec) { t.Resources.Disk = ptr.To(resource.MustParse("1Gi")) }), "resources differ"},
+		"disk":                    {template(), with(func(t *afev1.SandboxTemplateSpec) { t.Resources.Disk = ptr.To(resource.MustParse("1Gi")) }), "resources.disk differs"},
+		"another disk limit":      {with(func(t *afev1.SandboxTemplateSpec) { t.Resources.Disk = ptr.To(resource.MustParse("2Gi")) }), with(func(t *afev1.SandboxTemplateSpec) { t.Resources.Disk = ptr.To(resource.MustParse("1Gi")) }), "resources.disk differs"},
+		"same disk, other units":  {with(func(t *afev1.SandboxTemplateSpec) { t.Resources.Disk = ptr.To(resource.MustParse("1Gi")) }), with(func(t *afev1.SandboxTemplateSpec) { t.Resources.Disk = ptr.To(resource.MustParse("1024Mi")) }), ""},
 		"pids":                    {template(), with(func(t *afev1.SandboxTemplateSpec) { t.Resources.Pids = 64 }), "resources differ"},
 		"runtime":                 {template(), with(func(t *afev1.SandboxTemplateSpec) { t.Runtime = "runsc" }), "runtime differs"},
 		"lifecycle":               {template(), with(func(t *afev1.SandboxTemplateSpec) { t.Lifecycle = &afev1.SandboxLifecycle{IdleTimeoutSeconds: 60} }), "lifecycle differs"},
@@ -121,12 +127,37 @@ func TestShape(t *testing.T) {
 func TestShapeNamesNoIdentity(t *testing.T) {
 	tpl := template()
 	tpl.Egress = []afev1.EgressHost{"example.com"}
-	a := ShapeOf(&tpl, shapeOpts, nil)
+	a := ShapeOf(&tpl, shapeOpts, nil, "")
 	tpl.Egress = []afev1.EgressHost{"other.example.com", ".example.org"}
-	if b := ShapeOf(&tpl, sandboxspec.Options{}, nil); a != b {
+	if b := ShapeOf(&tpl, sandboxspec.Options{}, nil, afev1.DiskReadOnlyRoot); a != b {
 		t.Fatalf("the shape follows the allowlist or the options' spelling of runc:\n%s", cmp.Diff(a, b))
 	}
 	if len(a.Hash()) != 20 {
 		t.Fatalf("Hash %q", a.Hash())
+	}
+}
+
+// A disk limit is one shape per enforcement: a member made under the
+// engine's storage quota serves no sandbox that would be made with a
+// read-only root, and the reverse; without a limit the enforcement counts
+// for nothing, and the hash is what it was before disk limits were pooled.
+func TestShapeDiskEnforcement(t *testing.T) {
+	tpl := template()
+	if a, b := ShapeOf(&tpl, shapeOpts, nil, afev1.DiskStorageQuota), ShapeOf(&tpl, shapeOpts, nil, afev1.DiskReadOnlyRoot); a != b {
+		t.Fatalf("without a disk limit the enforcement counts:\n%s", cmp.Diff(a, b))
+	}
+	if a := ShapeOf(&tpl, shapeOpts, nil, ""); strings.Contains(encode(a), "Disk") {
+		t.Fatalf("a shape without a disk limit encodes its fields: %s", encode(a))
+	}
+	tpl.Resources.Disk = ptr.To(resource.MustParse("64Mi"))
+	quota, ro := ShapeOf(&tpl, shapeOpts, nil, afev1.DiskStorageQuota), ShapeOf(&tpl, shapeOpts, nil, afev1.DiskReadOnlyRoot)
+	if got := quota.Differs(ro); got != "the disk limit's enforcement differs" {
+		t.Fatalf("Differs = %q", got)
+	}
+	if quota.Hash() == ro.Hash() || quota.Container == ro.Container {
+		t.Fatal("the enforcement leaves the hash or the container's hash alike")
+	}
+	if quota.Disk != fmt.Sprint(64<<20) {
+		t.Fatalf("Disk = %q", quota.Disk)
 	}
 }
