@@ -12,7 +12,11 @@ import (
 // what the entrypoint renders never carries anything but the fixed rules
 // and the validated names.
 func FuzzEntrypointAgreesWithController(f *testing.F) {
-	for _, s := range []string{"example.com", "a.com,.b.org", "a.com\nhttp_access allow all", "10.0.0.1", "a.com,,b.com", "exаmple.com", "", "A.com", "a.com b.com"} {
+	label63 := strings.Repeat("a", 63)
+	for _, s := range []string{"example.com", "a.com,.b.org", "a.com\nhttp_access allow all", "10.0.0.1", "a.com,,b.com", "exаmple.com", "", "A.com", "a.com b.com",
+		// The edges of a name, which the entrypoint checks in the shell.
+		label63 + ".com", label63 + "a.com", "a." + label63, "a." + label63 + "a", "..a.com", ".a.com", ".a.co-m", "a.1com", "a.c1",
+		"-a.com", "a-.com", "a.-com", "a.com-", "a--b.com", "1.2.3.4", "a.b.c.d.e.f", "a..com", "a.com.", ".com", "a.b-", "0a.b"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, hosts string) {

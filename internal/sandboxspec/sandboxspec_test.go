@@ -464,7 +464,9 @@ func TestSandboxWithEgressKeepsItsContainerWhenTheAllowlistChanges(t *testing.T)
 	}
 }
 
-// The CRD's pattern for egress entries is the one the controller checks.
+// The CRD's pattern for egress entries is the one the controller checks
+// (the proxy's entrypoint, which checks names in the shell, is held to the
+// controller by docker/egress-proxy's FuzzEntrypointAgreesWithController).
 func TestCRDEgressPatternMatchesTheController(t *testing.T) {
 	crd, err := os.ReadFile(filepath.Join("..", "..", "config", "crd", "bases", "sandbox.afe.dev_sandboxes.yaml"))
 	if err != nil {
@@ -472,13 +474,6 @@ func TestCRDEgressPatternMatchesTheController(t *testing.T) {
 	}
 	if !strings.Contains(string(crd), "pattern: "+EgressHostPattern+"\n") {
 		t.Fatalf("the CRD does not use EgressHostPattern %s", EgressHostPattern)
-	}
-	script, err := os.ReadFile(filepath.Join("..", "..", "docker", "egress-proxy", "entrypoint.sh"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(script), "HOST_RE='"+EgressHostPattern+"'") {
-		t.Fatal("the proxy entrypoint does not use EgressHostPattern")
 	}
 }
 
