@@ -88,7 +88,7 @@ func main() {
 		"The manager's --resync-period: shorter than its default 2m, so that the idle minute holds two sweeps (and would show any per-sandbox resync).")
 	flag.IntVar(&cfg.Parallel, "parallel", 4, "Commands the parallel CLI baseline runs at once.")
 	flag.IntVar(&cfg.Concurrency, "max-concurrent-reconciles", 8, "The manager's --max-concurrent-reconciles (its default).")
-	flag.BoolVar(&cfg.Profile, "profile", false, "Save CPU and heap profiles of the manager in -out.")
+	flag.BoolVar(&cfg.Profile, "profile", false, "Save CPU and heap profiles of the manager, and CPU profiles of the API server (apiserver-*.pprof), in -out.")
 	flag.IntVar(&cfg.RuntimeReps, "runtime-reps", 5, "Repetitions of each timing of runsc against runc, under each runtime.")
 	flag.IntVar(&cfg.RuntimeFiles, "runtime-files", 10000, "Small files in the syscall-heavy tree (tar, git commit) of runsc against runc.")
 	flag.IntVar(&cfg.RuntimeIdle, "runtime-idle", 5, "Idle sandboxes per runtime whose host memory is measured.")
@@ -149,6 +149,8 @@ type bench struct {
 	kubeconfig  string
 	metricsAddr string
 	pprofAddr   string
+	// apiserver reaches the API server's own endpoints (its profile).
+	apiserver rest.Interface
 }
 
 func (b *bench) logf(format string, args ...any) {
@@ -206,6 +208,9 @@ func run(ctx context.Context, cfg config, log io.Writer) (rows []row, err error)
 	cfgREST := rest.CopyConfig(cp.Config)
 	cfgREST.QPS, cfgREST.Burst = 1000, 1000
 	if b.c, err = client.NewWithWatch(cfgREST, client.Options{Scheme: scheme.Scheme}); err != nil {
+		return nil, err
+	}
+	if b.apiserver, err = rest.UnversionedRESTClientFor(withCodecs(cfgREST)); err != nil {
 		return nil, err
 	}
 	if err := b.createNamespace(ctx); err != nil {

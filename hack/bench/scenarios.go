@@ -530,14 +530,16 @@ func (b *bench) createAtOnce(ctx context.Context, prefix string, n int, egress [
 	return names, start, seen, err
 }
 
-// cpuProfile starts a CPU profile of the manager (when profiling) and
-// returns the function that waits for it: profiles run for a fixed time.
+// cpuProfile starts a CPU profile of the manager and one of the API server
+// (apiserver-FILE), when profiling, and returns the function that waits
+// for them: profiles run for a fixed time.
 func (b *bench) cpuProfile(file string) (wait func()) {
 	if !b.cfg.Profile {
 		return func() {}
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { b.profile("profile", "?seconds=30", filepath.Join(b.cfg.Out, file)) })
+	wg.Go(func() { b.apiserverProfile(30*time.Second, filepath.Join(b.cfg.Out, "apiserver-"+file)) })
 	return wg.Wait
 }
 

@@ -17,6 +17,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
@@ -370,6 +372,27 @@ func (b *bench) profile(kind, query, file string) {
 	}
 	defer func() { _ = f.Close() }()
 	_, _ = f.ReadFrom(resp.Body)
+}
+
+// apiserverProfile saves a CPU profile of the API server over the duration
+// (its --profiling, on by default), as the bench's admin reads it.
+func (b *bench) apiserverProfile(d time.Duration, file string) {
+	data, err := b.apiserver.Get().AbsPath("/debug/pprof/profile").
+		Param("seconds", strconv.Itoa(int(d.Seconds()))).Timeout(d + 30*time.Second).DoRaw(context.Background())
+	if err == nil {
+		err = os.WriteFile(file, data, 0o644)
+	}
+	if err != nil {
+		b.logf("profile of the API server: %v", err)
+	}
+}
+
+// withCodecs is the config with the codecs a REST client of raw paths
+// needs.
+func withCodecs(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	return cfg
 }
 
 // memAvailable is the host's MemAvailable in bytes.
