@@ -42,9 +42,16 @@ var _ = Describe("Warm pools: disk limits", Serial, func() {
 		Expect(k8sClient.Create(ctx, p)).To(Succeed())
 		DeferCleanup(func() { deletePoolAndWaitGone(ctx, p) })
 		p.UID = waitPoolReady(ctx, p, 1).UID
-		members := poolMembers(p)
-		Expect(members).To(HaveLen(1))
-		member := members[0]
+		// The one member alone, running and made: a refill may have
+		// started another, which the pool removes as beyond its replicas,
+		// and a member being made has its chown helper beside it.
+		var member *dockertest.Inspected
+		Eventually(func(g Gomega) {
+			members := poolMembers(p)
+			g.Expect(members).To(HaveLen(1))
+			g.Expect(members[0].State.Running).To(BeTrue())
+			member = members[0]
+		}).WithTimeout(time.Minute).Should(Succeed())
 
 		By("making the member with the disk limit's enforcement, and no chown helper left beside it")
 		if quota {

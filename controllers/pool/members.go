@@ -29,6 +29,9 @@ type members struct {
 	// inUse are the member names whose volume must stay: every member
 	// container's, claimed or not, and those a claim record names.
 	inUse map[string]bool
+	// making are the members keep found being made: one whose making has
+	// ended since is counted by the refill as ready (madeSince).
+	making []string
 }
 
 // keep lists the pool's members and removes, under the pool's turn, the
@@ -69,8 +72,12 @@ func (r *Reconciler) keep(ctx context.Context, s *poolScope) error {
 		}
 		s.members.inUse[c.Labels[afev1.LabelMemberName]] = true
 		if _, unclaimed := naming.MemberID(s.key, c.Name); !unclaimed || claiming[c.ID] ||
-			c.Labels[afev1.LabelMemberName] != c.Name || r.making.isMaking(c.Name) {
-			continue // claimed, being claimed, or being made
+			c.Labels[afev1.LabelMemberName] != c.Name {
+			continue // claimed, or being claimed
+		}
+		if r.making.isMaking(c.Name) {
+			s.members.making = append(s.members.making, c.Name)
+			continue
 		}
 		if why := unfit(s, c, proxies[naming.MemberProxy(c.Name)]); why != "" {
 			logf.FromContext(ctx).Info("Removing a pool member", "member", c.Name, "why", why)
@@ -232,7 +239,7 @@ func (r *Reconciler) refill(ctx context.Context, s *poolScope) time.Duration {
 	}
 	st := r.making.state(s.pool.UID)
 	plan := pool.Refill(pool.RefillState{Replicas: int32(s.want), MaxReplicas: r.Config.MaxPoolReplicas,
-		Ready: len(s.members.ready), Creating: st.creating, EngineCreating: st.engine,
+		Ready: len(s.members.ready) + r.madeSince(s), Creating: st.creating, EngineCreating: st.engine,
 		ColdInFlight: r.Cold.Count(), ClaimsInFlight: r.Claims.Count(), LastCreation: st.last, Now: time.Now()})
 	for i := 0; i < plan.Start; i++ {
 		name := naming.Member(s.key, newMemberID())
@@ -244,6 +251,20 @@ func (r *Reconciler) refill(ctx context.Context, s *poolScope) time.Duration {
 		go r.make(ctx, &own, name)
 	}
 	return plan.After
+}
+
+// madeSince counts the members keep found being made whose making has
+// ended since: ready now (or gone, which their end's event says), and no
+// longer counted as being made. Without them a refill between the two
+// would start a member too many.
+func (r *Reconciler) madeSince(s *poolScope) int {
+	n := 0
+	for _, name := range s.members.making {
+		if !r.making.isMaking(name) {
+			n++
+		}
+	}
+	return n
 }
 
 func newMemberID() string {
