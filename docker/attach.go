@@ -42,6 +42,9 @@ func (c *Client) Tell(ctx context.Context, containerID, line string, answered fu
 	// stdin, and stops the reads below.
 	defer attach.Close()
 	stderr, write := io.Pipe()
+	// Closing the reader ends a copy blocked on output that follows the
+	// answer (squid logs its reconfiguration right after it).
+	defer func() { _ = stderr.Close() }()
 	go func() {
 		_, err := stdcopy.StdCopy(io.Discard, write, attach.Reader)
 		write.CloseWithError(err)
