@@ -78,7 +78,9 @@ func (r *Reconciler) ensureAdmits(ctx context.Context, s *sandboxScope, proxy *d
 		}
 	}
 	nonce := requestNonce()
-	answer, err := r.Engine.Tell(ctx, proxy.ID, allow.Request(nonce), func(line string) bool { return allow.Answered(nonce, line) })
+	tell, cancelTell := context.WithTimeout(ctx, proxyAnswerTimeout)
+	defer cancelTell()
+	answer, err := r.Engine.Tell(tell, proxy.ID, allow.Request(nonce), func(line string) bool { return allow.Answered(nonce, line) })
 	if errors.Is(err, docker.ErrUnavailable) {
 		return false, err
 	}

@@ -25,6 +25,11 @@ import (
 const (
 	proxyProbeTimeout = shared.ProxyProbeTimeout
 	egressRetry       = 15 * time.Second
+	// proxyAnswerTimeout bounds the wait for a proxy's answer to an
+	// allowlist request (tens of milliseconds, a second under load): one
+	// that does not answer (an image older than the controller) is
+	// recreated.
+	proxyAnswerTimeout = 5 * time.Second
 )
 
 // reconcileEgress gives a sandbox with egress its internal network and its
