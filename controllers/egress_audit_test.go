@@ -98,6 +98,6 @@ var _ = Describe("Egress audit", func() {
 			g.Expect(got.Status.Usage).NotTo(BeNil())
 			g.Expect(got.Status.Usage.EgressDenials).To(BeEquivalentTo(2))
 			g.Expect(got.Status.Usage.EgressBytes).To(Equal(want))
-		}, "90s", "2s").Should(Succeed())
+		}, "180s", "2s").Should(Succeed())
 	})
 })

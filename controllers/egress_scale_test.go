@@ -93,7 +93,7 @@ var _ = Describe("Egress at scale", func() {
 				}
 			}
 			g.Expect(ready).To(Equal(egressAtScale), "not Ready yet, by EgressReady reason: %v", other)
-		}, "3m", "500ms").Should(Succeed())
+		}, "5m", "500ms").Should(Succeed())
 		GinkgoWriter.Printf("%d sandboxes with egress: creation to all Ready %s\n", egressAtScale, time.Since(t0))
 
 		By("giving each network a /29 of --egress-subnets of its own")
