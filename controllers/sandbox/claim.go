@@ -87,8 +87,9 @@ func (r *Reconciler) reconcileClaim(ctx context.Context, s *sandboxScope) (done 
 			}
 			continue
 		}
-		if step.Action == pool.ClaimRelease && pool.OwnsRecord(s.id, v.Record) {
-			// Its own member exited: a loss, recorded before the cleanup.
+		if step.Action == pool.ClaimRelease && pool.OwnsRecord(s.id, v.Record) || claimedGone(s, v, step) {
+			// Its own member exited or went: a loss, recorded before the
+			// cleanup.
 			if err := r.releaseLost(ctx, s); err != nil {
 				return true, ctrl.Result{}, err
 			}
@@ -103,6 +104,18 @@ func (r *Reconciler) reconcileClaim(ctx context.Context, s *sandboxScope) (done 
 		}
 	}
 	return true, ctrl.Result{RequeueAfter: time.Second}, nil
+}
+
+// claimedGone is true when the member the sandbox's own record names is
+// gone from the engine after the sandbox ran on it: removed whole, not
+// only exited (NextClaimStep drops the record of a member gone, as for a
+// claim that never completed). That it ran on it is read from the status
+// the claim wrote (its container's ID is the record's member): a forged
+// status can only count a loss of the sandbox's own, and the member's
+// objects go either way.
+func claimedGone(s *sandboxScope, v pool.ClaimView, step pool.ClaimStep) bool {
+	return step.Action == pool.ClaimDropRecord && v.Member == nil && pool.OwnsRecord(s.id, v.Record) &&
+		s.sbx.Status.ContainerID != "" && s.sbx.Status.ContainerID == v.Record[afev1.LabelMember]
 }
 
 // unservable leaves to the cold path a sandbox no member can serve (a
