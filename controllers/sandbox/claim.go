@@ -58,8 +58,7 @@ func (r *Reconciler) reconcileClaim(ctx context.Context, s *sandboxScope) (done 
 			continue
 		}
 		if r.keptOverDisk(s, v) {
-			s.claimed = &claimedMember{container: v.Named, record: v.Record}
-			s.sbx.Status.Pool = v.Record[afev1.LabelPool]
+			s.bind(v)
 			return false, ctrl.Result{}, nil
 		}
 		step := pool.NextClaimStep(v)
@@ -70,8 +69,7 @@ func (r *Reconciler) reconcileClaim(ctx context.Context, s *sandboxScope) (done 
 		case pool.ClaimNone:
 			return false, ctrl.Result{}, nil
 		case pool.ClaimBound:
-			s.claimed = &claimedMember{container: v.Named, record: v.Record}
-			s.sbx.Status.Pool = v.Record[afev1.LabelPool]
+			s.bind(v)
 			return false, ctrl.Result{}, nil
 		case pool.ClaimConflict:
 			res, err := s.notAdopted(afev1.ContainerReadyCondition, "Claim record", naming.Claim(s.id.Key))
@@ -82,14 +80,11 @@ func (r *Reconciler) reconcileClaim(ctx context.Context, s *sandboxScope) (done 
 				return err != nil, ctrl.Result{}, err
 			}
 			chosen = c
-			if s.claimEnd == nil {
-				s.claimEnd = r.Claims.Start() // until the status is written
-			}
+			r.claimInFlight(s)
 			continue
 		}
 		if step.Action == pool.ClaimRelease && pool.OwnsRecord(s.id, v.Record) || claimedGone(s, v, step) {
-			// Its own member exited or went: a loss, recorded before the
-			// cleanup.
+			// Its own member exited or went: a loss, recorded first.
 			if err := r.releaseLost(ctx, s); err != nil {
 				return true, ctrl.Result{}, err
 			}
@@ -104,6 +99,20 @@ func (r *Reconciler) reconcileClaim(ctx context.Context, s *sandboxScope) (done 
 		}
 	}
 	return true, ctrl.Result{RequeueAfter: time.Second}, nil
+}
+
+// bind makes the member v names the sandbox's claimed member.
+func (s *sandboxScope) bind(v pool.ClaimView) {
+	s.claimed = &claimedMember{container: v.Named, record: v.Record}
+	s.sbx.Status.Pool = v.Record[afev1.LabelPool]
+}
+
+// claimInFlight counts the reconcile's claim in flight, until its status
+// is written (endClaim): the pools' refill waits for it.
+func (r *Reconciler) claimInFlight(s *sandboxScope) {
+	if s.claimEnd == nil {
+		s.claimEnd = r.Claims.Start()
+	}
 }
 
 // claimedGone is true when the member the sandbox's own record names is

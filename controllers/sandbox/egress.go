@@ -199,18 +199,11 @@ func (r *Reconciler) ensureProxy(ctx context.Context, s *sandboxScope, want dock
 	if err := r.ensureImage(ctx, s, afev1.EgressReadyCondition, "Proxy image", want.Image); err != nil {
 		return ctrl.Result{}, err
 	}
-	// A first proxy has no Event (EgressReady says it); a recreated one has.
-	reason, what := "", ""
+	reason, what := proxyRecreation(s, have)
 	if have != nil {
-		reason, what = afev1.ProxyRecreatedReason, "Recreated proxy %s"
-		if !have.Running {
-			what = fmt.Sprintf("Proxy %%s exited with code %d and was recreated", have.ExitCode)
-		}
 		if err := r.Engine.RemoveContainer(ctx, have.ID); err != nil {
 			return ctrl.Result{}, err
 		}
-	} else if s.sbx.Status.ProxyName != "" {
-		reason, what = afev1.ProxyRecreatedReason, "Proxy %s was lost and is recreated"
 	}
 	log.Info("Creating proxy", "container", want.Name)
 	// The proxy is made, and squid takes a while to answer, while the
@@ -235,6 +228,21 @@ func (r *Reconciler) ensureProxy(ctx context.Context, s *sandboxScope, want dock
 	}()
 	s.proxyProbe = probe
 	return ctrl.Result{}, nil
+}
+
+// proxyRecreation is the reason and message (its %s the proxy's name) of
+// the Event of a proxy made again in place of have; none for a first
+// proxy, which EgressReady states.
+func proxyRecreation(s *sandboxScope, have *docker.Container) (reason, what string) {
+	switch {
+	case have != nil && !have.Running:
+		return afev1.ProxyRecreatedReason, fmt.Sprintf("Proxy %%s exited with code %d and was recreated", have.ExitCode)
+	case have != nil:
+		return afev1.ProxyRecreatedReason, "Recreated proxy %s"
+	case s.sbx.Status.ProxyName != "":
+		return afev1.ProxyRecreatedReason, "Proxy %s was lost and is recreated"
+	}
+	return "", ""
 }
 
 // inspectProxy is the container of the proxy's name, nil when there is
