@@ -32,8 +32,16 @@ func TestFirstStatusWait(t *testing.T) {
 		at          time.Duration // after the creation
 		want        time.Duration
 	}{
-		"new, not Ready yet: held":       {before: ticket(""), now: ticket(afev1.SandboxesNotReadyReason), at: 300 * time.Millisecond, want: 4700 * time.Millisecond},
-		"new, not Ready after the delay": {before: ticket(""), now: ticket(afev1.SandboxesNotReadyReason), at: 6 * time.Second},
+		"new, not Ready yet: held": {before: ticket(""), now: ticket(afev1.SandboxesNotReadyReason), at: 300 * time.Millisecond, want: 4700 * time.Millisecond},
+		"new, not Ready after the delay": {before: ticket(""), now: ticket(afev1.SandboxesNotReadyReason), at: 6 * time.Second,
+			owned: []afev1.Sandbox{{Status: afev1.SandboxStatus{Phase: afev1.SandboxProvisioning}}}},
+		"new, no sandbox yet after the delay": {before: ticket(""), now: ticket(afev1.SandboxesNotReadyReason), at: 6 * time.Second},
+		"new, every sandbox on its first creation: held longer": {before: ticket(""), now: ticket(afev1.SandboxesNotReadyReason), at: 6 * time.Second,
+			owned: []afev1.Sandbox{{}, {}}, want: 24 * time.Second},
+		"new, one sandbox stated, one on its first creation: written": {before: ticket(""), now: ticket(afev1.SandboxesNotReadyReason), at: 6 * time.Second,
+			owned: []afev1.Sandbox{{}, {Status: afev1.SandboxStatus{Phase: afev1.SandboxPending}}}},
+		"new, first creation past the bound: written": {before: ticket(""), now: ticket(afev1.SandboxesNotReadyReason), at: 31 * time.Second,
+			owned: []afev1.Sandbox{{}}},
 		"new, a sandbox failed: written": {before: ticket(""), now: ticket(afev1.SandboxesNotReadyReason),
 			owned: []afev1.Sandbox{{Status: afev1.SandboxStatus{Phase: afev1.SandboxFailed}}}},
 		"new and Ready: written":              {before: ticket(""), now: ticket(afev1.ReadyReason)},
