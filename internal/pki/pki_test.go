@@ -6,6 +6,9 @@ import (
 	"net"
 	"os"
 	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func parse(t *testing.T, data []byte) *x509.Certificate {
@@ -88,5 +91,104 @@ func TestFrontProxy(t *testing.T) {
 	roots.AppendCertsFromPEM(ca)
 	if _, err := c.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
 		t.Fatalf("the proxy's certificate does not verify against the published CA: %v", err)
+	}
+}
+
+func TestLoadCA(t *testing.T) {
+	ca, err := NewCA("kept-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := NewCA("other-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := ca.IssueClient("leaf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]struct {
+		cert, key []byte
+		ok        bool
+	}{
+		"its own certificate and key": {ca.CertPEM, ca.KeyPEM, true},
+		"the key of another CA":       {ca.CertPEM, other.KeyPEM, false},
+		"a certificate that is no CA": {leaf.CertPEM, leaf.KeyPEM, false},
+		"a certificate as the key":    {ca.CertPEM, ca.CertPEM, false},
+		"no PEM":                      {[]byte("garbage"), ca.KeyPEM, false},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			loaded, err := LoadCA(tc.cert, tc.key)
+			if (err == nil) != tc.ok {
+				t.Fatalf("LoadCA: %v, want ok=%t", err, tc.ok)
+			}
+			if !tc.ok {
+				return
+			}
+			// The loaded CA signs what the original's certificate verifies.
+			pair, err := loaded.IssueClient("by-loaded")
+			if err != nil {
+				t.Fatal(err)
+			}
+			roots := x509.NewCertPool()
+			roots.AddCert(ca.Cert)
+			if _, err := parse(t, pair.CertPEM).Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestIssueSpec(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	ca, err := NewCAAt("short-ca", now, 10*24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := ca.Cert.NotAfter, now.Add(10*24*time.Hour); !got.Equal(want) {
+		t.Errorf("CA valid until %s, want %s", got, want)
+	}
+	both := []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
+	tests := map[string]struct {
+		spec     Spec
+		org      []string
+		notAfter time.Time
+	}{
+		"with an organization": {
+			spec:     Spec{CommonName: "n1", Organization: "group", DNSNames: []string{"n1"}, Usages: both, Now: now, Validity: 24 * time.Hour},
+			org:      []string{"group"},
+			notAfter: now.Add(24 * time.Hour),
+		},
+		"without one": {
+			spec:     Spec{CommonName: "n1", DNSNames: []string{"n1"}, Usages: both, Now: now, Validity: 24 * time.Hour},
+			notAfter: now.Add(24 * time.Hour),
+		},
+		"never past the CA": {
+			spec:     Spec{CommonName: "n1", DNSNames: []string{"n1"}, Usages: both, Now: now, Validity: 30 * 24 * time.Hour},
+			notAfter: ca.Cert.NotAfter,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			pair, err := ca.Issue(tc.spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := parse(t, pair.CertPEM)
+			if diff := cmp.Diff(tc.org, c.Subject.Organization); diff != "" {
+				t.Errorf("organization (-want +got):\n%s", diff)
+			}
+			if !c.NotAfter.Equal(tc.notAfter) || !c.NotBefore.Equal(now.Add(-time.Hour)) {
+				t.Errorf("valid %s to %s, want %s to %s", c.NotBefore, c.NotAfter, now.Add(-time.Hour), tc.notAfter)
+			}
+			roots := x509.NewCertPool()
+			roots.AddCert(ca.Cert)
+			for _, usage := range both {
+				if _, err := c.Verify(x509.VerifyOptions{Roots: roots, DNSName: "n1", CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{usage}}); err != nil {
+					t.Errorf("usage %v: %v", usage, err)
+				}
+			}
+		})
 	}
 }
