@@ -198,10 +198,13 @@ else
 	@# argument {node-1}ARG given (as ARG) to node-1's manager only. Each has
 	@# its own Run logs and telemetry. node-1's alone serves metrics and
 	@# probes at the ports of a single manager (its flags come later and
-	@# win); the others serve neither, so none collide. The access API is
-	@# not served in per-node mode (docs/per-node.md).
+	@# win); the others serve neither, so none collide. Every manager
+	@# serves the access API and the other managers at free ports; node-1's
+	@# registers it, and forwards a request about another node's sandbox to
+	@# that node's manager (docs/per-node.md).
 	exec $(LOCALBIN)/localcp --assets $(ENVTEST_DIR) --dir $(LOCALBIN)/local --crds config/crd/bases $(LOCALCP_ARGS) --nodes $(NODES) -- $(LOCALBIN)/manager \
 		--workspace-root=$(LOCAL_WORKSPACES) --metrics-bind-address=0 --health-probe-bind-address=0 '{node-1}--metrics-bind-address=:8080' '{node-1}--health-probe-bind-address=:8081' \
+		--access-bind-address=127.0.0.1:0 --peer-bind-address=127.0.0.1:0 --access-service=afe-local/access '{node-1}--access-register' '{node-1}--access-external-name=localhost' \
 		--run-log-dir=$(LOCALBIN)/local/run-logs-{node} --telemetry-db $(LOCALBIN)/local/telemetry-{node}.db $(RUN_RUNTIMES) $(RUN_ARGS)
 endif
 else

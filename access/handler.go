@@ -48,6 +48,9 @@ var authorizeAs = map[route]string{
 type request struct {
 	user            user.Info
 	namespace, name string
+	// hop is, for a request another manager forwarded (per-node mode),
+	// that manager's node.
+	hop string
 }
 
 // ServeHTTP authenticates, serves discovery, and authorizes every other
@@ -58,6 +61,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "", "Unauthorized")
 		return
 	}
+	s.handle(w, r, u, "")
+}
+
+// handle serves the request of an authenticated caller: discovery, or,
+// once a SubjectAccessReview allows it, the route; in per-node mode a
+// request about another node's sandbox is forwarded there (hop names the
+// node of a manager that forwarded this one).
+func (s *Server) handle(w http.ResponseWriter, r *http.Request, u user.Info, hop string) {
 	info, err := s.info.NewRequestInfo(r)
 	if err != nil {
 		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, accessv1.ReasonInvalidRequest, err.Error())
@@ -86,11 +97,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			msg += ": " + err.Error()
 		}
 		s.log.Info("Refused", "user", u.GetName(), "verb", info.Verb, "resource", info.Resource+"/"+info.Subresource,
-			"namespace", info.Namespace, "name", info.Name)
+			"namespace", info.Namespace, "name", info.Name, "forwardedBy", hop)
 		writeStatus(w, http.StatusForbidden, metav1.StatusReasonForbidden, accessv1.ReasonForbidden, msg)
 		return
 	}
-	serve(s, w, r, &request{user: u, namespace: info.Namespace, name: info.Name})
+	req := &request{user: u, namespace: info.Namespace, name: info.Name, hop: hop}
+	if s.peer != nil && info.Subresource != "telemetry" && s.route(w, r, req, info.Resource) {
+		return
+	}
+	serve(s, w, r, req)
 }
 
 // attributes are what the SubjectAccessReview asks about.

@@ -43,9 +43,12 @@ func (s *Server) register(ctx context.Context) error {
 			return fmt.Errorf("service %s: %w", s.opts.Service, err)
 		}
 	}
-	// The aggregator writes the APIService's status meanwhile: a conflict
-	// is retried.
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	// The aggregator writes the APIService's status meanwhile, and in
+	// per-node mode every manager writes it at its start: a conflict, or a
+	// creation another manager made first, is retried.
+	err := retry.OnError(retry.DefaultRetry, func(err error) bool {
+		return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
+	}, func() error {
 		return s.writeAPIService(ctx, port)
 	})
 	if err != nil {
@@ -67,7 +70,7 @@ func (s *Server) writeAPIService(ctx context.Context, port int32) error {
 			"version":              Version,
 			"groupPriorityMinimum": int64(1000),
 			"versionPriority":      int64(15),
-			"caBundle":             base64.StdEncoding.EncodeToString(s.caBundle),
+			"caBundle":             base64.StdEncoding.EncodeToString(s.caBundle()),
 			"service": map[string]any{
 				"namespace": s.opts.Service.Namespace,
 				"name":      s.opts.Service.Name,
@@ -76,4 +79,20 @@ func (s *Server) writeAPIService(ctx context.Context, port int32) error {
 		}, "spec")
 	})
 	return err
+}
+
+// registerOnRotation writes the APIService again each time the managers'
+// CA changes (per-node mode), so that the aggregator trusts the serving
+// certificates issued from the new one.
+func (s *Server) registerOnRotation(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.peer.authority.Changed():
+			if err := s.register(ctx); err != nil && ctx.Err() == nil {
+				s.log.Error(err, "Cannot register the access API with the managers' new CA")
+			}
+		}
+	}
 }

@@ -86,6 +86,12 @@ type Options struct {
 	// exec, as the controllers resolve it.
 	DenyEnv        []string
 	EnvPassthrough map[string]*string
+	// Peer, in per-node mode, forwards a request about another node's
+	// sandbox to that node's manager, and gathers telemetry from every
+	// node; nil serves this manager's sandboxes only. With it and no
+	// CertDir, the serving certificate is issued from the managers' CA,
+	// so that every manager registers the same CA in the APIService.
+	Peer *PeerOptions
 }
 
 // The manager checks callers with the API server (as system:auth-delegator
@@ -108,8 +114,12 @@ type Server struct {
 	log  logr.Logger
 
 	listener net.Listener
-	cert     tls.Certificate
-	caBundle []byte
+	// certificate is the serving certificate, caBundle the CA it is
+	// verified with (both follow the managers' CA in per-node mode).
+	certificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	caBundle    func() []byte
+	// peer is per-node forwarding (nil without Options.Peer).
+	peer *peering
 }
 
 // New prepares the server and binds its port; Start serves.
@@ -148,14 +158,51 @@ func New(mgr ctrl.Manager, engine Engine, opts Options) (*Server, error) {
 	if s.listener, err = net.Listen("tcp", opts.BindAddress); err != nil {
 		return nil, fmt.Errorf("access API: listen on %s: %w", opts.BindAddress, err)
 	}
+	if opts.Peer != nil {
+		if s.peer, err = newPeering(writer, opts); err != nil {
+			_ = s.listener.Close()
+			return nil, err
+		}
+	}
 	return s, nil
+}
+
+// newPeering binds the peer listener and prepares this manager's Lease,
+// in the namespace of the access API's Service (the controller's).
+func newPeering(c client.Client, opts Options) (*peering, error) {
+	ln, err := net.Listen("tcp", opts.Peer.BindAddress)
+	if err != nil {
+		return nil, fmt.Errorf("access API: peer listener on %s: %w", opts.Peer.BindAddress, err)
+	}
+	addr := opts.Peer.AdvertiseAddress
+	if addr == "" {
+		addr = ln.Addr().String()
+		if ip := ln.Addr().(*net.TCPAddr).IP; ip.IsUnspecified() {
+			_ = ln.Close()
+			return nil, fmt.Errorf("access API: the peer listener binds every address (%s): say which one the other managers dial (--peer-advertise-address)", addr)
+		}
+	}
+	return &peering{
+		authority:  opts.Peer.Authority,
+		peers:      &peers{c: c, namespace: opts.Service.Namespace, self: opts.Instance, address: addr, now: time.Now},
+		listener:   ln,
+		transports: map[string]*http.Transport{},
+	}, nil
 }
 
 // Addr is where the server listens.
 func (s *Server) Addr() net.Addr { return s.listener.Addr() }
 
 // CABundle is the CA the serving certificate is verified with.
-func (s *Server) CABundle() []byte { return s.caBundle }
+func (s *Server) CABundle() []byte { return s.caBundle() }
+
+// PeerAddr is where the peer listener listens (nil without Options.Peer).
+func (s *Server) PeerAddr() net.Addr {
+	if s.peer == nil {
+		return nil
+	}
+	return s.peer.listener.Addr()
+}
 
 // NeedLeaderElection is false: every replica reaches the same engine.
 func (s *Server) NeedLeaderElection() bool { return false }
@@ -170,8 +217,8 @@ func (s *Server) Start(ctx context.Context) error {
 		Handler:           metrics.CountAccessRequests(s),
 		ReadHeaderTimeout: 30 * time.Second,
 		TLSConfig: &tls.Config{
-			MinVersion:   tls.VersionTLS12,
-			Certificates: []tls.Certificate{s.cert},
+			MinVersion:     tls.VersionTLS12,
+			GetCertificate: s.certificate,
 			// Client certificates are verified by the authenticator
 			// (against the front proxy's CA or the client CA).
 			ClientAuth: tls.RequestClientCert,
@@ -185,14 +232,31 @@ func (s *Server) Start(ctx context.Context) error {
 			return fmt.Errorf("access API: register: %w", err)
 		}
 	}
+	servers := map[*http.Server]net.Listener{srv: s.listener}
+	if s.peer != nil {
+		peerSrv, err := s.startPeer(ctx)
+		if err != nil {
+			return fmt.Errorf("access API: %w", err)
+		}
+		defer func() { _ = s.peer.listener.Close() }()
+		servers[peerSrv] = s.peer.listener
+		if s.opts.Register {
+			go s.registerOnRotation(ctx)
+		}
+		s.log.Info("Serving the other managers", "address", s.PeerAddr().String(), "advertised", s.peer.peers.address)
+	}
 	s.log.Info("Serving the access API", "address", s.Addr().String(), "apiService", APIServiceName)
-	errs := make(chan error, 1)
-	go func() { errs <- srv.ServeTLS(s.listener, "", "") }()
+	errs := make(chan error, len(servers))
+	for srv, ln := range servers {
+		go func() { errs <- srv.ServeTLS(ln, "", "") }()
+	}
 	select {
 	case <-ctx.Done():
 		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		_ = srv.Shutdown(shutdown)
+		for srv := range servers {
+			_ = srv.Shutdown(shutdown)
+		}
 		return nil
 	case err := <-errs:
 		return err
@@ -207,28 +271,40 @@ func (s *Server) loadCert() error {
 		if err != nil {
 			return fmt.Errorf("access API: serving certificate: %w", err)
 		}
-		s.cert = cert
 		ca, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
-		s.caBundle = ca
+		s.setCert(cert, ca)
+		return nil
+	}
+	svc := s.opts.Service.Name + "." + s.opts.Service.Namespace + ".svc"
+	names, ips := []string{svc, svc + ".cluster.local", "localhost"}, []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+	if s.opts.Peer != nil {
+		s.certificate = s.opts.Peer.Authority.ServingCertificate(names, ips)
+		s.caBundle = s.opts.Peer.Authority.CABundle
 		return nil
 	}
 	ca, err := pki.NewCA("afe-access-ca")
 	if err != nil {
 		return err
 	}
-	svc := s.opts.Service.Name + "." + s.opts.Service.Namespace + ".svc"
-	pair, err := ca.IssueServer(svc, []string{svc, svc + ".cluster.local", "localhost"}, []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback})
+	pair, err := ca.IssueServer(svc, names, ips)
 	if err != nil {
 		return err
 	}
-	if s.cert, err = tls.X509KeyPair(pair.CertPEM, pair.KeyPEM); err != nil {
+	cert, err := tls.X509KeyPair(pair.CertPEM, pair.KeyPEM)
+	if err != nil {
 		return err
 	}
-	s.caBundle = ca.CertPEM
+	s.setCert(cert, ca.CertPEM)
 	return nil
+}
+
+// setCert serves one certificate for good.
+func (s *Server) setCert(cert tls.Certificate, ca []byte) {
+	s.certificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &cert, nil }
+	s.caBundle = func() []byte { return ca }
 }
 
 // port is the bound port.

@@ -48,6 +48,9 @@ var (
 	adminConfig   *rest.Config
 	accessServer  *access.Server
 	cancelManager context.CancelFunc
+	// testManager is the suite's manager, testEngine its engine.
+	testManager ctrl.Manager
+	testEngine  access.Engine
 	// store is the manager's command telemetry.
 	store    *telemetry.Store
 	instance = fmt.Sprintf("access-envtest-%d", os.Getpid())
@@ -135,6 +138,7 @@ var _ = BeforeSuite(func() {
 	})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(mgr.Add(accessServer)).To(Succeed())
+	testManager, testEngine = mgr, engine
 	go func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(ctx)).To(Succeed())

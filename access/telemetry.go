@@ -23,16 +23,18 @@ const TelemetryKind = telemetry.ListKind
 // with the newest records (1000 by default) of the sandbox of that name in
 // the namespace, every UID it had, in order.
 func (s *Server) serveSandboxTelemetry(w http.ResponseWriter, r *http.Request, req *request) {
-	s.serveTelemetry(w, r, telemetry.Filter{Namespace: req.namespace, Sandbox: req.name})
+	s.serveTelemetry(w, r, req, telemetry.Filter{Namespace: req.namespace, Sandbox: req.name})
 }
 
 // serveTicketTelemetry answers GET tickets/NAME/telemetry: the records of
 // every sandbox of the ticket.
 func (s *Server) serveTicketTelemetry(w http.ResponseWriter, r *http.Request, req *request) {
-	s.serveTelemetry(w, r, telemetry.Filter{Namespace: req.namespace, Ticket: req.name})
+	s.serveTelemetry(w, r, req, telemetry.Filter{Namespace: req.namespace, Ticket: req.name})
 }
 
-func (s *Server) serveTelemetry(w http.ResponseWriter, r *http.Request, f telemetry.Filter) {
+// serveTelemetry answers with this manager's records and, in per-node
+// mode, those of every other node's manager, asked as the caller.
+func (s *Server) serveTelemetry(w http.ResponseWriter, r *http.Request, req *request, f telemetry.Filter) {
 	if s.opts.Telemetry == nil {
 		writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, accessv1.ReasonTelemetryNotKept, "this manager keeps no command telemetry (--telemetry-db)")
 		return
@@ -45,9 +47,12 @@ func (s *Server) serveTelemetry(w http.ResponseWriter, r *http.Request, f teleme
 		}
 		f.Limit = n
 	}
+	if f.Limit == 0 {
+		f.Limit = defaultTelemetryLimit
+	}
 	if eg, ok, err := flag(r, accessv1.ParamEgress); err != nil || ok && eg {
 		if err == nil {
-			s.serveEgress(w, r, f)
+			s.serveEgress(w, r, req, f)
 		} else {
 			writeError(w, err)
 		}
@@ -58,16 +63,17 @@ func (s *Server) serveTelemetry(w http.ResponseWriter, r *http.Request, f teleme
 		writeError(w, fmt.Errorf("read the telemetry: %w", err))
 		return
 	}
-	if recs == nil {
-		recs = []telemetry.Record{}
-	}
-	writeJSON(w, http.StatusOK, telemetry.RecordList{Kind: TelemetryKind, APIVersion: Group + "/" + Version, Items: recs})
+	writeRecords(s, w, r, req, TelemetryKind, recs, func(c accessv1.CommandRecord) time.Time { return c.Started }, f.Limit)
 }
+
+// defaultTelemetryLimit is how many records an answer holds unless the
+// caller asks for another number.
+const defaultTelemetryLimit = 1000
 
 // serveEgress answers a telemetry request with ?egress=true: the egress
 // records the filter selects, with ?denied=true the denied ones only. The
 // same RBAC as the commands' (the subresource is the same).
-func (s *Server) serveEgress(w http.ResponseWriter, r *http.Request, f telemetry.Filter) {
+func (s *Server) serveEgress(w http.ResponseWriter, r *http.Request, req *request, f telemetry.Filter) {
 	denied, _, err := flag(r, accessv1.ParamDenied)
 	if err != nil {
 		writeError(w, err)
@@ -78,10 +84,33 @@ func (s *Server) serveEgress(w http.ResponseWriter, r *http.Request, f telemetry
 		writeError(w, fmt.Errorf("read the egress telemetry: %w", err))
 		return
 	}
-	if recs == nil {
-		recs = []telemetry.EgressRecord{}
+	writeRecords(s, w, r, req, telemetry.EgressListKind, recs, func(e accessv1.EgressRecord) time.Time { return e.Time }, f.Limit)
+}
+
+// recordList is, in JSON, a CommandRecordList or an EgressRecordList.
+type recordList[T any] struct {
+	Kind       string                    `json:"kind"`
+	APIVersion string                    `json:"apiVersion"`
+	Items      []T                       `json:"items"`
+	Unanswered []accessv1.UnansweredNode `json:"unanswered,omitempty"`
+}
+
+// writeRecords answers with this manager's records and, in per-node mode
+// (unless another manager asked), every other node's, gathered as the
+// caller.
+func writeRecords[T any](s *Server, w http.ResponseWriter, r *http.Request, req *request, kind string, recs []T, at func(T) time.Time, limit int) {
+	list := recordList[T]{Kind: kind, APIVersion: Group + "/" + Version, Items: recs}
+	if s.peer != nil && req.hop == "" {
+		var err error
+		if list.Items, list.Unanswered, err = gather(s, r, req, recs, at, limit); err != nil {
+			writeError(w, err)
+			return
+		}
 	}
-	writeJSON(w, http.StatusOK, telemetry.EgressRecordList{Kind: telemetry.EgressListKind, APIVersion: Group + "/" + Version, Items: recs})
+	if list.Items == nil {
+		list.Items = []T{}
+	}
+	writeJSON(w, http.StatusOK, list)
 }
 
 // flag reads a boolean query parameter: its value, whether it was given,

@@ -14,9 +14,12 @@ import (
 
 // egressCommand prints the egress records the query selects: a table, or
 // JSON with -o json.
-func egressCommand(c *client.Client, q client.TelemetryQuery, output string, stdout io.Writer) error {
+func egressCommand(c *client.Client, q client.TelemetryQuery, output string, stdout, stderr io.Writer) error {
 	return printList(stdout, output, func(ctx context.Context) (*accessv1.EgressRecordList, error) { return c.Egress(ctx, q) },
-		func(list *accessv1.EgressRecordList) error { return writeEgress(stdout, list.Items, q.Ticket != "") })
+		func(list *accessv1.EgressRecordList) error {
+			warnUnanswered(stderr, list.Unanswered)
+			return writeEgress(stdout, list.Items, q.Ticket != "")
+		})
 }
 
 // writeEgress prints egress records as a table, one line each: the host

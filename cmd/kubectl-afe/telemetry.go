@@ -39,9 +39,9 @@ func newTelemetryCommand(newClient clientFunc, streams execStreams) *cobra.Comma
 			return withClient(newClient, func(c *client.Client) error {
 				q := client.TelemetryQuery{Sandbox: sandbox, Ticket: ticket, Limit: limit, DeniedOnly: denied}
 				if egress {
-					return egressCommand(c, q, output, streams.stdout)
+					return egressCommand(c, q, output, streams.stdout, streams.stderr)
 				}
-				return telemetryCommand(c, q, output, streams.stdout)
+				return telemetryCommand(c, q, output, streams.stdout, streams.stderr)
 			})
 		},
 	}
@@ -53,9 +53,20 @@ func newTelemetryCommand(newClient clientFunc, streams execStreams) *cobra.Comma
 	return cmd
 }
 
-func telemetryCommand(c *client.Client, q client.TelemetryQuery, output string, stdout io.Writer) error {
+func telemetryCommand(c *client.Client, q client.TelemetryQuery, output string, stdout, stderr io.Writer) error {
 	return printList(stdout, output, func(ctx context.Context) (*accessv1.CommandRecordList, error) { return c.Telemetry(ctx, q) },
-		func(list *accessv1.CommandRecordList) error { return writeRecords(stdout, list.Items, q.Ticket != "") })
+		func(list *accessv1.CommandRecordList) error {
+			warnUnanswered(stderr, list.Unanswered)
+			return writeRecords(stdout, list.Items, q.Ticket != "")
+		})
+}
+
+// warnUnanswered names, on stderr, the nodes whose records are missing
+// from an answer (per-node mode): -o json carries them in "unanswered".
+func warnUnanswered(stderr io.Writer, nodes []accessv1.UnansweredNode) {
+	for _, n := range nodes {
+		_, _ = fmt.Fprintf(stderr, "Warning: node %s did not answer, its records are missing: %s\n", printable(n.Node), printable(n.Message))
+	}
 }
 
 // printList reads a list (within a minute) and prints it: JSON with -o

@@ -45,6 +45,7 @@ type managerFlags struct {
 	access        access.Options
 	accessService string
 	accessPort    int
+	peer          access.PeerOptions
 }
 
 // bindFlags declares every flag of the manager on fs.
@@ -127,5 +128,7 @@ func (f *managerFlags) bindAccess(fs *flag.FlagSet) {
 	fs.IntVar(&f.accessPort, "access-service-port", 443, "The port of the --access-service the APIService names (with --access-external-name, the bound port instead).")
 	fs.BoolVar(&f.access.Register, "access-register", false, "Write the APIService "+access.APIServiceName+" at start, with the serving CA.")
 	fs.Int64Var(&f.access.MaxFileBytes, "access-max-file-bytes", access.DefaultMaxFileBytes, "The largest tar one kubectl afe cp may move, either way; a larger one fails before anything is written.")
+	fs.StringVar(&f.peer.BindAddress, "peer-bind-address", "0", "With --per-node, the address the listener for the other managers binds to: a request of the access API about another node's sandbox is forwarded to that node's manager over TLS with certificates of a CA the managers share (the Secret "+peerCASecret+" in the --access-service's namespace, made and rotated by the managers); \"0\" forwards nothing, and only this node's sandboxes are served.")
+	fs.StringVar(&f.peer.AdvertiseAddress, "peer-advertise-address", "", "The host:port the other managers reach --peer-bind-address at (in a DaemonSet, $(POD_IP):port); empty is the bound address, which must then name a host.")
 	fs.StringVar(&f.access.ExternalName, "access-external-name", "", "Also write the --access-service as an ExternalName Service to this host at the bound port (\"localhost\" for a local control plane without a cluster network, as make run does).")
 }

@@ -97,7 +97,7 @@ func start(log logr.Logger, f *managerFlags) error {
 	if err := controllers.SetupAll(ctx, mgr, engine, f.opts); err != nil {
 		return setupFailed(err, "Cannot set up the controllers")
 	}
-	if err := setupAccess(mgr, engine, f); err != nil {
+	if err := setupAccess(ctx, mgr, engine, f); err != nil {
 		return err
 	}
 	if err := setupChecks(mgr, engine); err != nil {

@@ -13,8 +13,11 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,6 +31,7 @@ import (
 	"afe.dev/sandbox/internal/hostaddrs"
 	"afe.dev/sandbox/internal/hostgroups"
 	"afe.dev/sandbox/internal/metrics"
+	"afe.dev/sandbox/internal/peerca"
 	"afe.dev/sandbox/internal/placement"
 	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/internal/status"
@@ -224,7 +228,7 @@ func setupRecords(log logr.Logger, mgr ctrl.Manager, f *managerFlags) error {
 
 // setupAccess adds the access API (kubectl afe) to the manager unless
 // --access-bind-address is "0".
-func setupAccess(mgr ctrl.Manager, engine *docker.Client, f *managerFlags) error {
+func setupAccess(ctx context.Context, mgr ctrl.Manager, engine *docker.Client, f *managerFlags) error {
 	if f.access.BindAddress == "0" {
 		return nil
 	}
@@ -237,6 +241,18 @@ func setupAccess(mgr ctrl.Manager, engine *docker.Client, f *managerFlags) error
 	opts.ServicePort = int32(f.accessPort)
 	opts.Instance = f.opts.Instance
 	opts.DenyEnv, opts.EnvPassthrough = f.opts.DenyEnv, f.opts.EnvPassthrough
+	if f.peer.BindAddress != "0" {
+		if !f.opts.PerNode {
+			return setupFailed(nil, "--peer-bind-address needs --per-node")
+		}
+		authority, err := setupPeerCA(ctx, mgr, types.NamespacedName{Namespace: ns, Name: peerCASecret}, f.opts.Instance, f.access.ExternalName != "")
+		if err != nil {
+			return err
+		}
+		peer := f.peer
+		peer.Authority = authority
+		opts.Peer = &peer
+	}
 	server, err := access.New(mgr, engine, opts)
 	if err != nil {
 		return setupFailed(err, "Cannot set up the access API")
@@ -292,4 +308,44 @@ func warnWorkspaceRoot(log logr.Logger, opts controllers.Options, localEngine bo
 	} else if err != nil {
 		log.Info("Folder workspaces are allowed on a root not mounted nosuid,nodev (--workspace-root-allow-suid)", "workspaceRoot", opts.WorkspaceRoot)
 	}
+}
+
+// peerCASecret is the Secret, in the access API Service's namespace, of
+// the CA the managers of per-node mode share.
+const peerCASecret = "afe-peer-ca"
+
+// setupPeerCA reads (or makes) the managers' CA and this node's
+// certificate, through a client without a cache (no Secret is cached),
+// and keeps them fresh while the manager runs. With makeNamespace (a
+// local control plane, where the manager also writes the access API's
+// Service) it makes the Secret's namespace when missing.
+func setupPeerCA(ctx context.Context, mgr ctrl.Manager, secret types.NamespacedName, node string, makeNamespace bool) (*peerca.Authority, error) {
+	c, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
+	if err != nil {
+		return nil, setupFailed(err, "Cannot make a client for the managers' CA")
+	}
+	if makeNamespace {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: secret.Namespace}}
+		if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, setupFailed(err, "Cannot make the namespace of the managers' CA", "namespace", secret.Namespace)
+		}
+	}
+	authority, err := peerca.New(c, peerca.Options{Secret: secret, Node: node})
+	if err != nil {
+		return nil, setupFailed(err, "Cannot set up the managers' CA")
+	}
+	// The namespace may be on its way (under make run NODES=3 the first
+	// manager makes it): a failure is tried again for a minute.
+	var last error
+	err = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		last = authority.Ensure(ctx)
+		return last == nil, nil
+	})
+	if err != nil {
+		return nil, setupFailed(errors.Join(last, err), "Cannot read or make the managers' CA", "secret", secret.String())
+	}
+	if err := mgr.Add(authority); err != nil {
+		return nil, setupFailed(err, "Cannot add the managers' CA")
+	}
+	return authority, nil
 }

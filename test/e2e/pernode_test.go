@@ -3,8 +3,10 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,6 +43,11 @@ var _ = Describe("Per-node mode", Ordered, Label("per-node"), func() {
 		folders string
 		// logs are the managers' output.
 		logs []*gbytes.Buffer
+		// accessPorts are the managers' access API ports; managerDirs
+		// holds each one's Run logs and telemetry, kept across a restart.
+		accessPorts  []int
+		managerDirs  string
+		startManager func(i int)
 	)
 	pkubectl := func(args ...string) string {
 		cmd := exec.Command("kubectl", append([]string{"--kubeconfig", pcp.Kubeconfig}, args...)...)
@@ -150,19 +157,38 @@ spec:
 		folders, cleanupFolders, err = wsroot.Make(true)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func() { Expect(cleanupFolders()).To(Succeed()) })
-		for _, node := range nodes {
-			cmd := exec.Command(managerBin, "--per-node", "--instance", node,
+		// The access API: each manager at a port of its own, all
+		// registering the APIService at node 1's (the Service is an
+		// ExternalName to localhost, as a cluster network would reach a
+		// manager); the access specs point it at another one.
+		for range nodes {
+			accessPorts = append(accessPorts, freePort())
+		}
+		logs = make([]*gbytes.Buffer, len(nodes))
+		managers = make([]*gexec.Session, len(nodes))
+		startManager = func(i int) {
+			runLogs := filepath.Join(managerDirs, nodes[i], "run-logs")
+			Expect(os.MkdirAll(runLogs, 0o700)).To(Succeed())
+			cmd := exec.Command(managerBin, "--per-node", "--instance", nodes[i],
 				"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
-				"--resync-period", "10s", "--run-log-dir", GinkgoT().TempDir(), "--workspace-root", folders,
+				"--resync-period", "10s", "--run-log-dir", runLogs, "--workspace-root", folders,
+				"--telemetry-db", filepath.Join(managerDirs, nodes[i], "telemetry.db"),
+				"--access-bind-address", fmt.Sprintf("127.0.0.1:%d", accessPorts[i]), "--access-register",
+				"--access-service", "afe-system/afe-access", "--access-service-port", fmt.Sprint(accessPorts[0]),
+				"--peer-bind-address", "127.0.0.1:0",
 				// No usage measuring: three more engine-wide disk usage
 				// requests would only slow the other suites' down.
 				"--usage-period", "-1s")
 			cmd.Env = append(os.Environ(), "KUBECONFIG="+saConfig)
 			out := gbytes.NewBuffer()
-			logs = append(logs, out)
+			logs[i] = out
 			s, err := gexec.Start(cmd, io.MultiWriter(GinkgoWriter, out), io.MultiWriter(GinkgoWriter, out))
 			Expect(err).NotTo(HaveOccurred())
-			managers = append(managers, s)
+			managers[i] = s
+		}
+		managerDirs = GinkgoT().TempDir()
+		for i := range nodes {
+			startManager(i)
 		}
 		DeferCleanup(func() {
 			for _, m := range managers {
@@ -172,6 +198,15 @@ spec:
 				Eventually(m, 30*time.Second).Should(gexec.Exit())
 			}
 		})
+		pkubectl("delete", "service", "afe-access", "-n", "afe-system")
+		pkubectlStdin(fmt.Sprintf(`apiVersion: v1
+kind: Service
+metadata: {name: afe-access, namespace: afe-system}
+spec:
+  type: ExternalName
+  externalName: localhost
+  ports: [{name: https-1, port: %d}, {name: https-2, port: %d}, {name: https-3, port: %d}]
+`, accessPorts[0], accessPorts[1], accessPorts[2]), "apply", "-f", "-")
 		pkubectl("create", "namespace", ns)
 	})
 
@@ -431,6 +466,152 @@ spec:
 		pkubectl("delete", "sandbox", "alone", "-n", ns, "--timeout=30s")
 	})
 
+	// The access API in per-node mode: every request goes through the one
+	// APIService, to whichever manager it names, as a user of the
+	// tickets' namespace (a ServiceAccount bound to afe-sandbox-user).
+	var alice, mallory string
+	afe := func(kubeconfig, stdin string, args ...string) (string, string, int) {
+		cmd := exec.Command(pluginBin(), append([]string{"--kubeconfig", kubeconfig, "-n", ns}, args...)...)
+		cmd.Stdin = strings.NewReader(stdin)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		code := 0
+		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else {
+			ExpectWithOffset(1, err).NotTo(HaveOccurred())
+		}
+		return stdout.String(), stderr.String(), code
+	}
+	mustAfe := func(kubeconfig, stdin string, args ...string) string {
+		out, errOut, code := afe(kubeconfig, stdin, args...)
+		ExpectWithOffset(1, code).To(BeZero(), "kubectl afe %s: %s%s", strings.Join(args, " "), out, errOut)
+		return out
+	}
+	// where is what each access ticket's sandbox holds in /workspace/where:
+	// the node it was created on.
+	where := func(kubeconfig string, i int) string {
+		return mustAfe(kubeconfig, "", "exec", fmt.Sprintf("acc%d", i+1), "--", "cat", "/workspace/where")
+	}
+
+	It("serves exec, cp, logs -f and telemetry of every node's sandboxes through the one APIService, to the namespace's user", func() {
+		alice = userKubeconfig(pkubectl, pcp.Kubeconfig, managerDirs, ns, "alice")
+		pkubectl("create", "namespace", ns+"-other")
+		mallory = userKubeconfig(pkubectl, pcp.Kubeconfig, managerDirs, ns+"-other", "mallory")
+		Eventually(func() (string, error) {
+			out, err := exec.Command("kubectl", "--kubeconfig", pcp.Kubeconfig, "get", "apiservice", "v1alpha1.access.sandbox.afe.dev",
+				"-o", `jsonpath={.status.conditions[?(@.type=="Available")].status}`).Output()
+			return string(out), err
+		}, time.Minute, time.Second).Should(Equal("True"))
+		for i := range nodes {
+			pkubectlStdin(ticket(fmt.Sprintf("acc%d", i+1), fmt.Sprintf("  placement:\n    nodeSelector: {afe.dev/e2e-pool: pool-%d}\n", i+1)), "apply", "-n", ns, "-f", "-")
+		}
+		Eventually(func(g Gomega) {
+			m := tickets()
+			for i, node := range nodes {
+				t := m[fmt.Sprintf("acc%d", i+1)]
+				g.Expect(t.phase).To(Equal("Ready"), "%+v", t)
+				g.Expect(t.node).To(Equal(node))
+			}
+		}, 2*time.Minute, time.Second).Should(Succeed())
+
+		blob := make([]byte, 3<<20)
+		for i := range blob {
+			blob[i] = byte(i*7 + i>>11)
+		}
+		local := filepath.Join(GinkgoT().TempDir(), "blob")
+		Expect(os.WriteFile(local, blob, 0o644)).To(Succeed())
+		for i, node := range nodes {
+			sbx := fmt.Sprintf("acc%d", i+1)
+			By("exec on " + node)
+			mustAfe(alice, "", "exec", sbx, "--", "sh", "-c", "echo "+node+" > /workspace/where")
+			Expect(where(alice, i)).To(Equal(node + "\n"))
+			Expect(mustAfe(alice, "stdin of "+node, "exec", "-i", sbx, "--", "cat")).To(Equal("stdin of " + node))
+			By("cp both ways on " + node)
+			mustAfe(alice, "", "cp", local, sbx+":/workspace/blob")
+			back := filepath.Join(GinkgoT().TempDir(), "back")
+			mustAfe(alice, "", "cp", sbx+":/workspace/blob", back)
+			got, err := os.ReadFile(back)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(bytes.Equal(got, blob)).To(BeTrue(), "the file came back byte for byte from %s", node)
+		}
+
+		By("exec on a terminal on node 3")
+		cmd := exec.Command("script", "-qec", strings.Join([]string{pluginBin(), "--kubeconfig", alice, "-n", ns, "exec", "-it", "acc3", "--", "tty"}, " "), "/dev/null")
+		out, err := cmd.CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), "%s", out)
+		Expect(string(out)).To(ContainSubstring("/dev/pts/"))
+
+		By("logs -f of a Run on node 3")
+		pkubectlStdin(`apiVersion: sandbox.afe.dev/v1alpha1
+kind: Run
+metadata: {name: lines}
+spec:
+  sandboxRef: {name: acc3}
+  script: for i in 1 2 3; do echo line-$i; sleep 1; done
+`, "apply", "-n", ns, "-f", "-")
+		Eventually(func() string {
+			out, _, _ := afe(alice, "", "logs", "-f", "lines")
+			return out
+		}, time.Minute, time.Second).Should(Equal("line-1\nline-2\nline-3\n"))
+
+		By("telemetry of a ticket on node 3, gathered by node 1's manager")
+		out2, errOut, code := afe(alice, "", "telemetry", "--ticket", "acc3")
+		Expect(code).To(BeZero(), errOut)
+		Expect(errOut).To(BeEmpty(), "every node answered")
+		Expect(out2).To(ContainSubstring("cat /workspace/where"))
+		Expect(out2).To(ContainSubstring("lines#1"))
+		Expect(strings.Count(out2, "acc3")).To(BeNumerically(">=", 5), out2)
+		Expect(mustAfe(alice, "", "telemetry", "acc2")).To(ContainSubstring("echo " + nodes[1]))
+	})
+
+	It("forwards from whichever manager the APIService names, and refuses another namespace's user there", func() {
+		for _, receiver := range []int{1, 2} {
+			pkubectl("patch", "apiservice", "v1alpha1.access.sandbox.afe.dev", "--type=merge",
+				"-p", fmt.Sprintf(`{"spec":{"service":{"port":%d}}}`, accessPorts[receiver]))
+			// A request about node 1's sandbox, forwarded by the receiver.
+			Eventually(func(g Gomega) {
+				out, errOut, _ := afe(alice, "", "exec", "acc1", "--", "cat", "/workspace/where")
+				g.Expect(out).To(Equal(nodes[0]+"\n"), errOut)
+				g.Expect(string(logs[receiver].Contents())).To(ContainSubstring("Forwarding an access request"), "node %d's manager receives", receiver+1)
+			}, time.Minute, time.Second).Should(Succeed())
+			for i, node := range nodes {
+				Expect(where(alice, i)).To(Equal(node+"\n"), "through %s's manager", nodes[receiver])
+			}
+			_, errOut, code := afe(mallory, "", "exec", "acc1", "--", "true")
+			Expect(code).NotTo(BeZero())
+			Expect(errOut).To(ContainSubstring("forbidden"))
+		}
+		pkubectl("patch", "apiservice", "v1alpha1.access.sandbox.afe.dev", "--type=merge",
+			"-p", fmt.Sprintf(`{"spec":{"service":{"port":%d}}}`, accessPorts[0]))
+
+		By("routing by the placeholder Pod, never by a forged status.node")
+		pkubectl("patch", "ticket", "acc1", "-n", ns, "--subresource=status", "--type=merge", "-p", `{"status":{"node":"`+nodes[2]+`"}}`)
+		Expect(where(alice, 0)).To(Equal(nodes[0] + "\n"))
+	})
+
+	It("answers 503 naming the node whose manager is gone, and serves every other node", func() {
+		managers[2].Kill()
+		Eventually(managers[2], 30*time.Second).Should(gexec.Exit())
+		_, errOut, code := afe(alice, "", "exec", "acc3", "--", "true")
+		Expect(code).NotTo(BeZero())
+		Expect(errOut).To(ContainSubstring(nodes[2]))
+		Expect(errOut).To(Or(ContainSubstring("does not answer"), ContainSubstring("is not running")))
+		Expect(where(alice, 1)).To(Equal(nodes[1] + "\n"))
+		_, errOut, code = afe(alice, "", "telemetry", "--ticket", "acc2")
+		Expect(code).To(BeZero(), errOut)
+		Expect(errOut).To(ContainSubstring("Warning: node " + nodes[2] + " did not answer"))
+
+		By("serving node 3 again once its manager is back")
+		startManager(2)
+		Eventually(func() string {
+			out, _, _ := afe(alice, "", "exec", "acc3", "--", "cat", "/workspace/where")
+			return out
+		}, 2*time.Minute, time.Second).Should(Equal(nodes[2] + "\n"))
+		setState("Done", "acc1", "acc2", "acc3")
+	})
+
 	It("leaves nothing on the engine, and no placeholder, once every ticket is done", func() {
 		Eventually(func(g Gomega) {
 			g.Expect(count(tickets(), func(t placedTicket) bool { return t.phase != "Finished" })).To(BeZero())
@@ -446,3 +627,31 @@ spec:
 		}
 	})
 })
+
+// freePort is a loopback port free a moment ago.
+func freePort() int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// userKubeconfig is a kubeconfig of the control plane as the
+// ServiceAccount name of namespace, bound to afe-sandbox-user there, in
+// dir.
+func userKubeconfig(k func(args ...string) string, admin, dir, namespace, name string) string {
+	k("create", "serviceaccount", name, "-n", namespace)
+	k("create", "rolebinding", name+"-sandbox-user", "-n", namespace, "--clusterrole=afe-sandbox-user", "--serviceaccount="+namespace+":"+name)
+	token := k("create", "token", name, "-n", namespace, "--duration", "2h")
+	raw, err := os.ReadFile(admin)
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	path := filepath.Join(dir, name+".kubeconfig")
+	ExpectWithOffset(1, os.WriteFile(path, raw, 0o600)).To(Succeed())
+	for _, args := range [][]string{
+		{"config", "set-credentials", name, "--token", token},
+		{"config", "set-context", "--current", "--user", name},
+	} {
+		ExpectWithOffset(1, exec.Command("kubectl", append([]string{"--kubeconfig", path}, args...)...).Run()).To(Succeed())
+	}
+	return path
+}

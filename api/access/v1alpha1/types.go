@@ -96,6 +96,17 @@ type CommandRecordList struct {
 	Kind       string          `json:"kind"`
 	APIVersion string          `json:"apiVersion"`
 	Items      []CommandRecord `json:"items"`
+	// Unanswered names, in per-node mode, the nodes whose manager did not
+	// answer: their records, if they keep any of this sandbox or ticket,
+	// are missing from Items.
+	Unanswered []UnansweredNode `json:"unanswered,omitempty"`
+}
+
+// UnansweredNode is a node whose records are missing from an answer, and
+// why.
+type UnansweredNode struct {
+	Node    string `json:"node"`
+	Message string `json:"message"`
 }
 
 // EgressRecordListKind is the kind of an EgressRecordList.
@@ -160,6 +171,8 @@ type EgressRecordList struct {
 	Kind       string         `json:"kind"`
 	APIVersion string         `json:"apiVersion"`
 	Items      []EgressRecord `json:"items"`
+	// Unanswered: as a CommandRecordList's.
+	Unanswered []UnansweredNode `json:"unanswered,omitempty"`
 }
 
 // Reason is why the access API refused a request, in words a client acts
@@ -203,6 +216,10 @@ const (
 	ReasonInvalidRequest Reason = "InvalidRequest"
 	// ReasonForbidden: the caller may not do this (RBAC).
 	ReasonForbidden Reason = "Forbidden"
+	// ReasonNodeUnavailable: in per-node mode, the manager of the node the
+	// sandbox is placed on is not running or does not answer; the message
+	// names the node.
+	ReasonNodeUnavailable Reason = "NodeUnavailable"
 )
 
 // Details are the Status details of a refusal for reason, about the

@@ -1,0 +1,163 @@
+package access_test
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"path"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"afe.dev/sandbox/access"
+	accessv1 "afe.dev/sandbox/api/access/v1alpha1"
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/internal/peerca"
+	"afe.dev/sandbox/internal/placement"
+	"afe.dev/sandbox/test/dockertest"
+)
+
+var coordinationLease = schema.GroupVersionKind{Group: "coordination.k8s.io", Version: "v1", Kind: "Lease"}
+
+// The peer listener of per-node mode, on its own: a manager of node
+// peer-a, and callers with and without a manager's certificate of the
+// managers' CA (a Secret of a namespace of the spec's own).
+var _ = Describe("Peer listener", Ordered, func() {
+	var (
+		ctx    context.Context
+		server *access.Server
+		// b is another node's manager.
+		b *peerca.Authority
+	)
+	BeforeAll(func() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.Background(), 5*time.Minute)
+		DeferCleanup(cancel)
+		ns := newNamespace(ctx, "peers")
+		secret := types.NamespacedName{Namespace: ns, Name: "afe-peer-ca"}
+		a, err := peerca.New(adminClient, peerca.Options{Secret: secret, Node: "peer-a"})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(a.Ensure(ctx)).To(Succeed())
+		b, err = peerca.New(adminClient, peerca.Options{Secret: secret, Node: "peer-b"})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(b.Ensure(ctx)).To(Succeed())
+		server, err = access.New(testManager, testEngine, access.Options{
+			BindAddress: "127.0.0.1:0",
+			Service:     types.NamespacedName{Namespace: ns, Name: "afe-access"},
+			Instance:    "peer-a",
+			Peer:        &access.PeerOptions{Authority: a, BindAddress: "127.0.0.1:0"},
+		})
+		Expect(err).NotTo(HaveOccurred())
+		serverCtx, stop := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- server.Start(serverCtx) }()
+		DeferCleanup(func() {
+			stop()
+			Eventually(done).Should(Receive(BeNil()))
+		})
+		By("registering itself in its Lease")
+		Eventually(func(g Gomega) {
+			var lease metav1.PartialObjectMetadata
+			lease.SetGroupVersionKind(coordinationLease)
+			g.Expect(adminClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: "afe-peer-peer-a"}, &lease)).To(Succeed())
+			g.Expect(lease.Annotations).To(HaveKeyWithValue(access.PeerAddressAnnotation, server.PeerAddr().String()))
+		}).Should(Succeed())
+	})
+
+	// ask POSTs an exec of `true` in the sandbox to the peer listener over
+	// cfg, naming user (empty: none) as the forwarded caller; it returns
+	// the answer's code and Status, or the error.
+	ask := func(cfg *tls.Config, ns, sandbox, user string) (int, metav1.Status, error) {
+		u := url.URL{Scheme: "https", Host: server.PeerAddr().String(),
+			Path:     path.Join("/apis", access.Group, access.Version, "namespaces", ns, "sandboxes", sandbox, "exec"),
+			RawQuery: url.Values{"command": {"true"}, "stdout": {"true"}}.Encode()}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), nil)
+		Expect(err).NotTo(HaveOccurred())
+		if user != "" {
+			req.Header.Set("X-Afe-Peer-User", user)
+			req.Header.Add("X-Afe-Peer-Group", "system:authenticated")
+		}
+		resp, err := (&http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: 30 * time.Second}).Do(req)
+		if err != nil {
+			return 0, metav1.Status{}, err
+		}
+		defer func() { _ = resp.Body.Close() }()
+		var st metav1.Status
+		_ = json.NewDecoder(resp.Body).Decode(&st)
+		return resp.StatusCode, st, nil
+	}
+
+	It("authorizes the caller a manager forwards, by its identity alone", func() {
+		code, st, err := ask(b.ClientConfig("peer-a"), nsB, "absent", "alice")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(code).To(Equal(http.StatusForbidden), "%+v", st)
+		Expect(st.Message).To(ContainSubstring(`User "alice" cannot create resource "sandboxes/exec"`))
+
+		code, st, err = ask(b.ClientConfig("peer-a"), nsB, "absent", "bob")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(code).To(Equal(http.StatusNotFound), "bob may, and the sandbox does not exist: %+v", st)
+	})
+
+	It("takes no identity from a manager that names none", func() {
+		code, _, err := ask(b.ClientConfig("peer-a"), nsB, "absent", "")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(code).To(Equal(http.StatusUnauthorized))
+	})
+
+	It("refuses a caller without a manager's certificate of the managers' CA, whatever headers it sends", func() {
+		// A certificate of the managers' CA that is not a manager's: the
+		// access API's serving certificate.
+		serving := b.ServingCertificate([]string{"localhost"}, nil)
+		cert, err := serving(nil)
+		Expect(err).NotTo(HaveOccurred())
+		// A manager's certificate of another CA (another Secret).
+		other, err := peerca.New(adminClient, peerca.Options{Secret: types.NamespacedName{Namespace: nsB, Name: "other-ca"}, Node: "peer-b"})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(other.Ensure(ctx)).To(Succeed())
+		otherCfg := other.ClientConfig("peer-a")
+		// Only the server's side is tried: the caller trusts any server.
+		otherCfg.InsecureSkipVerify, otherCfg.VerifyConnection = true, nil
+		for name, cfg := range map[string]*tls.Config{
+			"no certificate":                  {InsecureSkipVerify: true},
+			"a serving certificate of the CA": {InsecureSkipVerify: true, Certificates: []tls.Certificate{*cert}},
+			"a manager's of another CA":       otherCfg,
+		} {
+			_, _, err := ask(cfg, nsB, "absent", "bob")
+			Expect(err).To(HaveOccurred(), name)
+		}
+	})
+
+	It("refuses a forwarded request for a sandbox placed on another node, and forwards nothing again", func() {
+		tk := &afev1.Ticket{ObjectMeta: metav1.ObjectMeta{Namespace: nsB, Name: "elsewhere"},
+			Spec: afev1.TicketSpec{Sandbox: afev1.SandboxTemplateSpec{Image: dockertest.TestImage, User: "1000:1000"}}}
+		Expect(adminClient.Create(ctx, tk)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(adminClient.Delete(context.Background(), tk))).To(Succeed()) })
+		Eventually(func(g Gomega) {
+			g.Expect(adminClient.Get(ctx, client.ObjectKeyFromObject(tk), tk)).To(Succeed())
+			g.Expect(tk.UID).NotTo(BeEmpty())
+		}).Should(Succeed())
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: nsB, Name: placement.PodName(tk.Name),
+				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(tk, afev1.GroupVersion.WithKind("Ticket"))}},
+			Spec: corev1.PodSpec{NodeName: "peer-c", Containers: []corev1.Container{{Name: "c", Image: "x"}}},
+		}
+		Expect(adminClient.Create(ctx, pod)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(adminClient.Delete(context.Background(), pod))).To(Succeed()) })
+		Eventually(func(g Gomega) {
+			code, st, err := ask(b.ClientConfig("peer-a"), nsB, tk.Name, "bob")
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(code).To(Equal(http.StatusConflict), "%+v", st)
+			g.Expect(st.Details).NotTo(BeNil())
+			g.Expect(st.Details.Causes).To(ContainElement(HaveField("Type", metav1.CauseType(accessv1.ReasonSandboxNotReady))))
+			g.Expect(st.Message).To(ContainSubstring("placed on node peer-c, not on peer-a"))
+		}).Should(Succeed())
+	})
+})
