@@ -94,7 +94,7 @@ func main() {
 	flag.IntVar(&cfg.RuntimeIdle, "runtime-idle", 5, "Idle sandboxes per runtime whose host memory is measured.")
 	userTickets := flag.String("user-tickets", "20,50", "Tickets created at once in the user scenario, against the plain docker run script; a comma-separated list of sizes.")
 	flag.BoolVar(&cfg.Kubectl, "kubectl", true, "The user scenario applies its Tickets with kubectl and waits with kubectl wait, as a user does (false: the bench's client and a watch).")
-	scenarios := flag.String("scenarios", "", "Comma-separated scenarios to run (sandbox, egress, pool, loss, run, resume, exec, runtimes, tickets, user, idle, egress-scale, placement); empty runs all.")
+	scenarios := flag.String("scenarios", "", "Comma-separated scenarios to run (sandbox, egress, pool, loss, run, resume, exec, runtimes, tickets, user, idle, egress-scale, placement, forward); empty runs all.")
 	flag.Parse()
 	for _, f := range strings.Split(*userTickets, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -241,6 +241,7 @@ func run(ctx context.Context, cfg config, log io.Writer) (rows []row, err error)
 		{"idle", b.idle},
 		{"egress-scale", b.egressScale},
 		{"placement", b.placement},
+		{"forward", b.forward},
 	}
 	for _, s := range scenarios {
 		if len(cfg.Scenarios) > 0 && !slices.Contains(cfg.Scenarios, s.name) {

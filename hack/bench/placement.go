@@ -211,10 +211,10 @@ func nodeCapacity(n int) corev1.ResourceList {
 
 // startManager runs the manager binary for the node as a DaemonSet's pod
 // would, with the bench manager's reconcile settings, its log in the
-// output folder as placement-<tag>.log. It serves no metrics or probes: the
-// managers of a set-up would collide on fixed ports, and the warm-up tells
-// when they work.
-func (p *placementPlane) startManager(node, tag string) (*exec.Cmd, error) {
+// output folder as placement-<tag>.log, and the extra arguments. It serves
+// no metrics or probes: the managers of a set-up would collide on fixed
+// ports, and the warm-up tells when they work.
+func (p *placementPlane) startManager(node, tag string, extra ...string) (*exec.Cmd, error) {
 	logFile, err := os.Create(filepath.Join(p.b.cfg.Out, "placement-"+tag+".log"))
 	if err != nil {
 		return nil, err
@@ -230,6 +230,7 @@ func (p *placementPlane) startManager(node, tag string) (*exec.Cmd, error) {
 		// Not the default folder under /tmp, which would outlive the run.
 		"--run-log-dir", filepath.Join(p.dir, "run-logs-"+node),
 	}
+	args = append(args, extra...)
 	cmd := exec.Command(p.b.cfg.Manager, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+p.cp.Kubeconfig)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
