@@ -39,6 +39,7 @@ func TestAgainstAPIServer(t *testing.T) {
 	t.Run("managers racing to make the CA share one", func(t *testing.T) { testRace(t, c) })
 	t.Run("a rotation lost to another manager takes its CA", func(t *testing.T) { testLostRotation(t, c) })
 	t.Run("Start follows a rotation by another manager", func(t *testing.T) { testStartFollows(t, c) })
+	t.Run("a rotation keeps the managers connected", func(t *testing.T) { testRotationWindow(t, c) })
 }
 
 // Both managers read the Secret missing before either creates it: the one

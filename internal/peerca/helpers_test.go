@@ -60,7 +60,7 @@ func sharing(t *testing.T, clk *clock, nodes ...string) ([]*Authority, *pki.CA) 
 		t.Fatal(err)
 	}
 	for _, a := range as {
-		if err := a.adopt(data, clk.Now()); err != nil {
+		if err := a.adopt(data, time.Time{}, clk.Now()); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -9,7 +9,10 @@
 // to the new one. Each manager issues itself a short-lived certificate from
 // the current CA, naming its node; a peer is accepted only with such a
 // certificate, verified against the CAs trusted at the time of the
-// handshake.
+// handshake. After a rotation, a manager keeps presenting the certificate
+// it holds of the replaced CA for two refreshes (the rotation's time is in
+// the Secret): a peer that has not read the Secret since trusts only that
+// CA.
 package peerca
 
 import (
@@ -83,7 +86,14 @@ type state struct {
 	// one and the previous while it is valid; bundle is their PEM.
 	trusted *x509.CertPool
 	bundle  []byte
-	node    *tls.Certificate
+	// previous is the CA ca replaced, while it is valid; certificates of it
+	// in hand are kept until keepUntil, 2×Refresh after the rotation.
+	previous  *x509.Certificate
+	keepUntil time.Time
+	// node is this node's certificate, issued by nodeCA: ca's or, until
+	// keepUntil, previous.
+	node   *tls.Certificate
+	nodeCA *x509.Certificate
 }
 
 // New is an Authority keeping its CA in opts.Secret through c, an uncached

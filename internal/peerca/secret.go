@@ -22,6 +22,11 @@ const (
 	caPreviousKey = "ca-previous.crt"
 )
 
+// rotatedAtAnnotation is when the Secret's CA was made to replace another,
+// in RFC 3339, written with the rotation: how long the certificates of the
+// replaced CA may still be presented is counted from it.
+const rotatedAtAnnotation = "sandbox.afe.dev/rotated-at"
+
 // caName is the common name of every CA made here.
 const caName = "afe-peer-ca"
 
@@ -32,16 +37,18 @@ const attempts = 5
 // Ensure reads the CA Secret, makes it when it is missing or replaces a CA
 // that is unreadable or expires within RotateBefore, and (re)issues this
 // node's certificate when it is missing, a third of it is left, or the CA
-// changed. A write lost to another manager (the Secret created or updated
-// since it was read) reads the Secret again and takes that manager's CA.
+// changed, a certificate of the replaced CA being kept for 2×Refresh after
+// the rotation (see keeps). A write lost to another manager (the Secret
+// created or updated since it was read) reads the Secret again and takes
+// that manager's CA.
 func (a *Authority) Ensure(ctx context.Context) error {
 	a.ensuring.Lock()
 	defer a.ensuring.Unlock()
 	var err error
 	for range attempts {
-		var data map[string][]byte
-		if data, err = a.sync(ctx); err == nil {
-			return a.adopt(data, a.now())
+		var secret *corev1.Secret
+		if secret, err = a.sync(ctx); err == nil {
+			return a.adopt(secret.Data, a.rotatedAt(secret), a.now())
 		}
 		if !apierrors.IsAlreadyExists(err) && !apierrors.IsConflict(err) {
 			return err
@@ -51,8 +58,8 @@ func (a *Authority) Ensure(ctx context.Context) error {
 }
 
 // sync reads the Secret and writes it when its CA is missing or due, and
-// returns the data it holds then.
-func (a *Authority) sync(ctx context.Context) (map[string][]byte, error) {
+// returns it as it is then.
+func (a *Authority) sync(ctx context.Context) (*corev1.Secret, error) {
 	now := a.now()
 	secret := &corev1.Secret{}
 	err := a.c.Get(ctx, a.opts.Secret, secret)
@@ -63,20 +70,28 @@ func (a *Authority) sync(ctx context.Context) (map[string][]byte, error) {
 		return nil, fmt.Errorf("read peer CA %s: %w", a.opts.Secret, err)
 	}
 	data, fresh, err := a.next(secret.Data, now)
-	if err != nil || fresh == nil {
-		return data, err
+	if err != nil {
+		return nil, err
+	}
+	if fresh == nil {
+		return secret, nil
 	}
 	// Update carries the resourceVersion read: a manager that rotated in
 	// the meantime makes this a conflict rather than a second rotation.
+	// The time goes in the same write, so that no manager reads the new CA
+	// without it.
 	secret.Data = data
+	metav1.SetMetaDataAnnotation(&secret.ObjectMeta, rotatedAtAnnotation, now.UTC().Format(time.RFC3339Nano))
 	if err := a.c.Update(ctx, secret); err != nil {
 		return nil, fmt.Errorf("rotate peer CA %s: %w", a.opts.Secret, err)
 	}
 	a.log.Info("Rotated the peer CA", "secret", a.opts.Secret, "notAfter", fresh.Cert.NotAfter)
-	return data, nil
+	return secret, nil
 }
 
-func (a *Authority) create(ctx context.Context, now time.Time) (map[string][]byte, error) {
+// create makes the Secret with a new CA. It records no rotation: no
+// certificate of another CA is trusted to be kept.
+func (a *Authority) create(ctx context.Context, now time.Time) (*corev1.Secret, error) {
 	data, fresh, err := a.next(nil, now)
 	if err != nil {
 		return nil, err
@@ -94,7 +109,24 @@ func (a *Authority) create(ctx context.Context, now time.Time) (map[string][]byt
 		return nil, fmt.Errorf("create peer CA %s: %w", a.opts.Secret, err)
 	}
 	a.log.Info("Made the peer CA", "secret", a.opts.Secret, "notAfter", fresh.Cert.NotAfter)
-	return data, nil
+	return secret, nil
+}
+
+// rotatedAt is when the Secret's CA replaced another, zero when the Secret
+// does not say (made, or rotated by a manager that did not record it), so
+// that nothing of the previous CA is kept: the behaviour before the time
+// was recorded.
+func (a *Authority) rotatedAt(secret *corev1.Secret) time.Time {
+	value, ok := secret.Annotations[rotatedAtAnnotation]
+	if !ok {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339, value)
+	if err != nil {
+		a.log.Error(err, "Ignoring the peer CA's rotation time", "secret", a.opts.Secret, "annotation", rotatedAtAnnotation)
+		return time.Time{}
+	}
+	return t
 }
 
 // next is the Secret's data as it should be at now: data itself while its
@@ -118,10 +150,11 @@ func (a *Authority) next(data map[string][]byte, now time.Time) (map[string][]by
 	return out, fresh, nil
 }
 
-// adopt makes the CA of data the one this manager trusts and issues from,
-// issues this node's certificate when due, and tells Changed's readers
-// when the trusted bundle differs from before.
-func (a *Authority) adopt(data map[string][]byte, now time.Time) error {
+// adopt makes the CA of data, rotated at rotatedAt, the one this manager
+// trusts and issues from, issues this node's certificate when it may not
+// keep the one in hand, and tells Changed's readers when the trusted bundle
+// differs from before.
+func (a *Authority) adopt(data map[string][]byte, rotatedAt, now time.Time) error {
 	ca, err := pki.LoadCA(data[caCertKey], data[caKeyKey])
 	if err != nil {
 		return fmt.Errorf("peer CA %s: %w", a.opts.Secret, err)
@@ -131,12 +164,17 @@ func (a *Authority) adopt(data map[string][]byte, now time.Time) error {
 	if prev := validCA(data[caPreviousKey], now); prev != nil {
 		next.trusted.AddCert(prev)
 		next.bundle = append(next.bundle, data[caPreviousKey]...)
+		next.previous = prev
+		next.keepUntil = rotatedAt.Add(2 * a.opts.Refresh)
 	}
 	old := a.state.Load()
-	if old != nil && old.ca.Cert.Equal(ca.Cert) && !due(old.node.Leaf, now) {
-		next.node = old.node
-	} else if next.node, err = a.issueNode(ca, now); err != nil {
-		return err
+	if old != nil && next.keeps(old.nodeCA, old.node.Leaf, now) {
+		next.node, next.nodeCA = old.node, old.nodeCA
+	} else {
+		if next.node, err = a.issueNode(ca, now); err != nil {
+			return err
+		}
+		next.nodeCA = ca.Cert
 	}
 	a.state.Store(next)
 	if old == nil || !bytes.Equal(old.bundle, next.bundle) {
@@ -163,6 +201,25 @@ func (a *Authority) issueNode(ca *pki.CA, now time.Time) (*tls.Certificate, erro
 	}
 	a.log.Info("Issued the node's peer certificate", "node", a.opts.Node, "notAfter", cert.Leaf.NotAfter)
 	return &cert, nil
+}
+
+// keeps is whether a certificate in hand, issued by the CA certificate
+// issuer, may still be presented at now instead of one of the current CA:
+// while it is not due, when it is of the current CA, or of the previous
+// one until keepUntil. Every manager reads the Secret at least once a
+// Refresh, so until a Refresh after the rotation some may trust only the
+// previous CA; a certificate of the new one would fail their handshakes,
+// one of the previous CA passes every manager's. The second Refresh is a
+// margin for refreshes that run late.
+func (st *state) keeps(issuer, leaf *x509.Certificate, now time.Time) bool {
+	switch {
+	case leaf == nil || due(leaf, now):
+		return false
+	case issuer.Equal(st.ca.Cert):
+		return true
+	default:
+		return st.previous != nil && issuer.Equal(st.previous) && now.Before(st.keepUntil)
+	}
 }
 
 // due is whether a certificate has a third of its life left or less.

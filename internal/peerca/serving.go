@@ -12,9 +12,11 @@ import (
 
 // ServingCertificate is a GetCertificate for a TLS server other than the
 // peer listener (the access API): a certificate for those DNS names and IPs
-// from the current CA, reissued when the CA changes or a third of it is
-// left. It carries no Organization: it is no manager's identity. Its
-// clients verify it with CABundle.
+// from the current CA, reissued when a third of it is left or the CA
+// changed, a certificate of the replaced CA being kept as the node's is,
+// for 2×Refresh after the rotation: a caBundle published before it holds
+// only that CA. It carries no Organization: it is no manager's identity.
+// Its clients verify it with CABundle.
 func (a *Authority) ServingCertificate(dnsNames []string, ips []net.IP) func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	s := &serving{a: a, dnsNames: slices.Clone(dnsNames), ips: slices.Clone(ips)}
 	return s.get
@@ -38,7 +40,7 @@ func (s *serving) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	now := s.a.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cert != nil && s.ca.Equal(st.ca.Cert) && !due(s.cert.Leaf, now) {
+	if s.cert != nil && st.keeps(s.ca, s.cert.Leaf, now) {
 		return s.cert, nil
 	}
 	name := "afe-access"
