@@ -106,8 +106,10 @@ test: manifests generate docs fmt vet lint test-rules python-deps envtest images
 	@# took 49 s under runsc, the access suite 12 minutes instead of 2).
 	@# The e2e suite, the longest, is named first: go test starts the
 	@# packages in the order given, so the others run beside it in the
-	@# second slot. Each spec's time is in bin/controllers-report.json.
+	@# second slot. Each spec's time is in bin/controllers-report.json and
+	@# bin/e2e-report.json.
 	export KUBEBUILDER_ASSETS=$(ENVTEST_DIR) AFE_MANAGER_BIN=$(LOCALBIN)/manager AFE_KUBECTL_AFE_BIN=$(LOCALBIN)/kubectl-afe \
+		AFE_E2E_REPORT=$(LOCALBIN)/e2e-report.json \
 		AFE_MANAGER_CRASHPOINTS_BIN=$(LOCALBIN)/manager-crashpoints \
 		AFE_CONTROLLER_IMAGE=$(IMG) AFE_REQUIRE_DOCKER=1 AFE_TEST_RUNTIMES=$(TEST_RUNTIMES); \
 	controllers=0; $(GINKGO) -p --procs=$(TEST_PROCS) --timeout=35m --no-color --output-dir=$(LOCALBIN) \

@@ -35,7 +35,13 @@ var (
 
 func TestE2E(t *testing.T) {
 	RegisterFailHandler(Fail)
-	RunSpecs(t, "e2e suite")
+	suite, reporter := GinkgoConfiguration()
+	// make test keeps each spec's time (go test passes no ginkgo flags to
+	// one package of several).
+	if path := os.Getenv("AFE_E2E_REPORT"); path != "" {
+		reporter.JSONReport = path
+	}
+	RunSpecs(t, "e2e suite", suite, reporter)
 }
 
 var _ = BeforeSuite(func() {
