@@ -334,7 +334,7 @@ func TestBenchSmoke(t *testing.T) {
 	t.Logf("\n%s", table.String())
 	// Every scenario has its rows; each timing row its figures.
 	var idle *row
-	var egressScale, memory, requests, placement, runtimes []row
+	var egressScale, memory, requests, placement, forward, runtimes []row
 	for i, r := range rows {
 		if strings.HasPrefix(r.Scenario, "runsc against runc: ") {
 			runtimes = append(runtimes, r)
@@ -365,15 +365,21 @@ func TestBenchSmoke(t *testing.T) {
 			requests = append(requests, r)
 		case strings.Contains(r.Scenario, "in per-node mode"):
 			placement = append(placement, r)
+		case strings.HasPrefix(r.Scenario, "Per-node mode: "):
+			forward = append(forward, r)
+			if r.Controller == "" || !strings.HasPrefix(r.Baseline, "served by the receiving manager ") || !strings.HasSuffix(r.Ratio, "x") {
+				t.Errorf("forward row without figures: %+v", r)
+			}
 		default:
 			if r.Controller == "" || r.Baseline == "" || !strings.HasSuffix(r.Ratio, "x") {
 				t.Errorf("row without figures: %+v", r)
 			}
 		}
 	}
-	if len(rows) != 35 || idle == nil || len(egressScale) != 3 || len(memory) != 2 || len(requests) != 1 || len(placement) != 2 || len(runtimes) != 8 {
-		t.Fatalf("want 35 rows (the exec row, 6 of warm pools, an idle row, 3 of egress at scale, 2 of memory a suspension frees, "+
-			"4 of the user's tickets, 2 of placement, 8 of runsc against runc), got %d:\n%+v", len(rows), rows)
+	if len(rows) != 37 || idle == nil || len(egressScale) != 3 || len(memory) != 2 || len(requests) != 1 || len(placement) != 2 ||
+		len(forward) != 2 || len(runtimes) != 8 {
+		t.Fatalf("want 37 rows (the exec row, 6 of warm pools, an idle row, 3 of egress at scale, 2 of memory a suspension frees, "+
+			"4 of the user's tickets, 2 of placement, 2 of forwards, 8 of runsc against runc), got %d:\n%+v", len(rows), rows)
 	}
 	checkWritten(t, cfg, rows)
 	if r := requests[0]; !strings.Contains(r.Controller, "container_create") || !strings.Contains(r.Controller, "sandboxes/status") {
