@@ -15,7 +15,8 @@ type Kind string
 
 // The kinds of Error.
 const (
-	// KindNotReady: the sandbox is not Ready (yet, or any more).
+	// KindNotReady: the sandbox is not Ready (yet, or any more), or, in
+	// per-node mode, its node's manager does not answer now.
 	KindNotReady Kind = "NotReady"
 	// KindTimedOut: the context's deadline or the Run's timeout passed.
 	KindTimedOut Kind = "TimedOut"
@@ -114,7 +115,9 @@ func wrap(err error, format string, args ...any) error {
 	}
 	kind := KindFailed
 	switch {
-	case accessv1.Reason(reason) == accessv1.ReasonSandboxNotReady:
+	// A node whose manager is down (per-node mode) holds the sandbox out
+	// of reach for now, as a sandbox not Ready yet: try again later.
+	case accessv1.Reason(reason) == accessv1.ReasonSandboxNotReady, accessv1.Reason(reason) == accessv1.ReasonNodeUnavailable:
 		kind = KindNotReady
 	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
 		kind = KindForbidden

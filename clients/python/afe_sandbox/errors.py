@@ -98,6 +98,7 @@ _BY_ACCESS_REASON: dict[str, type[AfeError]] = {
     "LogNotFound": NotFoundError,
     "SandboxNotReady": NotReadyError,
     "SandboxDeleting": NotReadyError,
+    "NodeUnavailable": NotReadyError,
     "Forbidden": ForbiddenError,
 }
 

@@ -32,6 +32,7 @@ def access_refusal(code: int, reason: str) -> str:
 @pytest.mark.parametrize("code,body,cls,reason", [
     (404, access_refusal(404, "SandboxNotFound"), NotFoundError, "SandboxNotFound"),
     (400, access_refusal(400, "PathNotFound"), NotFoundError, "PathNotFound"),
+    (503, access_refusal(503, "NodeUnavailable"), NotReadyError, "NodeUnavailable"),
     (403, json.dumps({"kind": "Status", "code": 403, "reason": "Forbidden", "message": "no"}), ForbiddenError, "Forbidden"),
     (422, json.dumps({"kind": "Status", "code": 422, "reason": "Invalid", "message": "bad"}), SpecRefusedError, "Invalid"),
     (500, "not json", FailedError, ""),
