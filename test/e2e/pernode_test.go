@@ -346,8 +346,16 @@ spec:
 		Eventually(func(g Gomega) {
 			t := tickets()["evicted"]
 			g.Expect(t.phase).To(Equal("Ready"), "%+v", t)
-			g.Expect(pkubectl("get", "ticket", "evicted", "-n", ns, "-o", "jsonpath={.status.requeues}/{.status.lastRequeueReason}")).To(Equal("1/NodeLost"))
-			g.Expect(pkubectl("get", "pod", "afe-placement-evicted", "-n", ns, "-o", "jsonpath={.metadata.uid}")).NotTo(Equal(uid))
+			// Between the deletion and the new placeholder there is no
+			// Pod: a failed get is tried again, not a failure.
+			requeues, err := exec.Command("kubectl", "--kubeconfig", pcp.Kubeconfig, "get", "ticket", "evicted", "-n", ns,
+				"-o", "jsonpath={.status.requeues}/{.status.lastRequeueReason}").Output()
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(string(requeues)).To(Equal("1/NodeLost"))
+			newUID, err := exec.Command("kubectl", "--kubeconfig", pcp.Kubeconfig, "get", "pod", "afe-placement-evicted", "-n", ns,
+				"-o", "jsonpath={.metadata.uid}").Output()
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(string(newUID)).NotTo(Equal(uid))
 		}, 2*time.Minute, time.Second).Should(Succeed())
 		setState("Done", "evicted")
 	})
