@@ -345,7 +345,7 @@ var _ = Describe("Ticket deadlines and expiry", func() {
 		Expect(failed.Status).To(Equal(metav1.ConditionTrue))
 		Expect(failed.Reason).To(Equal(afev1.DeadlineExceededReason))
 		Expect(meta.IsStatusConditionTrue(done.Status.Conditions, afev1.TicketCleanedUpCondition)).To(BeTrue())
-		Expect(eventReasons(ctx, ns, done)).To(ContainElement(afev1.DeadlineExceededReason))
+		Eventually(func() []string { return eventReasons(ctx, ns, done) }).Should(ContainElement(afev1.DeadlineExceededReason))
 
 		ended := waitRunPhase(ctx, run, afev1.RunFailed)
 		Expect(meta.FindStatusCondition(ended.Status.Conditions, afev1.RunCompletedCondition).Reason).To(Equal(afev1.TicketFinishedReason))

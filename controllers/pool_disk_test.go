@@ -94,7 +94,7 @@ var _ = Describe("Warm pools: disk limits", Serial, func() {
 			g.Expect(c.ID).To(Equal(member.ID))
 			g.Expect(c.State.Running).To(BeFalse())
 		}).Should(Succeed())
-		Expect(eventReasons(ctx, ns, sbx)).To(ContainElement(afev1.DiskQuotaExceededReason))
+		Eventually(func() []string { return eventReasons(ctx, ns, sbx) }).Should(ContainElement(afev1.DiskQuotaExceededReason))
 
 		By("keeping it stopped and claimed: no loss, no other member, no cold container")
 		Consistently(func(g Gomega) {

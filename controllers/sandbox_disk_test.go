@@ -126,7 +126,7 @@ var _ = Describe("Sandbox disk limit", Serial, func() {
 			GinkgoWriter.Printf("stopped %s after the writer started\n", time.Since(start))
 			Eventually(func() error { _, err := dockertest.Inspect(name); return err }).Should(HaveOccurred(), "the container is gone")
 			Expect(getSandbox(ctx, sbx)(Default).Status.Phase).To(Equal(afev1.SandboxFailed))
-			Expect(eventReasons(ctx, sbx.Namespace, sbx)).To(ContainElement(afev1.DiskQuotaExceededReason))
+			Eventually(func() []string { return eventReasons(ctx, sbx.Namespace, sbx) }).Should(ContainElement(afev1.DiskQuotaExceededReason))
 
 			By("keeping it stopped, and the engine's free space with it")
 			Consistently(func(g Gomega) {
