@@ -52,7 +52,10 @@ func observeReady(before, sbx *afev1.Sandbox, now metav1.Time) {
 	case before.Status.ReadyTime == nil:
 		metrics.SandboxReady.WithLabelValues(strconv.FormatBool(len(sbx.Spec.Egress) > 0)).
 			Observe(now.Sub(sbx.CreationTimestamp.Time).Seconds())
-	case sbx.Status.LastLostTime != nil && sbx.Status.LastLostTime.After(before.Status.ReadyTime.Time):
+	case lossRecorded(before) && sbx.Status.LastLostTime != nil:
+		// Not by comparing LastLostTime with ReadyTime: both are kept to
+		// the second, and a loss in the second the sandbox became Ready
+		// would not count.
 		metrics.SandboxRecovered.Observe(now.Sub(sbx.Status.LastLostTime.Time).Seconds())
 	}
 }

@@ -89,6 +89,12 @@ spec:
 		By("its usage measured (every --usage-period, 30 s here)")
 		Eventually(prom.values, 90*time.Second, time.Second).
 			WithArguments(`afe_sandbox_cpu_seconds_total{namespace="` + ns + `"}`).ShouldNot(BeEmpty())
+		// The CPU and Network panels take a rate over 15 s, which needs two
+		// scrapes of a series; suspending removes the sandbox's series.
+		for _, counter := range []string{"afe_sandbox_cpu_seconds_total", "afe_sandbox_network_receive_bytes_total"} {
+			Eventually(prom.values, 30*time.Second, time.Second).
+				WithArguments(`rate(` + counter + `{namespace="` + ns + `"}[15s])`).ShouldNot(BeEmpty())
+		}
 
 		By("suspended, then Done and cleaned up")
 		mustKubectl("patch", "-n", ns, "sandbox/watched", "--type=merge", "-p", `{"spec":{"suspend":true}}`)
