@@ -71,10 +71,22 @@ func (c *Client) CopyWorkspace(ctx context.Context, spec CopySpec) (int64, error
 		return 0, wrap(err, "read the tree of "+from)
 	}
 	defer func() { _ = rc.Close() }()
+	n, err := c.writeTree(ctx, created[1], rc, spec.MaxBytes, spec.Owners)
+	if err != nil {
+		return n, fmt.Errorf("copy the tree of %s into %s: %w", from, to, err)
+	}
+	return n, nil
+}
+
+// writeTree writes the tar of rc (entries under workspace/) into the
+// helper at "/", through the bound (tarbound), the owners changed when
+// asked; it returns the bytes read from rc. On an error rc is closed when
+// it is a ReadCloser, so that its writer ends too.
+func (c *Client) writeTree(ctx context.Context, helper string, rc io.Reader, maxBytes int64, owners *OwnerChange) (int64, error) {
 	// The stream goes through the bound on its way: each entry's header
 	// is passed on once checked, and its owners changed when asked.
 	pr, pw := io.Pipe()
-	bound := &tarbound.Bound{Max: spec.MaxBytes}
+	bound := &tarbound.Bound{Max: maxBytes}
 	var n int64
 	passed := make(chan error, 1)
 	go func() {
@@ -84,22 +96,88 @@ func (c *Client) CopyWorkspace(ctx context.Context, spec CopySpec) (int64, error
 		passed <- err
 	}()
 	var tree io.Reader = pr
-	if spec.Owners != nil {
-		changed := changeOwners(pr, *spec.Owners)
+	if owners != nil {
+		changed := changeOwners(pr, *owners)
 		defer func() { _ = changed.Close() }()
 		tree = changed
 	}
 	c.count("copy_to_container")
-	err = c.api.CopyToContainer(ctx, created[1], "/", tree, container.CopyToContainerOptions{})
+	err := c.api.CopyToContainer(ctx, helper, "/", tree, container.CopyToContainerOptions{})
 	_ = pr.CloseWithError(errCopyEnded)
-	_ = rc.Close()
+	if closer, ok := rc.(io.Closer); ok {
+		_ = closer.Close()
+	}
 	if perr := <-passed; perr != nil && !errors.Is(perr, errCopyEnded) {
-		return n, fmt.Errorf("copy the tree of %s into %s: %w", from, to, perr)
+		return n, perr
 	}
 	if err != nil {
-		return n, wrap(err, "write the tree into "+to)
+		return n, wrap(err, "write the tree")
 	}
 	return n, nil
+}
+
+// FillSpec fills a workspace volume from a tar stream: a workspace moved
+// from another engine.
+type FillSpec struct {
+	// Name names the helper container.
+	Name   string
+	Labels map[string]string
+	// To is mounted at /workspace in the helper (its Target is ignored).
+	To Mount
+	// Tree is a tar whose entries are under workspace/, as ExportWorkspace
+	// streams it.
+	Tree io.Reader
+	// MaxBytes and Owners are as in CopySpec.
+	MaxBytes int64
+	Owners   *OwnerChange
+}
+
+// FillWorkspace writes the tree of spec.Tree into the volume of spec.To
+// through a helper container created and never started (FilesImage), as
+// CopyWorkspace writes its copy, and removes the helper. It returns the
+// bytes read from Tree.
+func (c *Client) FillWorkspace(ctx context.Context, spec FillSpec) (int64, error) {
+	if err := c.ensureFilesImage(ctx); err != nil {
+		return 0, err
+	}
+	m := spec.To
+	m.NoCopy = true
+	id, err := c.createHelper(ctx, "fill helper", spec.Name, FilesImage, spec.Labels, m)
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_ = c.RemoveContainer(rmCtx, id)
+	}()
+	return c.writeTree(ctx, id, spec.Tree, spec.MaxBytes, spec.Owners)
+}
+
+// ExportWorkspace streams the tree of the volume of m as a tar whose
+// entries are under workspace/, through a helper container created and
+// never started (FilesImage); closing the stream removes the helper.
+func (c *Client) ExportWorkspace(ctx context.Context, name string, labels map[string]string, m Mount) (io.ReadCloser, error) {
+	h, err := c.OpenFilesHelper(ctx, FilesHelperSpec{Name: name, Labels: labels, Workspace: m})
+	if err != nil {
+		return nil, err
+	}
+	rc, err := h.Read(ctx, copyPath)
+	if err != nil {
+		return nil, errors.Join(err, h.Close())
+	}
+	return &helperStream{ReadCloser: rc, h: h}, nil
+}
+
+// helperStream is a helper's archive stream, which removes the helper
+// once closed.
+type helperStream struct {
+	io.ReadCloser
+	h *FilesHelper
+}
+
+func (s *helperStream) Close() error {
+	return errors.Join(s.ReadCloser.Close(), s.h.Close())
 }
 
 // errCopyEnded stops the stream of a copy whose writing side has ended.

@@ -72,6 +72,10 @@ type Engine interface {
 	// helper containers that never start, and removes them; it returns the
 	// bytes copied.
 	CopyWorkspace(ctx context.Context, spec CopySpec) (int64, error)
+	// FillWorkspace writes a tar stream (a workspace moved from another
+	// engine) into a mount through a helper container that never starts,
+	// and removes it; it returns the bytes read.
+	FillWorkspace(ctx context.Context, spec FillSpec) (int64, error)
 
 	// Processes lists the processes of a running container from outside
 	// the workload's reach: the engine's process list, or under a

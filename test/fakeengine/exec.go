@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -189,6 +190,55 @@ func (e *Engine) CopyWorkspace(_ context.Context, spec docker.CopySpec) (int64, 
 		return n, fmt.Errorf("write the tree into %s-to: %w", spec.Name, err)
 	}
 	return n, nil
+}
+
+// FillWorkspace writes the regular files of spec.Tree (entries under
+// workspace/) into the volume of spec.To, as a helper created and removed
+// would; it returns the bytes read from the tree.
+func (e *Engine) FillWorkspace(_ context.Context, spec docker.FillSpec) (int64, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.check(OpFillWorkspace, spec.Name); err != nil {
+		return 0, err
+	}
+	if e.volumes[spec.To.Source] == nil {
+		return 0, fmt.Errorf("fill %s: %w", spec.To.Source, docker.ErrNotFound)
+	}
+	counted := &countedReader{r: spec.Tree}
+	tr := tar.NewReader(counted)
+	files := map[string]string{}
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return counted.n, err
+		}
+		p, ok := strings.CutPrefix(h.Name, "workspace/")
+		if !ok || h.Typeflag != tar.TypeReg {
+			continue
+		}
+		content, err := io.ReadAll(tr)
+		if err != nil {
+			return counted.n, err
+		}
+		files[p] = string(content)
+	}
+	_, _ = io.Copy(io.Discard, counted)
+	return counted.n, e.writeTree(spec.To, files)
+}
+
+// countedReader counts the bytes read through it.
+type countedReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countedReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // readTree reads a mount's files: a volume's content, or a host folder's

@@ -28,6 +28,7 @@ const (
 	OpListNetworks     Op = "ListNetworks"
 	OpRemoveNetwork    Op = "RemoveNetwork"
 	OpCopyWorkspace    Op = "CopyWorkspace"
+	OpFillWorkspace    Op = "FillWorkspace"
 	OpProcesses        Op = "Processes"
 	OpExec             Op = "Exec"
 	OpTell             Op = "Tell"
