@@ -156,6 +156,11 @@ func (s *Server) servePeer(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "", "Unauthorized: not a manager's certificate")
 		return
 	}
+	if strings.HasPrefix(r.URL.Path, movePrefix) {
+		// A manager's own request, for a moved ticket (move.go).
+		s.serveMove(w, r, from)
+		return
+	}
 	u, ok := forwardedUser(r.Header)
 	if !ok || u.GetName() == user.Anonymous {
 		writeStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "", "Unauthorized: no forwarded user")

@@ -1,17 +1,22 @@
 package access_test
 
 import (
+	"archive/tar"
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
 	"net/url"
+	"os/exec"
 	"path"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -20,6 +25,8 @@ import (
 	"afe.dev/sandbox/access"
 	accessv1 "afe.dev/sandbox/api/access/v1alpha1"
 	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/peerca"
 	"afe.dev/sandbox/internal/placement"
 	"afe.dev/sandbox/test/dockertest"
@@ -159,5 +166,109 @@ var _ = Describe("Peer listener", Ordered, func() {
 			g.Expect(st.Details.Causes).To(ContainElement(HaveField("Type", metav1.CauseType(accessv1.ReasonSandboxNotReady))))
 			g.Expect(st.Message).To(ContainSubstring("placed on node peer-c, not on peer-a"))
 		}).Should(Succeed())
+	})
+
+	It("gives a workspace only to the manager of the node the sandbox's ticket is placed on, for its UID, verified", func() {
+		// This engine's sandboxes are the suite's manager's: a peer
+		// listener of that instance serves their moves.
+		ns := newNamespace(ctx, "moves")
+		secret := types.NamespacedName{Namespace: ns, Name: "afe-peer-ca"}
+		authorities := map[string]*peerca.Authority{}
+		for _, node := range []string{instance, "peer-a", "peer-c"} {
+			auth, err := peerca.New(adminClient, peerca.Options{Secret: secret, Node: node})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(auth.Ensure(ctx)).To(Succeed())
+			authorities[node] = auth
+		}
+		servers := map[string]*access.Server{}
+		for _, node := range []string{instance, "peer-a"} {
+			srv, err := access.New(testManager, testEngine, access.Options{
+				BindAddress: "127.0.0.1:0",
+				Service:     types.NamespacedName{Namespace: ns, Name: "afe-access"},
+				Instance:    node,
+				Peer:        &access.PeerOptions{Authority: authorities[node], BindAddress: "127.0.0.1:0"},
+			})
+			Expect(err).NotTo(HaveOccurred())
+			serverCtx, stop := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- srv.Start(serverCtx) }()
+			DeferCleanup(func() {
+				stop()
+				Eventually(done).Should(Receive(BeNil()))
+			})
+			servers[node] = srv
+		}
+		moves := &access.Moves{}
+		moves.Attach(servers["peer-a"])
+		Eventually(func() bool { return moves.Live(ctx, instance) }).Should(BeTrue())
+
+		By("a sandbox of a ticket placed on peer-a, run by this engine's manager")
+		tk := &afev1.Ticket{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "moving"},
+			Spec: afev1.TicketSpec{Sandbox: afev1.SandboxTemplateSpec{Image: dockertest.TestImage, User: "1000:1000"}}}
+		Expect(adminClient.Create(ctx, tk)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(adminClient.Delete(context.Background(), tk))).To(Succeed()) })
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: placement.PodName(tk.Name),
+				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(tk, afev1.GroupVersion.WithKind("Ticket"))}},
+			Spec: corev1.PodSpec{NodeName: "peer-a", Containers: []corev1.Container{{Name: "c", Image: "x"}}},
+		}
+		Expect(adminClient.Create(ctx, pod)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(adminClient.Delete(context.Background(), pod))).To(Succeed()) })
+		// The ticket's sandbox, of its name.
+		sbx := &afev1.Sandbox{}
+		Eventually(func(g Gomega) {
+			g.Expect(adminClient.Get(ctx, client.ObjectKeyFromObject(tk), sbx)).To(Succeed())
+			g.Expect(meta.IsStatusConditionTrue(sbx.Status.Conditions, afev1.SandboxReadyCondition)).To(BeTrue())
+		}, time.Minute).Should(Succeed())
+		out, err := exec.Command("docker", "exec", sbx.Status.ContainerName, "sh", "-c",
+			"mkdir -p /workspace/d && echo moved > /workspace/d/f && head -c 300000 /dev/urandom > /workspace/blob").CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), "%s", out)
+
+		Expect(moves.Holds(ctx, instance, sbx)).To(BeTrue())
+		other := sbx.DeepCopy()
+		other.UID = "another-uid"
+		Expect(moves.Holds(ctx, instance, other)).To(BeFalse(), "another UID is not held")
+		_, err = moves.Workspace(ctx, instance, other)
+		Expect(err).To(MatchError(shared.ErrNothingToMove))
+
+		By("refusing the manager of another node")
+		u := url.URL{Scheme: "https", Host: servers[instance].PeerAddr().String(),
+			Path:     "/afe-peer/v1/namespaces/" + ns + "/sandboxes/moving/workspace",
+			RawQuery: url.Values{"uid": {string(sbx.UID)}}.Encode()}
+		resp, err := (&http.Client{Transport: &http.Transport{TLSClientConfig: authorities["peer-c"].ClientConfig(instance)}}).Get(u.String())
+		Expect(err).NotTo(HaveOccurred())
+		_ = resp.Body.Close()
+		Expect(resp.StatusCode).To(Equal(http.StatusForbidden))
+
+		By("sending it whole to the manager of the node it is placed on")
+		ws, err := moves.Workspace(ctx, instance, sbx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(ws.User).To(Equal("1000:1000"))
+		files := map[string]int64{}
+		tr := tar.NewReader(ws.Tree)
+		for {
+			h, err := tr.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			Expect(err).NotTo(HaveOccurred())
+			n, err := io.Copy(io.Discard, tr)
+			Expect(err).NotTo(HaveOccurred())
+			files[h.Name] = n
+		}
+		_, err = io.Copy(io.Discard, ws.Tree)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(ws.Tree.Close()).To(Succeed())
+		Expect(ws.Verify()).To(Succeed())
+		Expect(files).To(HaveKeyWithValue("workspace/d/f", int64(len("moved\n"))))
+		Expect(files).To(HaveKeyWithValue("workspace/blob", int64(300000)))
+		// Stopped before its workspace was read (this engine's manager,
+		// for which the ticket is not moving, then replaces it as lost).
+		ct, err := testEngine.InspectContainer(ctx, sbx.Status.ContainerName)
+		if err == nil {
+			Expect(ct.ID != sbx.Status.ContainerID || !ct.Running).To(BeTrue(), "the container was stopped before its workspace was read")
+		} else {
+			Expect(err).To(MatchError(docker.ErrNotFound))
+		}
 	})
 })

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -45,6 +46,10 @@ type Engine interface {
 	ExecStream(ctx context.Context, containerID string, spec docker.StreamSpec) (int, error)
 	OpenFilesHelper(ctx context.Context, spec docker.FilesHelperSpec) (*docker.FilesHelper, error)
 	Runtime(ctx context.Context, name string) (docker.Runtime, error)
+	// StopContainer and ExportWorkspace send a moved ticket's workspace
+	// (move.go).
+	StopContainer(ctx context.Context, name string) error
+	ExportWorkspace(ctx context.Context, name string, labels map[string]string, m docker.Mount) (io.ReadCloser, error)
 }
 
 // Options configure the access API.

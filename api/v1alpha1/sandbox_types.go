@@ -181,6 +181,9 @@ const (
 	// SandboxLostReason: the container disappeared or exited and is
 	// being recreated with a fresh workspace.
 	SandboxLostReason = "SandboxLost"
+	// MovedReason: the workspace was moved from the node the sandbox ran
+	// on before its ticket's node was drained (WorkspaceReady).
+	MovedReason = "Moved"
 	// SpecChangedReason: the container no longer matches the spec and is being
 	// recreated (the workspace is kept).
 	SpecChangedReason = "SpecChanged"
@@ -584,6 +587,13 @@ type SandboxStatus struct {
 	// never by this field.
 	// +optional
 	Pool string `json:"pool,omitempty"`
+	// node is, in per-node mode, the node whose engine holds the sandbox's
+	// container and workspace, as its manager last wrote it. When the
+	// sandbox's ticket is moved (NodeDrained), the next node's manager
+	// asks this node's manager for the workspace: that manager answers
+	// only for a sandbox of this UID placed on the asking node.
+	// +optional
+	Node string `json:"node,omitempty"`
 	// containerName is the Docker name of the sandbox container.
 	// +optional
 	ContainerName string `json:"containerName,omitempty"`

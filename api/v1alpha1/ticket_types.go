@@ -102,6 +102,10 @@ const (
 	// away, or its placeholder Pod was deleted: the ticket's sandboxes are
 	// created afresh where it is placed next.
 	NodeLostReason = "NodeLost"
+	// NodeDrainedReason: the ticket's placeholder Pod was evicted or
+	// deleted (kubectl drain) while its node's manager runs: the ticket is
+	// moved with its workspace to where kube-scheduler places it next.
+	NodeDrainedReason = "NodeDrained"
 )
 
 // TicketPlacement constrains, in per-node mode, the nodes a ticket's
@@ -195,6 +199,10 @@ type TicketStatus struct {
 	// flight.
 	// +optional
 	Requeues int32 `json:"requeues,omitempty"`
+	// moves counts the times the ticket was moved to another node with its
+	// workspace (per-node mode, reason NodeDrained).
+	// +optional
+	Moves int32 `json:"moves,omitempty"`
 	// lastRequeueTime is when a sandbox was last lost.
 	// +optional
 	LastRequeueTime *metav1.Time `json:"lastRequeueTime,omitempty"`

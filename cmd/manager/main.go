@@ -94,10 +94,11 @@ func start(log logr.Logger, f *managerFlags) error {
 	if err := setupRecords(log, mgr, f); err != nil {
 		return err
 	}
+	moves := setupMoves(f)
 	if err := controllers.SetupAll(ctx, mgr, engine, f.opts); err != nil {
 		return setupFailed(err, "Cannot set up the controllers")
 	}
-	if err := setupAccess(ctx, mgr, engine, f); err != nil {
+	if err := setupAccess(ctx, mgr, engine, f, moves); err != nil {
 		return err
 	}
 	if err := setupChecks(mgr, engine); err != nil {

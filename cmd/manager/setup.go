@@ -226,9 +226,21 @@ func setupRecords(log logr.Logger, mgr ctrl.Manager, f *managerFlags) error {
 	return nil
 }
 
+// setupMoves gives the controllers, in per-node mode with the managers'
+// peer channel, the moves of drained tickets with their workspaces (their
+// channel is attached once the access API is made); nil without it.
+func setupMoves(f *managerFlags) *access.Moves {
+	if !f.opts.PerNode || f.access.BindAddress == "0" || f.peer.BindAddress == "0" {
+		return nil
+	}
+	moves := &access.Moves{Store: f.opts.RunLogs}
+	f.opts.Moves = moves
+	return moves
+}
+
 // setupAccess adds the access API (kubectl afe) to the manager unless
-// --access-bind-address is "0".
-func setupAccess(ctx context.Context, mgr ctrl.Manager, engine *docker.Client, f *managerFlags) error {
+// --access-bind-address is "0", and attaches the moves to it.
+func setupAccess(ctx context.Context, mgr ctrl.Manager, engine *docker.Client, f *managerFlags, moves *access.Moves) error {
 	if f.access.BindAddress == "0" {
 		return nil
 	}
@@ -256,6 +268,9 @@ func setupAccess(ctx context.Context, mgr ctrl.Manager, engine *docker.Client, f
 	server, err := access.New(mgr, engine, opts)
 	if err != nil {
 		return setupFailed(err, "Cannot set up the access API")
+	}
+	if moves != nil {
+		moves.Attach(server)
 	}
 	if err := mgr.Add(server); err != nil {
 		return setupFailed(err, "Cannot add the access API")

@@ -240,6 +240,9 @@ func (r *Reconciler) claimView(ctx context.Context, s *sandboxScope, chosen *poo
 // sandbox whose own workspace exists (it ran cold before) stays cold.
 func (r *Reconciler) choose(ctx context.Context, s *sandboxScope) (c *pool.Choice, cold bool, err error) {
 	s.claimStarted = time.Now()
+	if r.arriving(s) {
+		return nil, true, nil // its workspace follows it (move.go)
+	}
 	if _, err := shared.WorkspaceVolume(ctx, r.Engine, s.id); !errors.Is(err, docker.ErrNotFound) {
 		return nil, true, err
 	}

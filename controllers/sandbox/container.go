@@ -109,6 +109,7 @@ func (r *Reconciler) reconcileContainer(ctx context.Context, s *sandboxScope) (c
 	}
 	sbx.Status.ContainerID = have.ID
 	shared.SetCondition(sbx, afev1.ContainerReadyCondition, true, afev1.ReadyReason, "Container "+want.Name+" is running")
+	s.moving = false // its container runs here now
 	r.resumed(ctx, s)
 	return ctrl.Result{}, nil
 }

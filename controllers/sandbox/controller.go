@@ -120,6 +120,9 @@ type sandboxScope struct {
 	proxy *docker.Container
 	// claimStarted is when this reconcile began choosing a member.
 	claimStarted time.Time
+	// moving is true while the sandbox arrives from another node with its
+	// workspace (move.go): status.node stays that node's.
+	moving bool
 	// claimEnd ends the count of this reconcile's claim in flight, and
 	// refill is the pool it took a member of; both are done once its
 	// status is written (endClaim).
@@ -145,8 +148,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	s := &sandboxScope{sbx: sbx, before: sbx.DeepCopy(), id: sandboxspec.IdentityOf(sbx, r.Config.Instance)}
-	if here, err := r.here(ctx, s); err != nil || !here {
-		return shared.ReconcileResult(ctrl.Result{}, err, nil)
+	if here, res, err := r.here(ctx, s); err != nil || !here {
+		return shared.ReconcileResult(res, err, nil)
 	}
 	res, err := r.reconcile(ctx, s)
 	committed := r.commit(ctx, s)
@@ -167,17 +170,25 @@ func (r *Reconciler) endClaim(s *sandboxScope) {
 }
 
 // here is the per-node gate (--per-node): this manager acts on the Sandbox
-// when it is placed on this node (shared.SandboxHere). A Sandbox of no
-// Ticket is no node's: it is told so (commitNotPlaced), once.
-func (r *Reconciler) here(ctx context.Context, s *sandboxScope) (bool, error) {
+// when it is placed on this node (shared.SandboxHere). Another node's
+// sandbox that ran here before its ticket moved is removed from here once
+// that node holds it (moveOut). A Sandbox of no Ticket is no node's: it is told
+// so (commitNotPlaced), once.
+func (r *Reconciler) here(ctx context.Context, s *sandboxScope) (bool, ctrl.Result, error) {
 	if !r.Config.PerNode {
-		return true, nil
+		return true, ctrl.Result{}, nil
 	}
 	here, ticketed, err := shared.SandboxHere(ctx, r.Client, r.Config.Instance, s.sbx)
-	if err != nil || here || ticketed || !s.sbx.DeletionTimestamp.IsZero() {
-		return here, err // or another node's
+	switch {
+	case err != nil || here:
+		return here, ctrl.Result{}, err
+	case ticketed:
+		res, err := r.moveOut(ctx, s)
+		return false, res, err
+	case !s.sbx.DeletionTimestamp.IsZero():
+		return false, ctrl.Result{}, nil
 	}
-	return false, r.commitNotPlaced(ctx, s)
+	return false, ctrl.Result{}, r.commitNotPlaced(ctx, s)
 }
 
 // commitNotPlaced writes the one condition of a Sandbox no node takes, and

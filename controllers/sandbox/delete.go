@@ -26,17 +26,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *sandboxScope) (ctrl
 	// whatever their names (a legacy name's too), each checked as this
 	// sandbox's in its role before it goes.
 	// A member it claimed first, its record last (claim.go).
-	if err := r.releaseOwnClaim(ctx, s); err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := r.removeLabelledContainers(ctx, s); err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := r.removeOwnedNetworks(ctx, s); err != nil {
-		return ctrl.Result{}, err
-	}
-	s.sbx.Status.ProxyName, s.sbx.Status.ProxyURL, s.sbx.Status.NetworkName = "", "", ""
-	if err := r.removeOwnedVolumes(ctx, s); err != nil {
+	if err := r.removeObjects(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
 	log.Info("Removed the sandbox's Docker objects")
@@ -49,6 +39,22 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *sandboxScope) (ctrl
 	// No Event: the Sandbox is gone, and its ticket's CleanedUp condition
 	// says so.
 	return ctrl.Result{}, nil
+}
+
+// removeObjects removes the sandbox's Docker objects, newest first: a
+// member it claimed, its containers, its network, its volumes.
+func (r *Reconciler) removeObjects(ctx context.Context, s *sandboxScope) error {
+	if err := r.releaseOwnClaim(ctx, s); err != nil {
+		return err
+	}
+	if err := r.removeLabelledContainers(ctx, s); err != nil {
+		return err
+	}
+	if err := r.removeOwnedNetworks(ctx, s); err != nil {
+		return err
+	}
+	s.sbx.Status.ProxyName, s.sbx.Status.ProxyURL, s.sbx.Status.NetworkName = "", "", ""
+	return r.removeOwnedVolumes(ctx, s)
 }
 
 // removeLabelledContainers removes every container labelled as this
@@ -91,7 +97,9 @@ func (r *Reconciler) removeOwnedVolumes(ctx context.Context, s *sandboxScope) er
 	}
 	ownSnapshots := s.sbx.Spec.TicketRef == nil || s.sbx.Spec.TicketRef.Name == ""
 	for _, v := range volumes {
-		if s.id.OwnsAs(v.Labels, afev1.RoleWorkspace) || s.id.OwnsAs(v.Labels, afev1.RoleImageVolume) || ownSnapshots && s.id.OwnsAs(v.Labels, afev1.RoleSnapshot) {
+		// A move's staging and verified volumes are copy helpers'.
+		if s.id.OwnsAs(v.Labels, afev1.RoleWorkspace) || s.id.OwnsAs(v.Labels, afev1.RoleImageVolume) || s.id.OwnsAs(v.Labels, afev1.RoleSnapshotCopy) ||
+			ownSnapshots && s.id.OwnsAs(v.Labels, afev1.RoleSnapshot) {
 			if err := r.Engine.RemoveVolume(ctx, v.Name); err != nil {
 				return err
 			}

@@ -18,6 +18,7 @@ type Engine interface {
 	ListVolumes(ctx context.Context, labels map[string]string) ([]docker.Volume, error)
 	RemoveVolume(ctx context.Context, name string) error
 	CopyWorkspace(ctx context.Context, spec docker.CopySpec) (int64, error)
+	FillWorkspace(ctx context.Context, spec docker.FillSpec) (int64, error)
 
 	EnsureNetwork(ctx context.Context, spec docker.NetworkSpec) (*docker.Network, error)
 	InspectNetwork(ctx context.Context, name string) (*docker.Network, error)

@@ -31,6 +31,8 @@ func TestSpecOrDeletionChangedPassesForgeries(t *testing.T) {
 			wrote: "c2", pass: false},
 		"an ID other than the manager wrote": {status: func() afev1.SandboxStatus { s := own; s.ContainerID = "c3"; return s }(),
 			wrote: "c2", pass: true},
+		// The node a ticket moved off removes what it ran (move.go).
+		"another node": {status: func() afev1.SandboxStatus { s := own; s.Node = "node-b"; return s }(), pass: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -37,13 +37,16 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // forged (anyone granted sandboxes/status can write it): a status naming
 // another object than the Sandbox's own, or a changed container ID other
 // than the one this manager wrote. The reconcile writes those fields again
-// at once; the sweep is the fallback.
+// at once; the sweep is the fallback. A changed status.node passes too: in
+// per-node mode the node a ticket moved off removes what it ran once the
+// sandbox runs on the next (move.go).
 func statusForgeable(own *writtenIDs) func(old, obj client.Object) bool {
 	return func(o, n client.Object) bool {
 		old, okOld := o.(*afev1.Sandbox)
 		sbx, okNew := n.(*afev1.Sandbox)
 		return okOld && okNew && (shared.StatusNamesForeign(sbx) ||
-			old.Status.ContainerID != sbx.Status.ContainerID && !own.wrote(sbx.UID, sbx.Status.ContainerID))
+			old.Status.ContainerID != sbx.Status.ContainerID && !own.wrote(sbx.UID, sbx.Status.ContainerID) ||
+			old.Status.Node != sbx.Status.Node)
 	}
 }
 

@@ -24,6 +24,9 @@ func (r *Reconciler) commit(ctx context.Context, s *sandboxScope) error {
 	if deleting && !controllerutil.ContainsFinalizer(sbx, afev1.SandboxFinalizer) {
 		return nil // gone, or about to be
 	}
+	if !deleting {
+		r.recordNode(s)
+	}
 	now := metav1.Now()
 	status.SummarizeSandbox(&sbx.Status, sbx.Generation, deleting, now)
 	written, err := shared.PatchStatus(ctx, r.Client, before, sbx, afev1.SandboxFinalizer,

@@ -22,6 +22,19 @@ func (r *Reconciler) reconcileWorkspace(ctx context.Context, s *sandboxScope) (c
 	if s.claimed != nil {
 		return r.claimedWorkspace(ctx, s)
 	}
+	if r.arriving(s) {
+		v, res, err := r.moveIn(ctx, s)
+		if v != nil {
+			s.resolved.Workspace = v.Name
+			s.sbx.Status.VolumeName = v.Name
+			shared.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, true, afev1.MovedReason,
+				"Volume "+v.Name+", holding the workspace moved from node "+s.sbx.Status.Node+", is mounted at /workspace")
+			return ctrl.Result{}, nil
+		}
+		if err != nil || !res.IsZero() {
+			return res, err
+		}
+	}
 	// A workspace that starts from a snapshot: the snapshot is checked
 	// before anything is created.
 	restore, err := r.mustRestore(ctx, s)

@@ -103,6 +103,11 @@ type Options struct {
 	// the Instance; it acts only on the tickets kube-scheduler placed on
 	// its node (through their placeholder Pods).
 	PerNode bool
+	// Moves, in per-node mode with the managers' peer channel
+	// (--peer-bind-address), moves a drained ticket's sandboxes with their
+	// workspaces (NodeDrained); nil releases it, and its sandboxes start
+	// afresh where it is placed next (NodeLost).
+	Moves Mover
 	// PlaceholderImage is --placeholder-image: the image of the placeholder
 	// Pods (the controller's own, which pauses).
 	PlaceholderImage string

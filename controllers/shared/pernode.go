@@ -38,16 +38,11 @@ func PlaceholderOf(ctx context.Context, c client.Reader, tk *afev1.Ticket) (*cor
 // has no placeholder any more is finished by the node the ticket reports.
 // Each kind's gate is its reconciler's here method.
 func SandboxHere(ctx context.Context, c client.Reader, instance string, sbx *afev1.Sandbox) (here, ticketed bool, err error) {
-	ref := metav1.GetControllerOf(sbx)
-	if ref == nil || ref.Kind != "Ticket" || ref.APIVersion != afev1.GroupVersion.String() {
-		return false, false, nil
+	tk, ticketed, err := ticketOf(ctx, c, sbx)
+	if err != nil || !ticketed {
+		return false, ticketed, err
 	}
-	tk := &afev1.Ticket{}
-	err = c.Get(ctx, types.NamespacedName{Namespace: sbx.Namespace, Name: ref.Name}, tk)
-	if client.IgnoreNotFound(err) != nil {
-		return false, true, err
-	}
-	if err != nil || tk.UID != ref.UID {
+	if tk == nil {
 		// Its Ticket is gone: any manager finishes its deletion (each
 		// removes its own objects; another node's sweep removes what it
 		// ran once the Sandbox is gone).
@@ -61,4 +56,37 @@ func SandboxHere(ctx context.Context, c client.Reader, instance string, sbx *afe
 		return pod.Spec.NodeName == instance, true, nil
 	}
 	return !sbx.DeletionTimestamp.IsZero() && tk.Status.Node == instance, true, nil
+}
+
+// PlacedNode is the node the placeholder Pod of the Sandbox's Ticket is
+// bound to: empty when the Sandbox has no Ticket, or its Pod is not bound.
+func PlacedNode(ctx context.Context, c client.Reader, sbx *afev1.Sandbox) (string, error) {
+	tk, _, err := ticketOf(ctx, c, sbx)
+	if err != nil || tk == nil {
+		return "", err
+	}
+	pod, state, err := PlaceholderOf(ctx, c, tk)
+	if err != nil || state != placement.PodBound {
+		return "", err
+	}
+	return pod.Spec.NodeName, nil
+}
+
+// ticketOf is the Ticket the Sandbox's controller reference names, of that
+// UID; ticketed is false for a Sandbox of no Ticket, and the Ticket nil
+// when it is gone.
+func ticketOf(ctx context.Context, c client.Reader, sbx *afev1.Sandbox) (tk *afev1.Ticket, ticketed bool, err error) {
+	ref := metav1.GetControllerOf(sbx)
+	if ref == nil || ref.Kind != "Ticket" || ref.APIVersion != afev1.GroupVersion.String() {
+		return nil, false, nil
+	}
+	tk = &afev1.Ticket{}
+	err = c.Get(ctx, types.NamespacedName{Namespace: sbx.Namespace, Name: ref.Name}, tk)
+	if client.IgnoreNotFound(err) != nil {
+		return nil, true, err
+	}
+	if err != nil || tk.UID != ref.UID {
+		return nil, true, nil
+	}
+	return tk, true, nil
 }

@@ -75,6 +75,9 @@ type ticketScope struct {
 	// nodeLost is the message of a NodeLost requeue not yet written; its
 	// Event follows the write.
 	nodeLost string
+	// moved is the message of a move (NodeDrained) not yet written, and
+	// movedFrom the node it leaves; its Event and count follow the write.
+	moved, movedFrom string
 	// node is, in per-node mode, the node the ticket is placed on when it
 	// is this manager's: its status.node.
 	node string

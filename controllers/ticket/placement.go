@@ -100,7 +100,10 @@ func (r *Reconciler) decide(ctx context.Context, tk *afev1.Ticket, pod *corev1.P
 		Pod:          state,
 		ReportedNode: tk.Status.Node,
 		Folder:       tk.Spec.Sandbox.Workspace.Type == afev1.WorkspaceFolder,
-		NodeReady:    nodeReady(ctx, r.Client),
+		// Asked of the node's peer Lease only when there is no placeholder.
+		Movable: state == placement.PodAbsent && r.Options.Moves != nil && tk.Spec.Sandbox.Workspace.Type != afev1.WorkspaceFolder &&
+			tk.Status.Node != "" && r.Options.Moves.Live(ctx, tk.Status.Node),
+		NodeReady: nodeReady(ctx, r.Client),
 	}
 	if state == placement.PodBound {
 		in.PodNode = pod.Spec.NodeName
@@ -141,6 +144,9 @@ func (r *Reconciler) act(ctx context.Context, s *ticketScope, pod *corev1.Pod, s
 	case placement.Stuck:
 		shared.SetCondition(tk, afev1.TicketReadyCondition, false, afev1.NodeLostReason, fmt.Sprintf(
 			"Node %s is lost; the ticket's Folder workspace is a folder on that node and cannot move: waiting for the node to come back", d.Node))
+	case placement.Move:
+		res, err := r.move(ctx, s, d.Node)
+		return false, res, err
 	case placement.Release:
 		done, err := r.release(ctx, s, pod, state, d)
 		if err != nil || !done {

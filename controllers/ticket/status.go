@@ -113,6 +113,7 @@ func (r *Reconciler) commit(ctx context.Context, s *ticketScope) error {
 			"Sandbox %s was lost and recreated with a fresh workspace; requeue the interrupted step", s.requeued)
 		s.requeued = ""
 	}
+	r.recordMove(s)
 	if s.nodeLost != "" {
 		r.Recorder.Eventf(s.tk, nil, corev1.EventTypeWarning, afev1.NodeLostReason, "Requeue", "%s", s.nodeLost)
 		s.nodeLost = ""

@@ -28,6 +28,11 @@ var (
 	TicketCleanup = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "afe_ticket_done_to_cleaned_seconds", Help: "Time from a ticket's terminal state to its cleanup.", Buckets: buckets,
 	})
+	// TicketMoves counts the tickets moved with their workspace to another
+	// node (per-node mode, a drained node), by the node they left.
+	TicketMoves = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "afe_ticket_moves_total", Help: "Tickets moved with their workspace to another node (per-node mode), counted by the node they left.",
+	}, []string{"node"})
 	// RunDuration is how long Runs executed, by phase.
 	RunDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "afe_run_duration_seconds", Help: "Duration of Run executions, by outcome phase.", Buckets: buckets,
@@ -62,5 +67,5 @@ var (
 // (docker.Requests) is registered by the manager, which wires the engine:
 // this package stays free of the Docker SDK.
 func init() {
-	crmetrics.Registry.MustRegister(SandboxReady, SandboxRecovered, Recreations, TicketCleanup, RunDuration, Runs, Usage, Commands, TelemetryDropped, APIWrites, EgressRequests, EgressLinesRefused)
+	crmetrics.Registry.MustRegister(SandboxReady, SandboxRecovered, Recreations, TicketCleanup, TicketMoves, RunDuration, Runs, Usage, Commands, TelemetryDropped, APIWrites, EgressRequests, EgressLinesRefused)
 }

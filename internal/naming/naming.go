@@ -79,6 +79,21 @@ func ImageVolume(key, path string) string {
 // Restore prefixes the helpers that fill a workspace from a snapshot.
 func Restore(key string) string { return "afe-" + key + "_restore" }
 
+// Move prefixes the helpers that read a workspace out of the node a moved
+// ticket leaves (Move(key)+"-out") and write it into the node it arrives on
+// (Move(key)+"-in").
+func Move(key string) string { return "afe-" + key + "_move" }
+
+// MoveStaging is the volume a moved workspace is filled into while the
+// workspace volume's name is still taken on the engine (nodes that share
+// one engine): it is copied into the workspace volume once that is free.
+func MoveStaging(key string) string { return Move(key) + "_in" }
+
+// MoveVerified is the empty volume whose creation records that a moved
+// workspace arrived whole: the node it left removes its copy once it
+// exists.
+func MoveVerified(key string) string { return Move(key) + "_ok" }
+
 // CopyHelper prefixes the helpers that copy a workspace into the snapshot
 // volume (never started; removed after the copy).
 func CopyHelper(snapshot string) string { return snapshot + "_copy" }

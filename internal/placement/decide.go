@@ -31,6 +31,10 @@ type Input struct {
 	ReportedNode string
 	// Folder: the ticket's workspace is a host folder, which cannot move.
 	Folder bool
+	// Movable: the ticket's sandboxes can follow it to another node with
+	// their workspaces (Volume workspaces, and managers that reach each
+	// other).
+	Movable bool
 	// NodeReady is true for a node that exists and is Ready.
 	NodeReady func(node string) bool
 }
@@ -55,6 +59,11 @@ const (
 	Release
 	// Stuck means: placed on a lost node with a workspace that cannot move.
 	Stuck
+	// Move means: the placeholder was evicted or deleted while its node is
+	// Ready: this manager, whose node it was, lets the Runs in flight end,
+	// then has the ticket placed anew; the next node's manager takes the
+	// workspaces from this one (NodeDrained).
+	Move
 )
 
 // Decision is what to do, and for a release how.
@@ -108,6 +117,11 @@ func Decide(in Input) Decision {
 		return Decision{Action: Stuck, Node: placed}
 	case lost:
 		return Decision{Action: Release, Node: placed, Requeue: !in.Ended, Strip: true}
+	case in.Pod == PodAbsent && !in.Ended && in.Movable && placed == in.Me:
+		return Decision{Action: Move, Node: placed}
+	case in.Pod == PodAbsent && !in.Ended && in.Movable:
+		// The node it leaves moves it.
+		return Decision{Action: Wait, Node: placed}
 	case in.Pod != PodBound && !in.Ended:
 		// Evicted or deleted (a foreign Pod in its place binds nothing):
 		// placed anew once the node's manager has removed what it runs.

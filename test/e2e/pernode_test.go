@@ -336,7 +336,7 @@ spec:
 		setState("Done", "folder")
 	})
 
-	It("requeues a ticket whose placeholder Pod was deleted and places it again", func() {
+	It("moves a ticket whose placeholder Pod was deleted while its node's manager runs, and places it again", func() {
 		pkubectlStdin(ticket("evicted", ""), "apply", "-n", ns, "-f", "-")
 		Eventually(func(g Gomega) {
 			g.Expect(tickets()["evicted"].phase).To(Equal("Ready"))
@@ -348,10 +348,10 @@ spec:
 			g.Expect(t.phase).To(Equal("Ready"), "%+v", t)
 			// Between the deletion and the new placeholder there is no
 			// Pod: a failed get is tried again, not a failure.
-			requeues, err := exec.Command("kubectl", "--kubeconfig", pcp.Kubeconfig, "get", "ticket", "evicted", "-n", ns,
-				"-o", "jsonpath={.status.requeues}/{.status.lastRequeueReason}").Output()
+			counts, err := exec.Command("kubectl", "--kubeconfig", pcp.Kubeconfig, "get", "ticket", "evicted", "-n", ns,
+				"-o", "jsonpath={.status.moves}/{.status.requeues}").Output()
 			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(string(requeues)).To(Equal("1/NodeLost"))
+			g.Expect(string(counts)).To(Equal("1/"), "moved, not requeued")
 			newUID, err := exec.Command("kubectl", "--kubeconfig", pcp.Kubeconfig, "get", "pod", "afe-placement-evicted", "-n", ns,
 				"-o", "jsonpath={.metadata.uid}").Output()
 			g.Expect(err).NotTo(HaveOccurred())
@@ -618,6 +618,71 @@ spec:
 			return out
 		}, 2*time.Minute, time.Second).Should(Equal(nodes[2] + "\n"))
 		setState("Done", "acc1", "acc2", "acc3")
+	})
+
+	It("moves a ticket off a drained node with its workspace byte for byte and its Runs' logs, and removes it there", func() {
+		pkubectlStdin(ticket("drained", ""), "apply", "-n", ns, "-f", "-")
+		Eventually(func(g Gomega) {
+			g.Expect(tickets()["drained"].phase).To(Equal("Ready"))
+		}, 2*time.Minute, time.Second).Should(Succeed())
+		from := tickets()["drained"].node
+		sbxUID := pkubectl("get", "sandbox", "drained", "-n", ns, "-o", "jsonpath={.metadata.uid}")
+		// More output than status.output keeps (32 KiB): the log read
+		// after the move is the one moved, not the status's tail.
+		pkubectlStdin(`apiVersion: sandbox.afe.dev/v1alpha1
+kind: Run
+metadata: {name: writer}
+spec:
+  sandboxRef: {name: drained}
+  script: |
+    head -c 8388608 /dev/urandom > /workspace/blob
+    mkdir -p /workspace/d && echo kept > /workspace/d/f && ln -s d/f /workspace/link
+    sha256sum /workspace/blob > /workspace/blob.sum
+    seq 1 20000
+    echo written
+`, "apply", "-n", ns, "-f", "-")
+		Eventually(func() string {
+			return pkubectl("get", "run", "writer", "-n", ns, "-o", "jsonpath={.status.phase}/{.status.exitCode}")
+		}, time.Minute, time.Second).Should(Equal("Completed/0"))
+
+		By("draining node " + from)
+		pkubectl("drain", from, "--ignore-daemonsets", "--timeout=2m")
+		DeferCleanup(func() { pkubectl("uncordon", from) })
+		var to string
+		Eventually(func(g Gomega) {
+			t := tickets()["drained"]
+			g.Expect(t.phase).To(Equal("Ready"), "%+v", t)
+			g.Expect(t.node).NotTo(Equal(from))
+			to = t.node
+			g.Expect(pkubectl("get", "ticket", "drained", "-n", ns, "-o", "jsonpath={.status.moves}/{.status.requeues}")).To(Equal("1/"))
+			g.Expect(pkubectl("get", "sandbox", "drained", "-n", ns, "-o", "jsonpath={.metadata.uid}/{.status.node}")).To(Equal(sbxUID + "/" + to))
+		}, 3*time.Minute, time.Second).Should(Succeed())
+
+		By("the workspace arrived whole, its files the sandbox's user's on node " + to)
+		pkubectlStdin(`apiVersion: sandbox.afe.dev/v1alpha1
+kind: Run
+metadata: {name: checker}
+spec:
+  sandboxRef: {name: drained}
+  script: cd /workspace && sha256sum -c blob.sum && cat link && touch blob d/f && echo owned
+`, "apply", "-n", ns, "-f", "-")
+		Eventually(func() string {
+			return pkubectl("get", "run", "checker", "-n", ns, "-o", "jsonpath={.status.phase}/{.status.exitCode}")
+		}, time.Minute, time.Second).Should(Equal("Completed/0"))
+		Expect(mustAfe(alice, "", "logs", "checker")).To(Equal("/workspace/blob: OK\nkept\nowned\n"))
+
+		By("the logs of the Run made on node " + from + " are read whole on node " + to)
+		logs := mustAfe(alice, "", "logs", "writer")
+		Expect(logs).To(HavePrefix("1\n2\n3\n"))
+		Expect(logs).To(HaveSuffix("19999\n20000\nwritten\n"))
+
+		By("the move is told, and nothing of the sandbox is left on node " + from)
+		Expect(pkubectl("get", "events", "-n", ns, "--field-selector", "reason=NodeDrained", "-o", "name")).NotTo(BeEmpty())
+		Expect(pkubectl("get", "events", "-n", ns, "--field-selector", "reason=Moved,involvedObject.name=drained", "-o", "name")).NotTo(BeEmpty())
+		Eventually(func() ([]string, error) {
+			return dockertest.Objects(afev1.LabelController + "=" + from + "," + afev1.LabelSandboxUID + "=" + sbxUID)
+		}, time.Minute, time.Second).Should(BeEmpty())
+		setState("Done", "drained")
 	})
 
 	It("leaves nothing on the engine, and no placeholder, once every ticket is done", func() {
