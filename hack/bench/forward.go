@@ -25,7 +25,8 @@ import (
 // forwardFileBytes is the size of the file the forward scenario copies.
 const forwardFileBytes = 100 << 20
 
-// forward: in per-node mode, `kubectl afe exec -- true` and a 100 MiB
+// forward: in per-node mode, a ticket with a 100 MiB workspace moved off a
+// drained node (moveTicket), then `kubectl afe exec -- true` and a 100 MiB
 // `kubectl afe cp` into the sandbox of a ticket on another node than the
 // manager the APIService reaches (which forwards them to that node's
 // manager over mutually authenticated TLS), against the same into a
@@ -40,6 +41,15 @@ func (b *bench) forward(ctx context.Context) (rows []row, err error) {
 	defer func() { err = joinErr(err, p.stop()) }()
 	stop, err := p.startAccessManagers(ctx)
 	defer stop()
+	if err != nil {
+		return nil, err
+	}
+	file, err := randomFile(p.dir, forwardFileBytes)
+	if err != nil {
+		return nil, err
+	}
+	// First, while no other ticket is on the node it drains.
+	moveRow, err := p.moveTicket(ctx, file)
 	if err != nil {
 		return nil, err
 	}
@@ -62,10 +72,6 @@ func (b *bench) forward(ctx context.Context) (rows []row, err error) {
 	if err != nil {
 		return nil, err
 	}
-	file, err := randomFile(p.dir, forwardFileBytes)
-	if err != nil {
-		return nil, err
-	}
 	cpRow, err := alternate(5, afe("cp", file, remote+":/workspace/big"), afe("cp", file, local+":/workspace/big"))
 	if err != nil {
 		return nil, err
@@ -75,6 +81,7 @@ func (b *bench) forward(ctx context.Context) (rows []row, err error) {
 			execRow[0], execRow[1], "served by the receiving manager"),
 		timing("Per-node mode: `kubectl afe cp` of a 100 MiB file into a sandbox, forwarded (5 reps)",
 			cpRow[0], cpRow[1], "served by the receiving manager"),
+		moveRow,
 	}, nil
 }
 
