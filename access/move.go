@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -43,6 +44,9 @@ import (
 // and is stopped first. holds answers any manager whether this one runs
 // the sandbox of that UID: the node it left asks it before removing its
 // own copy.
+
+// holdsTimeout bounds a holds request.
+const holdsTimeout = 10 * time.Second
 
 // movePrefix starts the move routes.
 const movePrefix = "/afe-peer/v1/namespaces/"
@@ -372,6 +376,10 @@ func (m *Moves) Live(ctx context.Context, node string) bool {
 
 // Holds implements shared.Mover.
 func (m *Moves) Holds(ctx context.Context, node string, sbx *afev1.Sandbox) (bool, error) {
+	// Asked from a reconcile: a manager that does not answer holds no
+	// worker.
+	ctx, cancel := context.WithTimeout(ctx, holdsTimeout)
+	defer cancel()
 	resp, err := m.get(ctx, node, sbx, "holds")
 	if errors.Is(err, shared.ErrNothingToMove) {
 		return false, nil

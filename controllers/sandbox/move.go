@@ -328,6 +328,7 @@ func (r *Reconciler) moveOut(ctx context.Context, s *sandboxScope) (ctrl.Result,
 // holdsAny is true when this engine has the sandbox's container (its own,
 // or a pool member renamed to its name), its workspace volume or its claim
 // record: each is checked as the sandbox's again before it is removed.
+// Its ticket's snapshots stay with the ticket.
 func (r *Reconciler) holdsAny(ctx context.Context, s *sandboxScope) (bool, error) {
 	ct, err := r.Engine.InspectContainer(ctx, s.containerName())
 	if err == nil && (s.id.Owns(ct.Labels) || ct.Labels[afev1.LabelRole] == afev1.RoleMember) {

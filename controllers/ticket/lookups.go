@@ -14,6 +14,16 @@ import (
 
 // unfinishedRuns counts the Runs of the ticket's sandboxes not yet ended.
 func (r *Reconciler) unfinishedRuns(ctx context.Context, tk *afev1.Ticket) (int, error) {
+	return r.countRuns(ctx, tk, func(p afev1.RunPhase) bool { return !p.Terminal() })
+}
+
+// runsInFlight counts the Runs of the ticket's sandboxes that are executing.
+func (r *Reconciler) runsInFlight(ctx context.Context, tk *afev1.Ticket) (int, error) {
+	return r.countRuns(ctx, tk, func(p afev1.RunPhase) bool { return p == afev1.RunRunning })
+}
+
+// countRuns counts the Runs of the ticket's sandboxes whose phase counts.
+func (r *Reconciler) countRuns(ctx context.Context, tk *afev1.Ticket, counts func(afev1.RunPhase) bool) (int, error) {
 	n := 0
 	for _, s := range ticketspec.Sandboxes(tk) {
 		list := &afev1.RunList{}
@@ -21,7 +31,7 @@ func (r *Reconciler) unfinishedRuns(ctx context.Context, tk *afev1.Ticket) (int,
 			return 0, err
 		}
 		for i := range list.Items {
-			if !list.Items[i].Status.Phase.Terminal() {
+			if counts(list.Items[i].Status.Phase) {
 				n++
 			}
 		}

@@ -9,13 +9,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/controllers/shared"
 	"afe.dev/sandbox/internal/metrics"
-	"afe.dev/sandbox/internal/ticketspec"
 )
 
 // A move (per-node mode, placement.Move): the ticket's placeholder was
@@ -63,23 +61,6 @@ func (r *Reconciler) move(ctx context.Context, s *ticketScope, node string) (ctr
 	// The count is written before the placeholder is made: the next
 	// reconcile makes it.
 	return ctrl.Result{RequeueAfter: releaseRetry}, nil
-}
-
-// runsInFlight counts the Runs of the ticket's sandboxes that are executing.
-func (r *Reconciler) runsInFlight(ctx context.Context, tk *afev1.Ticket) (int, error) {
-	n := 0
-	for _, sbx := range ticketspec.Sandboxes(tk) {
-		list := &afev1.RunList{}
-		if err := r.List(ctx, list, client.InNamespace(tk.Namespace), client.MatchingFields{shared.RunSandboxIndex: sbx.Name}); err != nil {
-			return 0, err
-		}
-		for i := range list.Items {
-			if list.Items[i].Status.Phase == afev1.RunRunning {
-				n++
-			}
-		}
-	}
-	return n, nil
 }
 
 // recordMove says, after the status write that counted it, that the ticket
