@@ -101,10 +101,14 @@ func sh(t *testing.T, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
+// A volume is made once, and reports when it was made (the newest of a
+// ticket's snapshots is chosen by it).
 func TestVolumeIsIdempotent(t *testing.T) {
 	ctx := context.Background()
 	labels := testLabels(t)
 	name := uniqueName()
+	start := time.Now().Add(-time.Minute) // the engine's clock is the host's, kept to the second
+	var created time.Time
 	for i := 0; i < 2; i++ {
 		v, err := engine.EnsureVolume(ctx, VolumeSpec{Name: name, Labels: labels})
 		if err != nil {
@@ -113,9 +117,16 @@ func TestVolumeIsIdempotent(t *testing.T) {
 		if v.Name != name || !labelsMatch(v.Labels, labels) {
 			t.Fatalf("got %+v", v)
 		}
+		if v.Created.Before(start) || v.Created.After(time.Now().Add(time.Minute)) || i > 0 && !v.Created.Equal(created) {
+			t.Fatalf("ensure %d: created at %v, want the time of the first ensure (after %v)", i, v.Created, start)
+		}
+		created = v.Created
 	}
-	if vs, err := engine.ListVolumes(ctx, labels); err != nil || len(vs) != 1 {
+	if vs, err := engine.ListVolumes(ctx, labels); err != nil || len(vs) != 1 || !vs[0].Created.Equal(created) {
 		t.Fatalf("list: %v %v", vs, err)
+	}
+	if v, err := engine.InspectVolume(ctx, name); err != nil || !v.Created.Equal(created) {
+		t.Fatalf("inspect: %+v %v", v, err)
 	}
 	for i := 0; i < 2; i++ {
 		if err := engine.RemoveVolume(ctx, name); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path"
 	"sort"
+	"time"
 
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/volume"
@@ -20,7 +21,7 @@ func (c *Client) EnsureVolume(ctx context.Context, spec VolumeSpec) (*Volume, er
 	if err != nil {
 		return nil, wrap(err, "create volume "+spec.Name)
 	}
-	return &Volume{Name: v.Name, Labels: v.Labels}, nil
+	return &Volume{Name: v.Name, Labels: v.Labels, Created: created(v.CreatedAt)}, nil
 }
 
 // InspectVolume returns ErrNotFound when the volume does not exist.
@@ -30,7 +31,7 @@ func (c *Client) InspectVolume(ctx context.Context, name string) (*Volume, error
 	if err != nil {
 		return nil, wrap(err, "inspect volume "+name)
 	}
-	return &Volume{Name: v.Name, Labels: v.Labels}, nil
+	return &Volume{Name: v.Name, Labels: v.Labels, Created: created(v.CreatedAt)}, nil
 }
 
 // ListVolumes returns the volumes carrying all the labels.
@@ -42,7 +43,7 @@ func (c *Client) ListVolumes(ctx context.Context, labels map[string]string) ([]V
 	}
 	out := make([]Volume, 0, len(resp.Volumes))
 	for _, v := range resp.Volumes {
-		out = append(out, Volume{Name: v.Name, Labels: v.Labels})
+		out = append(out, Volume{Name: v.Name, Labels: v.Labels, Created: created(v.CreatedAt)})
 	}
 	return out, nil
 }
@@ -118,4 +119,14 @@ func helperMounts(spec ContainerSpec, m Mount) []mount.Mount {
 		}
 	}
 	return out
+}
+
+// created reads a volume's CreatedAt as the engine writes it (RFC 3339);
+// zero when it is missing or unreadable.
+func created(at string) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, at)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
 }

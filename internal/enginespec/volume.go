@@ -1,5 +1,7 @@
 package enginespec
 
+import "time"
+
 // VolumeSpec is a named volume.
 type VolumeSpec struct {
 	Name   string
@@ -10,4 +12,6 @@ type VolumeSpec struct {
 type Volume struct {
 	Name   string
 	Labels map[string]string
+	// Created is when the engine made it (zero when it does not say).
+	Created time.Time
 }

@@ -5,13 +5,15 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"afe.dev/sandbox/docker"
 )
 
 type volume struct {
-	name   string
-	labels map[string]string
+	name    string
+	labels  map[string]string
+	created time.Time
 	// files is the volume's content, by path relative to its root.
 	files map[string]string
 }
@@ -20,7 +22,7 @@ type volume struct {
 func (v *volume) mountpoint() string { return "/var/lib/docker/volumes/" + v.name + "/_data" }
 
 func (v *volume) report() *docker.Volume {
-	return &docker.Volume{Name: v.name, Labels: copyLabels(v.labels)}
+	return &docker.Volume{Name: v.name, Labels: copyLabels(v.labels), Created: v.created}
 }
 
 // EnsureVolume creates the volume unless it exists, and returns it.
@@ -44,7 +46,7 @@ func (e *Engine) createVolume(name string, labels map[string]string) (*volume, e
 	if !validName.MatchString(name) {
 		return nil, fmt.Errorf("create volume %s: %q includes invalid characters for a local volume name", name, name)
 	}
-	v := &volume{name: name, labels: copyLabels(labels), files: map[string]string{}}
+	v := &volume{name: name, labels: copyLabels(labels), created: time.Now(), files: map[string]string{}}
 	e.volumes[name] = v
 	return v, nil
 }
