@@ -12,6 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/controllers/loops"
 	"afe.dev/sandbox/controllers/pool"
 	"afe.dev/sandbox/controllers/run"
@@ -90,6 +91,12 @@ func addLoops(mgr ctrl.Manager, engine Engine, cfg shared.Config) (*background, 
 	}
 	bg.sweeper = &loops.Sweeper{Client: c, Cache: mgr.GetCache(), Engine: engine, Instance: opts.Instance,
 		Period: period, Enqueue: events.Enqueue, EnqueuePool: events.EnqueuePool}
+	if opts.PerNode {
+		bg.sweeper.Here = func(ctx context.Context, sbx *afev1.Sandbox) bool {
+			here, _, err := shared.SandboxHere(ctx, c, opts.Instance, sbx)
+			return here || err != nil // what cannot be read is looked at
+		}
+	}
 	// The collector also measures the workspaces for resources.disk, even
 	// with the usage turned off.
 	collector := &loops.UsageCollector{Client: c, Cache: mgr.GetCache(), Engine: engine, Instance: opts.Instance,

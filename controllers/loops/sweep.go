@@ -35,6 +35,10 @@ type Sweeper struct {
 	Period   time.Duration
 	// Enqueue asks for a reconcile of the Sandbox namespace/name.
 	Enqueue func(namespace, name string)
+	// Here is true for a Sandbox this manager runs (per-node mode: one
+	// placed on its node); nil: every Sandbox. Only those are resynced:
+	// another node's sandbox runs nothing on this engine.
+	Here func(ctx context.Context, sbx *afev1.Sandbox) bool
 	// EnqueuePool asks for a reconcile of the SandboxPool namespace/name
 	// (nil: pools are not looked at).
 	EnqueuePool func(namespace, name string)
@@ -50,7 +54,7 @@ func (s *Sweeper) Start(ctx context.Context) error {
 		return nil
 	}
 	for {
-		if err := sweepAndResync(ctx, s.Client, s.Engine, map[string]string{afev1.LabelController: s.Instance}, s.Enqueue); err != nil && ctx.Err() == nil {
+		if err := sweepAndResync(ctx, s.Client, s.Engine, map[string]string{afev1.LabelController: s.Instance}, s.resync(ctx)); err != nil && ctx.Err() == nil {
 			log.Error(err, "Sweep of orphaned Docker objects")
 		}
 		if err := s.orphanedMembers(ctx); err != nil && ctx.Err() == nil {
@@ -61,6 +65,17 @@ func (s *Sweeper) Start(ctx context.Context) error {
 			return nil
 		case <-time.After(s.Period):
 		}
+	}
+}
+
+// resync is the enqueue of sweepAndResync: the Sandboxes Here passes.
+func (s *Sweeper) resync(ctx context.Context) func(*afev1.Sandbox) bool {
+	return func(sbx *afev1.Sandbox) bool {
+		if s.Here != nil && !s.Here(ctx, sbx) {
+			return false
+		}
+		s.Enqueue(sbx.Namespace, sbx.Name)
+		return true
 	}
 }
 
@@ -172,8 +187,8 @@ func sweep(ctx context.Context, c client.Reader, engine SweepEngine, labels map[
 }
 
 // sweepAndResync sweeps, and passes to enqueue every Ready Sandbox whose
-// containers are not all running.
-func sweepAndResync(ctx context.Context, c client.Reader, engine SweepEngine, labels map[string]string, enqueue func(namespace, name string)) error {
+// containers are not all running (enqueue is false for one it leaves).
+func sweepAndResync(ctx context.Context, c client.Reader, engine SweepEngine, labels map[string]string, enqueue func(*afev1.Sandbox) bool) error {
 	log := logf.FromContext(ctx)
 	// Docker first, Sandboxes second: an object listed was made for a
 	// Sandbox the cache already held, so it is in the later list.
@@ -199,12 +214,14 @@ func sweepAndResync(ctx context.Context, c client.Reader, engine SweepEngine, la
 	}
 	if enqueue != nil {
 		for _, sbx := range notRunning(list.Items, containers) {
-			log.Info("Sandbox container not running; reconciling", "sandbox", sbx.Namespace+"/"+sbx.Name)
-			enqueue(sbx.Namespace, sbx.Name)
+			if enqueue(sbx) {
+				log.Info("Sandbox container not running; reconciling", "sandbox", sbx.Namespace+"/"+sbx.Name)
+			}
 		}
 		for _, sbx := range statusForged(list.Items, containers) {
-			log.Info("Sandbox status names objects that are not its own; reconciling", "sandbox", sbx.Namespace+"/"+sbx.Name)
-			enqueue(sbx.Namespace, sbx.Name)
+			if enqueue(sbx) {
+				log.Info("Sandbox status names objects that are not its own; reconciling", "sandbox", sbx.Namespace+"/"+sbx.Name)
+			}
 		}
 	}
 	orphan := func(l map[string]string) bool {

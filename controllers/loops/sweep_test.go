@@ -1,6 +1,8 @@
 package loops
 
 import (
+	"context"
+	"slices"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -98,5 +100,25 @@ func TestStatusForged(t *testing.T) {
 				t.Errorf("statusForged = %v, want %v", got, tc.forged)
 			}
 		})
+	}
+}
+
+// In per-node mode the sweep resyncs only the sandboxes placed on its own
+// node: another node's Ready sandbox runs nothing on this engine.
+func TestResyncOnlyHere(t *testing.T) {
+	var queued []string
+	s := &Sweeper{Enqueue: func(namespace, name string) { queued = append(queued, namespace+"/"+name) }}
+	mine := &afev1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "mine"}}
+	theirs := &afev1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "theirs"}}
+	if !s.resync(context.Background())(theirs) {
+		t.Fatal("without Here every sandbox is resynced")
+	}
+	s.Here = func(_ context.Context, sbx *afev1.Sandbox) bool { return sbx == mine }
+	resync := s.resync(context.Background())
+	if !resync(mine) || resync(theirs) {
+		t.Fatal("Here decides which sandboxes are resynced")
+	}
+	if want := []string{"ns/theirs", "ns/mine"}; !slices.Equal(queued, want) {
+		t.Fatalf("queued %v, want %v", queued, want)
 	}
 }
