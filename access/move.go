@@ -35,6 +35,8 @@ import (
 //	GET /afe-peer/v1/namespaces/NS/sandboxes/NAME/workspace?uid=UID
 //	GET /afe-peer/v1/namespaces/NS/sandboxes/NAME/runlogs?uid=UID
 //	GET /afe-peer/v1/namespaces/NS/sandboxes/NAME/holds?uid=UID
+//	GET /afe-peer/v1/namespaces/NS/sandboxes/NAME/snapshots?uid=UID
+//	GET /afe-peer/v1/namespaces/NS/sandboxes/NAME/snapshot?uid=UID&volume=V
 //
 // The asking manager is the node of its client certificate (the managers'
 // CA). A workspace or Run logs go only to the manager of the node the
@@ -43,7 +45,12 @@ import (
 // workspace is sent is the sandbox's own by its derived name and labels,
 // and is stopped first. holds answers any manager whether this one runs
 // the sandbox of that UID: the node it left asks it before removing its
-// own copy.
+// own copy. A ticket made afresh after its node was lost (NodeLost) asks
+// every manager for the snapshots it keeps of the ticket under the
+// sandbox's name, and restores the newest: a manager lists and sends only
+// snapshot volumes of its own instance whose labels name that namespace,
+// sandbox name and the UID of the Ticket that controls the Sandbox, and
+// only to the manager of the node that ticket is placed on now.
 
 // holdsTimeout bounds a holds request.
 const holdsTimeout = 10 * time.Second
@@ -109,6 +116,10 @@ func (s *Server) serveMove(w http.ResponseWriter, r *http.Request, from string) 
 		s.serveMoveWorkspace(w, r, sbx, from)
 	case "runlogs":
 		s.serveMoveRunLogs(w, r, sbx)
+	case "snapshots":
+		s.serveSnapshots(w, r, sbx)
+	case "snapshot":
+		s.serveSnapshot(w, r, sbx, from)
 	default:
 		writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, "", "no such move route")
 	}
@@ -187,27 +198,98 @@ func (s *Server) serveMoveWorkspace(w http.ResponseWriter, r *http.Request, sbx 
 		return
 	}
 	id := sandboxspec.IdentityOf(sbx, s.opts.Instance)
-	tree, err := s.engine.ExportWorkspace(ctx, naming.Move(id.Key)+"-out", id.Labels(afev1.RoleSnapshotCopy),
-		docker.Mount{Type: docker.MountVolume, Source: volume})
+	s.log.Info("Sending a workspace to the node its ticket moved to", "node", to, "namespace", sbx.Namespace, "sandbox", sbx.Name, "volume", volume)
+	s.sendTree(w, r, naming.Move(id.Key)+"-out", id.Labels(afev1.RoleSnapshotCopy), volume, fmt.Sprintf("%d:%d", uid, gid))
+}
+
+// sendTree streams the tree of the volume, read through a helper of that
+// name and labels, with the owner of its files there (user, empty when
+// not known) and, as trailers, the tar's size and SHA-256.
+func (s *Server) sendTree(w http.ResponseWriter, r *http.Request, helper string, labels map[string]string, volume, user string) {
+	tree, err := s.engine.ExportWorkspace(r.Context(), helper, labels, docker.Mount{Type: docker.MountVolume, Source: volume})
 	if err != nil {
 		writeError(w, err)
 		return
 	}
 	defer func() { _ = tree.Close() }()
-	s.log.Info("Sending a workspace to the node its ticket moved to", "node", to, "namespace", sbx.Namespace, "sandbox", sbx.Name, "volume", volume)
 	w.Header().Set("Content-Type", "application/x-tar")
-	w.Header().Set(workspaceUserHeader, fmt.Sprintf("%d:%d", uid, gid))
+	if user != "" {
+		w.Header().Set(workspaceUserHeader, user)
+	}
 	w.Header().Set("Trailer", workspaceSizeTrailer+", "+workspaceSHA256Trailer)
 	w.WriteHeader(http.StatusOK)
 	sum := sha256.New()
 	n, err := io.Copy(io.MultiWriter(w, sum), tree)
 	if err != nil {
 		// No trailers: the receiver refuses what it read.
-		s.log.Info("A workspace was not sent whole", "node", to, "namespace", sbx.Namespace, "sandbox", sbx.Name, "error", err.Error())
+		s.log.Info("A volume's tree was not sent whole", "volume", volume, "error", err.Error())
 		return
 	}
 	w.Header().Set(workspaceSizeTrailer, strconv.FormatInt(n, 10))
 	w.Header().Set(workspaceSHA256Trailer, hex.EncodeToString(sum.Sum(nil)))
+}
+
+// ticketSnapshots are the snapshot volumes of this manager's instance that
+// the Sandbox's ticket keeps under its name: the labels of each name the
+// namespace, the sandbox's name and the UID of the Ticket that controls
+// the Sandbox (verified by placedNode before any route reads them).
+func (s *Server) ticketSnapshots(ctx context.Context, sbx *afev1.Sandbox) ([]docker.Volume, error) {
+	ref := metav1.GetControllerOf(sbx)
+	if ref == nil || ref.UID == "" {
+		return nil, nil
+	}
+	return s.engine.ListVolumes(ctx, map[string]string{
+		afev1.LabelController: s.opts.Instance,
+		afev1.LabelRole:       afev1.RoleSnapshot,
+		afev1.LabelNamespace:  sbx.Namespace,
+		afev1.LabelSandbox:    sbx.Name,
+		afev1.LabelTicketUID:  string(ref.UID),
+	})
+}
+
+// peerSnapshot is a snapshot volume as the snapshots route lists it.
+type peerSnapshot struct {
+	Volume  string    `json:"volume"`
+	Created time.Time `json:"created"`
+}
+
+// serveSnapshots lists the snapshot volumes the sandbox's ticket keeps
+// here under its name.
+func (s *Server) serveSnapshots(w http.ResponseWriter, r *http.Request, sbx *afev1.Sandbox) {
+	vols, err := s.ticketSnapshots(r.Context(), sbx)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out := struct {
+		Snapshots []peerSnapshot `json:"snapshots"`
+	}{Snapshots: []peerSnapshot{}}
+	for _, v := range vols {
+		out.Snapshots = append(out.Snapshots, peerSnapshot{Volume: v.Name, Created: v.Created})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// serveSnapshot sends one of them, found again by its labels (a name
+// alone is no snapshot of the ticket's).
+func (s *Server) serveSnapshot(w http.ResponseWriter, r *http.Request, sbx *afev1.Sandbox, to string) {
+	want := r.URL.Query().Get("volume")
+	vols, err := s.ticketSnapshots(r.Context(), sbx)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	for _, v := range vols {
+		if v.Name != want || want == "" {
+			continue
+		}
+		s.log.Info("Sending a snapshot to the node its ticket is placed on", "node", to, "namespace", sbx.Namespace, "sandbox", sbx.Name, "volume", v.Name)
+		id := sandboxspec.IdentityOf(sbx, s.opts.Instance)
+		s.sendTree(w, r, naming.SnapshotSend(v.Name), id.Labels(afev1.RoleSnapshotCopy), v.Name, v.Labels[afev1.LabelUser])
+		return
+	}
+	writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, "",
+		fmt.Sprintf("no snapshot %s of the ticket of sandbox %s/%s on this node", want, sbx.Namespace, sbx.Name))
 }
 
 // serveMoveRunLogs sends the logs this manager keeps of the sandbox's Runs.
@@ -256,8 +338,9 @@ func (m *Moves) Attach(s *Server) {
 	m.server = s
 }
 
-// get asks node's manager for what of the sandbox; the answer is 200.
-func (m *Moves) get(ctx context.Context, node string, sbx *afev1.Sandbox, what string) (*http.Response, error) {
+// get asks node's manager for what of the sandbox, with the query's
+// values beside its UID; the answer is 200.
+func (m *Moves) get(ctx context.Context, node string, sbx *afev1.Sandbox, what string, query url.Values) (*http.Response, error) {
 	m.mu.Lock()
 	s := m.server
 	m.mu.Unlock()
@@ -275,7 +358,7 @@ func (m *Moves) get(ctx context.Context, node string, sbx *afev1.Sandbox, what s
 		return nil, fmt.Errorf("%w: %s", shared.ErrMoveUnavailable, pr.gone())
 	}
 	u := url.URL{Scheme: "https", Host: pr.address,
-		Path: movePrefix + url.PathEscape(sbx.Namespace) + "/sandboxes/" + url.PathEscape(sbx.Name) + "/" + what, RawQuery: url.Values{"uid": {string(sbx.UID)}}.Encode()}
+		Path: movePrefix + url.PathEscape(sbx.Namespace) + "/sandboxes/" + url.PathEscape(sbx.Name) + "/" + what, RawQuery: withUID(query, sbx.UID).Encode()}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return nil, err
@@ -298,6 +381,16 @@ func (m *Moves) get(ctx context.Context, node string, sbx *afev1.Sandbox, what s
 	return nil, fmt.Errorf("node %s answered %s: %s", node, resp.Status, msg)
 }
 
+// withUID is the query with the sandbox's UID.
+func withUID(query url.Values, uid types.UID) url.Values {
+	q := url.Values{}
+	for k, v := range query {
+		q[k] = v
+	}
+	q.Set("uid", string(uid))
+	return q
+}
+
 // statusMessage is the message of an error answer.
 func statusMessage(resp *http.Response) string {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
@@ -310,10 +403,80 @@ func statusMessage(resp *http.Response) string {
 
 // Workspace implements shared.Mover.
 func (m *Moves) Workspace(ctx context.Context, node string, sbx *afev1.Sandbox) (*shared.MovedWorkspace, error) {
-	resp, err := m.get(ctx, node, sbx, "workspace")
+	resp, err := m.get(ctx, node, sbx, "workspace", nil)
 	if err != nil {
 		return nil, err
 	}
+	return treeOf(resp, node), nil
+}
+
+// Snapshot implements shared.Mover.
+func (m *Moves) Snapshot(ctx context.Context, node string, sbx *afev1.Sandbox, volume string) (*shared.MovedWorkspace, error) {
+	resp, err := m.get(ctx, node, sbx, "snapshot", url.Values{"volume": {volume}})
+	if err != nil {
+		return nil, err
+	}
+	return treeOf(resp, node), nil
+}
+
+// snapshotsTimeout bounds each manager's answer to a snapshots request.
+const snapshotsTimeout = 5 * time.Second
+
+// Snapshots implements shared.Mover.
+func (m *Moves) Snapshots(ctx context.Context, sbx *afev1.Sandbox) ([]shared.PeerSnapshot, error) {
+	m.mu.Lock()
+	s := m.server
+	m.mu.Unlock()
+	if s == nil || s.peer == nil {
+		return nil, fmt.Errorf("%w: the peer channel is not up yet", shared.ErrMoveUnavailable)
+	}
+	peers, err := s.peer.peers.list(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", shared.ErrMoveUnavailable, err)
+	}
+	var found []shared.PeerSnapshot
+	var errs []error
+	for _, pr := range peers {
+		if !pr.live {
+			continue // a lost node's engine is out of reach
+		}
+		got, err := m.snapshotsOf(ctx, pr.node, sbx)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		found = append(found, got...)
+	}
+	return found, errors.Join(errs...)
+}
+
+// snapshotsOf asks node's manager for the snapshots of the sandbox's
+// ticket it keeps.
+func (m *Moves) snapshotsOf(ctx context.Context, node string, sbx *afev1.Sandbox) ([]shared.PeerSnapshot, error) {
+	ctx, cancel := context.WithTimeout(ctx, snapshotsTimeout)
+	defer cancel()
+	resp, err := m.get(ctx, node, sbx, "snapshots", nil)
+	if errors.Is(err, shared.ErrNothingToMove) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var answer struct {
+		Snapshots []peerSnapshot `json:"snapshots"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&answer); err != nil {
+		return nil, fmt.Errorf("node %s: %w", node, err)
+	}
+	out := make([]shared.PeerSnapshot, 0, len(answer.Snapshots))
+	for _, s := range answer.Snapshots {
+		out = append(out, shared.PeerSnapshot{Node: node, Volume: s.Volume, Created: s.Created})
+	}
+	return out, nil
+}
+
+// treeOf reads a tree sent by sendTree.
+func treeOf(resp *http.Response, node string) *shared.MovedWorkspace {
 	counted := &countingReader{r: resp.Body, sum: sha256.New()}
 	return &shared.MovedWorkspace{
 		Tree: struct {
@@ -332,7 +495,7 @@ func (m *Moves) Workspace(ctx context.Context, node string, sbx *afev1.Sandbox) 
 			}
 			return nil
 		},
-	}, nil
+	}
 }
 
 // countingReader counts and hashes what is read through it.
@@ -354,7 +517,7 @@ func (m *Moves) RunLogs(ctx context.Context, node string, sbx *afev1.Sandbox, ru
 	if m.Store == nil || len(runs) == 0 {
 		return nil
 	}
-	resp, err := m.get(ctx, node, sbx, "runlogs")
+	resp, err := m.get(ctx, node, sbx, "runlogs", nil)
 	if err != nil {
 		return err
 	}
@@ -380,7 +543,7 @@ func (m *Moves) Holds(ctx context.Context, node string, sbx *afev1.Sandbox) (boo
 	// worker.
 	ctx, cancel := context.WithTimeout(ctx, holdsTimeout)
 	defer cancel()
-	resp, err := m.get(ctx, node, sbx, "holds")
+	resp, err := m.get(ctx, node, sbx, "holds", nil)
 	if errors.Is(err, shared.ErrNothingToMove) {
 		return false, nil
 	}

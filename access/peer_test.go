@@ -167,10 +167,10 @@ var _ = Describe("Peer listener", Ordered, func() {
 		}).Should(Succeed())
 	})
 
-	It("gives a workspace only to the manager of the node the sandbox's ticket is placed on, for its UID, verified", func() {
-		// This engine's sandboxes are the suite's manager's: a peer
-		// listener of that instance serves their moves.
-		ns := newNamespace(ctx, "moves")
+	// startPeers starts peer listeners of this engine's instance and of
+	// peer-a, with certificates of a CA of ns (and one for peer-c, which
+	// runs none), and the moves of peer-a's manager.
+	startPeers := func(ns string) (map[string]*peerca.Authority, map[string]*access.Server, *access.Moves) {
 		secret := types.NamespacedName{Namespace: ns, Name: "afe-peer-ca"}
 		authorities := map[string]*peerca.Authority{}
 		for _, node := range []string{instance, "peer-a", "peer-c"} {
@@ -200,16 +200,19 @@ var _ = Describe("Peer listener", Ordered, func() {
 		moves := &access.Moves{}
 		moves.Attach(servers["peer-a"])
 		Eventually(func() bool { return moves.Live(ctx, instance) }).Should(BeTrue())
-
-		By("a sandbox of a ticket placed on peer-a, run by this engine's manager")
-		tk := &afev1.Ticket{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "moving"},
+		return authorities, servers, moves
+	}
+	// ticketPlacedOn is the Ready sandbox of a new ticket whose placeholder
+	// is bound to node (this engine's manager runs it).
+	ticketPlacedOn := func(ns, name, node string) *afev1.Sandbox {
+		tk := &afev1.Ticket{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			Spec: afev1.TicketSpec{Sandbox: afev1.SandboxTemplateSpec{Image: dockertest.TestImage, User: "1000:1000"}}}
 		Expect(adminClient.Create(ctx, tk)).To(Succeed())
 		DeferCleanup(func() { Expect(client.IgnoreNotFound(adminClient.Delete(context.Background(), tk))).To(Succeed()) })
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: placement.PodName(tk.Name),
 				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(tk, afev1.GroupVersion.WithKind("Ticket"))}},
-			Spec: corev1.PodSpec{NodeName: "peer-a", Containers: []corev1.Container{{Name: "c", Image: "x"}}},
+			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "x"}}},
 		}
 		Expect(adminClient.Create(ctx, pod)).To(Succeed())
 		DeferCleanup(func() { Expect(client.IgnoreNotFound(adminClient.Delete(context.Background(), pod))).To(Succeed()) })
@@ -219,6 +222,39 @@ var _ = Describe("Peer listener", Ordered, func() {
 			g.Expect(adminClient.Get(ctx, client.ObjectKeyFromObject(tk), sbx)).To(Succeed())
 			g.Expect(meta.IsStatusConditionTrue(sbx.Status.Conditions, afev1.SandboxReadyCondition)).To(BeTrue())
 		}, time.Minute).Should(Succeed())
+		return sbx
+	}
+	// readTree reads a tree sent over the peer channel whole: each file's
+	// size and content by its path, verified.
+	readTree := func(ws *shared.MovedWorkspace) (map[string]int64, map[string]string) {
+		sizes, contents := map[string]int64{}, map[string]string{}
+		tr := tar.NewReader(ws.Tree)
+		for {
+			h, err := tr.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			Expect(err).NotTo(HaveOccurred())
+			body, err := io.ReadAll(io.LimitReader(tr, 1<<10))
+			Expect(err).NotTo(HaveOccurred())
+			n, err := io.Copy(io.Discard, tr)
+			Expect(err).NotTo(HaveOccurred())
+			sizes[h.Name], contents[h.Name] = int64(len(body))+n, string(body)
+		}
+		_, err := io.Copy(io.Discard, ws.Tree)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(ws.Tree.Close()).To(Succeed())
+		Expect(ws.Verify()).To(Succeed())
+		return sizes, contents
+	}
+
+	It("gives a workspace only to the manager of the node the sandbox's ticket is placed on, for its UID, verified", func() {
+		// This engine's sandboxes are the suite's manager's: a peer
+		// listener of that instance serves their moves.
+		ns := newNamespace(ctx, "moves")
+		authorities, servers, moves := startPeers(ns)
+		By("a sandbox of a ticket placed on peer-a, run by this engine's manager")
+		sbx := ticketPlacedOn(ns, "moving", "peer-a")
 		out, err := exec.Command("docker", "exec", sbx.Status.ContainerName, "sh", "-c",
 			"mkdir -p /workspace/d && echo moved > /workspace/d/f && head -c 300000 /dev/urandom > /workspace/blob").CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), "%s", out)
@@ -252,26 +288,95 @@ var _ = Describe("Peer listener", Ordered, func() {
 		ws, err := moves.Workspace(ctx, instance, sbx)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(ws.User).To(Equal("1000:1000"))
-		files := map[string]int64{}
-		tr := tar.NewReader(ws.Tree)
-		for {
-			h, err := tr.Next()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			Expect(err).NotTo(HaveOccurred())
-			n, err := io.Copy(io.Discard, tr)
-			Expect(err).NotTo(HaveOccurred())
-			files[h.Name] = n
-		}
-		_, err = io.Copy(io.Discard, ws.Tree)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(ws.Tree.Close()).To(Succeed())
-		Expect(ws.Verify()).To(Succeed())
+		files, _ := readTree(ws)
 		Expect(files).To(HaveKeyWithValue("workspace/d/f", int64(len("moved\n"))))
 		Expect(files).To(HaveKeyWithValue("workspace/blob", int64(300000)))
 		ct, err := testEngine.InspectContainer(ctx, sbx.Status.ContainerName)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(ct.Running).To(BeFalse(), "the container is left stopped")
+	})
+
+	It("lists and sends a ticket's snapshots only to the manager of the node it is placed on, found by their labels", func() {
+		ns := newNamespace(ctx, "snaps")
+		authorities, servers, moves := startPeers(ns)
+		sbx := ticketPlacedOn(ns, "lost", "peer-a")
+		ticketUID := string(metav1.GetControllerOf(sbx).UID)
+		// Snapshot volumes as a Snapshot Run labels them (of an earlier
+		// Sandbox of the ticket), and three that are not the ticket's.
+		labels := func(edit map[string]string) []string {
+			l := map[string]string{
+				afev1.LabelController: instance, afev1.LabelRole: afev1.RoleSnapshot, afev1.LabelNamespace: ns,
+				afev1.LabelSandbox: sbx.Name, afev1.LabelSandboxUID: string(sbx.UID), afev1.LabelTicket: "lost",
+				afev1.LabelTicketUID: ticketUID, afev1.LabelUser: "1000:1000",
+			}
+			for k, v := range edit {
+				l[k] = v
+			}
+			var args []string
+			for k, v := range l {
+				args = append(args, "--label", k+"="+v)
+			}
+			return args
+		}
+		volumes := map[string][]string{
+			"afe-test-" + ns + "-snap-1":         labels(nil),
+			"afe-test-" + ns + "-snap-2":         labels(nil),
+			"afe-test-" + ns + "-other-ticket":   labels(map[string]string{afev1.LabelTicketUID: "another-ticket"}),
+			"afe-test-" + ns + "-other-instance": labels(map[string]string{afev1.LabelController: "peer-z"}),
+			"afe-test-" + ns + "-other-sandbox":  labels(map[string]string{afev1.LabelSandbox: "other"}),
+		}
+		for name, args := range volumes {
+			out, err := exec.Command("docker", append(append([]string{"volume", "create"}, args...), name)...).CombinedOutput()
+			Expect(err).NotTo(HaveOccurred(), "%s", out)
+			DeferCleanup(func() { _ = exec.Command("docker", "volume", "rm", "-f", name).Run() })
+			out, err = exec.Command("docker", "run", "--rm", "--network", "none", "-v", name+":/d", dockertest.TestImage,
+				"sh", "-c", "echo "+name+" > /d/f && chown -R 1000:1000 /d").CombinedOutput()
+			Expect(err).NotTo(HaveOccurred(), "%s", out)
+		}
+		snap := "afe-test-" + ns + "-snap-2"
+
+		By("listing the ticket's own, of this sandbox's name, to the manager of the node it is placed on")
+		found, unanswered := moves.Snapshots(ctx, sbx)
+		Expect(unanswered).NotTo(HaveOccurred())
+		var names []string
+		for _, f := range found {
+			Expect(f.Node).To(Equal(instance))
+			Expect(f.Created).To(BeTemporally("~", time.Now(), 5*time.Minute))
+			names = append(names, f.Volume)
+		}
+		Expect(names).To(ConsistOf("afe-test-"+ns+"-snap-1", snap))
+		other := sbx.DeepCopy()
+		other.UID = "another-uid"
+		found, unanswered = moves.Snapshots(ctx, other)
+		Expect(unanswered).NotTo(HaveOccurred())
+		Expect(found).To(BeEmpty(), "another UID has no snapshots")
+
+		By("sending one whole, with the owner of its files")
+		ws, err := moves.Snapshot(ctx, instance, sbx, snap)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(ws.User).To(Equal("1000:1000"))
+		_, contents := readTree(ws)
+		Expect(contents).To(HaveKeyWithValue("workspace/f", snap+"\n"))
+		Eventually(func() (string, error) {
+			out, err := exec.Command("docker", "ps", "-aq", "--filter", "name="+snap+"_send").Output()
+			return string(out), err
+		}).Should(BeEmpty(), "the helper that read it out is removed")
+
+		By("sending no volume that is not the ticket's, whatever its name")
+		for _, name := range []string{"afe-test-" + ns + "-other-ticket", "afe-test-" + ns + "-other-instance", "afe-test-" + ns + "-other-sandbox", "afe-" + ns} {
+			_, err := moves.Snapshot(ctx, instance, sbx, name)
+			Expect(err).To(MatchError(shared.ErrNothingToMove), name)
+		}
+
+		By("refusing the manager of another node")
+		for _, what := range []string{"snapshots", "snapshot"} {
+			u := url.URL{Scheme: "https", Host: servers[instance].PeerAddr().String(),
+				Path:     "/afe-peer/v1/namespaces/" + ns + "/sandboxes/lost/" + what,
+				RawQuery: url.Values{"uid": {string(sbx.UID)}, "volume": {snap}}.Encode()}
+			resp, err := (&http.Client{Transport: &http.Transport{TLSClientConfig: authorities["peer-c"].ClientConfig(instance)}}).Get(u.String())
+			Expect(err).NotTo(HaveOccurred())
+			_ = resp.Body.Close()
+			Expect(resp.StatusCode).To(Equal(http.StatusForbidden), what)
+		}
 	})
 })

@@ -50,6 +50,9 @@ type Engine interface {
 	// (move.go).
 	StopContainer(ctx context.Context, name string) error
 	ExportWorkspace(ctx context.Context, name string, labels map[string]string, m docker.Mount) (io.ReadCloser, error)
+	// ListVolumes finds the snapshots of a ticket made afresh after its
+	// node was lost (move.go).
+	ListVolumes(ctx context.Context, labels map[string]string) ([]docker.Volume, error)
 }
 
 // Options configure the access API.

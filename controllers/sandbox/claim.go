@@ -243,6 +243,9 @@ func (r *Reconciler) choose(ctx context.Context, s *sandboxScope) (c *pool.Choic
 	if r.arriving(s) {
 		return nil, true, nil // its workspace follows it (move.go)
 	}
+	if uid, err := r.afterNodeLost(ctx, s); err != nil || uid != "" {
+		return nil, true, err // it may start from a snapshot (lostrestore.go)
+	}
 	if _, err := shared.WorkspaceVolume(ctx, r.Engine, s.id); !errors.Is(err, docker.ErrNotFound) {
 		return nil, true, err
 	}

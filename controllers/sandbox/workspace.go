@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -35,6 +37,25 @@ func (r *Reconciler) reconcileWorkspace(ctx context.Context, s *sandboxScope) (c
 			return res, err
 		}
 	}
+	// A ticket placed anew after its node was lost: its newest snapshot
+	// on a reachable engine, if any (lostrestore.go).
+	ticketUID, err := r.afterNodeLost(ctx, s)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if ticketUID != "" {
+		v, from, res, err := r.restoreAfterNodeLost(ctx, s, ticketUID)
+		if err != nil || v == nil && !res.IsZero() {
+			return res, err
+		}
+		if from != "" {
+			s.resolved.Workspace = v.Name
+			s.sbx.Status.VolumeName = v.Name
+			shared.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, true, afev1.RestoredFromSnapshotReason,
+				"Volume "+v.Name+", made from "+from+" (the ticket's newest after its node was lost), is mounted at /workspace")
+			return ctrl.Result{}, nil
+		}
+	}
 	// A workspace that starts from a snapshot: the snapshot is checked
 	// before anything is created.
 	restore, err := r.mustRestore(ctx, s)
@@ -63,6 +84,9 @@ func (r *Reconciler) reconcileWorkspace(ctx context.Context, s *sandboxScope) (c
 	reason, msg := afev1.ReadyReason, "Volume "+v.Name+" is mounted at /workspace"
 	if from := s.sbx.Spec.Workspace.FromSnapshot; from != "" {
 		reason, msg = afev1.RestoredFromSnapshotReason, "Volume "+v.Name+", made from snapshot "+from+", is mounted at /workspace"
+	} else if c := meta.FindStatusCondition(s.sbx.Status.Conditions, afev1.WorkspaceReadyCondition); c != nil &&
+		c.Status == metav1.ConditionTrue && c.Reason == afev1.RestoredFromSnapshotReason {
+		reason, msg = c.Reason, c.Message // restored after its node was lost, and kept
 	}
 	shared.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, true, reason, msg)
 	return ctrl.Result{}, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -30,6 +31,34 @@ type Mover interface {
 	// Holds is true when node's manager runs the sandbox: its container,
 	// of this UID, running on its engine, with its workspace.
 	Holds(ctx context.Context, node string, sbx *afev1.Sandbox) (bool, error)
+	// Snapshots lists the snapshot volumes every other running node's
+	// manager keeps of the sandbox's ticket under the sandbox's name (a
+	// ticket made afresh after its node was lost restores the newest);
+	// unanswered names the managers that did not answer.
+	Snapshots(ctx context.Context, sbx *afev1.Sandbox) (found []PeerSnapshot, unanswered error)
+	// Snapshot streams one of them from node's manager.
+	Snapshot(ctx context.Context, node string, sbx *afev1.Sandbox, volume string) (*MovedWorkspace, error)
+}
+
+// PeerSnapshot is a snapshot volume of a ticket's sandbox on a node's
+// engine.
+type PeerSnapshot struct {
+	Node, Volume string
+	// Created is when that engine made the volume.
+	Created time.Time
+}
+
+// NewestSnapshot is the most recent of the snapshots (the first by node
+// and name among those made at the same time); false when there are none.
+func NewestSnapshot(found []PeerSnapshot) (PeerSnapshot, bool) {
+	var best PeerSnapshot
+	for i, s := range found {
+		if i == 0 || s.Created.After(best.Created) ||
+			s.Created.Equal(best.Created) && (s.Node < best.Node || s.Node == best.Node && s.Volume < best.Volume) {
+			best = s
+		}
+	}
+	return best, len(found) > 0
 }
 
 // MovedWorkspace is a workspace on its way from another node.

@@ -38,7 +38,7 @@ func PlaceholderOf(ctx context.Context, c client.Reader, tk *afev1.Ticket) (*cor
 // has no placeholder any more is finished by the node the ticket reports.
 // Each kind's gate is its reconciler's here method.
 func SandboxHere(ctx context.Context, c client.Reader, instance string, sbx *afev1.Sandbox) (here, ticketed bool, err error) {
-	tk, ticketed, err := ticketOf(ctx, c, sbx)
+	tk, ticketed, err := TicketOf(ctx, c, sbx)
 	if err != nil || !ticketed {
 		return false, ticketed, err
 	}
@@ -61,7 +61,7 @@ func SandboxHere(ctx context.Context, c client.Reader, instance string, sbx *afe
 // PlacedNode is the node the placeholder Pod of the Sandbox's Ticket is
 // bound to: empty when the Sandbox has no Ticket, or its Pod is not bound.
 func PlacedNode(ctx context.Context, c client.Reader, sbx *afev1.Sandbox) (string, error) {
-	tk, _, err := ticketOf(ctx, c, sbx)
+	tk, _, err := TicketOf(ctx, c, sbx)
 	if err != nil || tk == nil {
 		return "", err
 	}
@@ -72,10 +72,10 @@ func PlacedNode(ctx context.Context, c client.Reader, sbx *afev1.Sandbox) (strin
 	return pod.Spec.NodeName, nil
 }
 
-// ticketOf is the Ticket the Sandbox's controller reference names, of that
+// TicketOf is the Ticket the Sandbox's controller reference names, of that
 // UID; ticketed is false for a Sandbox of no Ticket, and the Ticket nil
 // when it is gone.
-func ticketOf(ctx context.Context, c client.Reader, sbx *afev1.Sandbox) (tk *afev1.Ticket, ticketed bool, err error) {
+func TicketOf(ctx context.Context, c client.Reader, sbx *afev1.Sandbox) (tk *afev1.Ticket, ticketed bool, err error) {
 	ref := metav1.GetControllerOf(sbx)
 	if ref == nil || ref.Kind != "Ticket" || ref.APIVersion != afev1.GroupVersion.String() {
 		return nil, false, nil

@@ -94,6 +94,11 @@ func MoveStaging(key string) string { return Move(key) + "_in" }
 // exists.
 func MoveVerified(key string) string { return Move(key) + "_ok" }
 
+// SnapshotSend is the helper that reads a snapshot volume out for another
+// node's manager (a ticket made afresh after its node was lost restores
+// it there): created, never started, removed once read.
+func SnapshotSend(snapshot string) string { return snapshot + "_send" }
+
 // CopyHelper prefixes the helpers that copy a workspace into the snapshot
 // volume (never started; removed after the copy).
 func CopyHelper(snapshot string) string { return snapshot + "_copy" }

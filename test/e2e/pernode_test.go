@@ -685,6 +685,52 @@ spec:
 		setState("Done", "drained")
 	})
 
+	It("restores a ticket whose node was lost from its newest snapshot, which a manager that still answers keeps", func() {
+		pkubectlStdin(ticket("kept", ""), "apply", "-n", ns, "-f", "-")
+		Eventually(func(g Gomega) {
+			g.Expect(tickets()["kept"].phase).To(Equal("Ready"))
+		}, 2*time.Minute, time.Second).Should(Succeed())
+		lost := tickets()["kept"].node
+		run := func(name, body string) {
+			pkubectlStdin(fmt.Sprintf("apiVersion: sandbox.afe.dev/v1alpha1\nkind: Run\nmetadata: {name: %s}\nspec:\n  sandboxRef: {name: kept}\n%s", name, body),
+				"apply", "-n", ns, "-f", "-")
+			EventuallyWithOffset(1, func() string {
+				return pkubectl("get", "run", name, "-n", ns, "-o", "jsonpath={.status.phase}/{.status.exitCode}")
+			}, time.Minute, time.Second).Should(Equal("Completed/0"))
+		}
+		// Two snapshots, the workspace changed after each: the newest is
+		// what comes back.
+		run("kept-a", "  script: echo one > /workspace/a && mkdir /workspace/d && ln -s ../a /workspace/d/link\n")
+		run("kept-snap-1", "  builtin: Snapshot\n")
+		run("kept-a2", "  script: echo two > /workspace/a\n")
+		run("kept-snap-2", "  builtin: Snapshot\n")
+		run("kept-b", "  script: echo after > /workspace/b\n")
+
+		By("losing node " + lost + ", whose manager still answers")
+		Expect(localcp.SetNodeReady(context.Background(), pcp.Config, lost, false)).To(Succeed())
+		DeferCleanup(func() { Expect(localcp.SetNodeReady(context.Background(), pcp.Config, lost, true)).To(Succeed()) })
+		Eventually(func(g Gomega) {
+			t := tickets()["kept"]
+			g.Expect(t.phase).To(Equal("Ready"), "%+v", t)
+			g.Expect(t.node).NotTo(Equal(lost))
+			g.Expect(pkubectl("get", "ticket", "kept", "-n", ns, "-o", "jsonpath={.status.requeues}/{.status.lastRequeueReason}")).To(Equal("1/NodeLost"))
+			g.Expect(pkubectl("get", "sandbox", "kept", "-n", ns, "-o",
+				`jsonpath={.status.conditions[?(@.type=="WorkspaceReady")].reason}`)).To(Equal(afev1.RestoredFromSnapshotReason))
+		}, 4*time.Minute, time.Second).Should(Succeed())
+		Expect(pkubectl("get", "sandbox", "kept", "-n", ns, "-o",
+			`jsonpath={.status.conditions[?(@.type=="WorkspaceReady")].message}`)).To(ContainSubstring("of node " + lost))
+
+		By("the workspace is the newest snapshot's, its files the new sandbox's user's")
+		run("kept-check", "  script: cd /workspace && cat a d/link && test ! -e b && touch a && echo owned\n")
+		Expect(mustAfe(alice, "", "logs", "kept-check")).To(Equal("two\ntwo\nowned\n"))
+		Expect(pkubectl("get", "events", "-n", ns, "--field-selector", "reason=Restored,involvedObject.name=kept", "-o", "name")).NotTo(BeEmpty())
+		By("and no helper that read the snapshot out is left")
+		Eventually(func() ([]string, error) {
+			return dockertest.Objects(afev1.LabelController + "=" + lost + "," + afev1.LabelRole + "=" + afev1.RoleSnapshotCopy)
+		}, time.Minute, time.Second).Should(BeEmpty())
+		setState("Done", "kept")
+	})
+
 	It("leaves nothing on the engine, and no placeholder, once every ticket is done", func() {
 		Eventually(func(g Gomega) {
 			g.Expect(count(tickets(), func(t placedTicket) bool { return t.phase != "Finished" })).To(BeZero())
