@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -33,6 +34,11 @@ import (
 // is bound to (access/move.go). The ticket's status says the placement
 // was lost; a forged one only has a sandbox start from its own ticket's
 // newest snapshot.
+
+// snapshotsPatience is how long after its creation a sandbox made after its
+// node was lost waits for every running manager to say which snapshots of
+// its ticket it keeps.
+const snapshotsPatience = 30 * time.Second
 
 // madeAfterNodeLost is true for a sandbox made by its Ticket after the
 // ticket's placement was lost (its last requeue is NodeLost, at or before
@@ -75,7 +81,17 @@ func (r *Reconciler) restoreAfterNodeLost(ctx context.Context, s *sandboxScope, 
 	log := logf.FromContext(ctx)
 	found, unanswered := r.Config.Moves.Snapshots(ctx, s.sbx)
 	if unanswered != nil {
+		// A running manager that has not answered yet (its cache not
+		// showing the new placement, say) may keep the newest: asked
+		// again for a while, then done without it.
+		if time.Since(s.sbx.CreationTimestamp.Time) < snapshotsPatience {
+			shared.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, false, afev1.NodeLostReason,
+				"Asking the managers of the other nodes for the ticket's snapshots: "+unanswered.Error())
+			return nil, "", ctrl.Result{RequeueAfter: moveRetry}, nil
+		}
 		log.Info("Some managers did not say which snapshots of the ticket they keep", "error", unanswered.Error())
+		r.Recorder.Eventf(s.sbx, nil, corev1.EventTypeWarning, afev1.NodeLostReason, "Restore",
+			"Restoring from the snapshots the other managers named; some did not answer: %v", unanswered)
 	}
 	local, err := r.Engine.ListVolumes(ctx, map[string]string{
 		afev1.LabelController: s.id.Instance,
@@ -130,7 +146,7 @@ func (r *Reconciler) restoreAfterNodeLost(ctx context.Context, s *sandboxScope, 
 	if err != nil {
 		shared.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, false, afev1.NodeLostReason,
 			fmt.Sprintf("Restoring snapshot %s of node %s, the ticket's newest after its node was lost: %v", snap.Volume, snap.Node, err))
-		return nil, "", ctrl.Result{RequeueAfter: moveRetry}, errors.Join(err, r.removeOwnedVolume(ctx, s))
+		return nil, "", ctrl.Result{}, errors.Join(err, r.removeOwnedVolume(ctx, s))
 	}
 	from := fmt.Sprintf("snapshot %s of node %s", snap.Volume, snap.Node)
 	log.Info("Restored the workspace of a ticket whose node was lost", "snapshot", snap.Volume, "node", snap.Node, "bytes", n)
