@@ -165,8 +165,12 @@ func volumeIsIdempotent(t *testing.T, f *fixture) {
 	name := f.name("ws")
 	v, err := f.e.EnsureVolume(f.ctx, docker.VolumeSpec{Name: name, Labels: f.with("afe.role", "workspace")})
 	must(t, err, "EnsureVolume")
-	if d := cmp.Diff(&docker.Volume{Name: name, Labels: f.with("afe.role", "workspace")}, v); d != "" {
+	if d := cmp.Diff(&docker.Volume{Name: name, Labels: f.with("afe.role", "workspace"), Created: v.Created}, v); d != "" {
 		t.Fatalf("created volume (-want +got):\n%s", d)
+	}
+	// The time it was made, to the engine's precision (a second or finer).
+	if since := time.Since(v.Created); since < -time.Minute || since > time.Minute {
+		t.Fatalf("created volume: made at %v, %v ago", v.Created, since)
 	}
 	// An existing volume is returned as it is, whatever the spec's labels:
 	// the caller checks them.

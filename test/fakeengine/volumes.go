@@ -46,7 +46,7 @@ func (e *Engine) createVolume(name string, labels map[string]string) (*volume, e
 	if !validName.MatchString(name) {
 		return nil, fmt.Errorf("create volume %s: %q includes invalid characters for a local volume name", name, name)
 	}
-	v := &volume{name: name, labels: copyLabels(labels), created: time.Now(), files: map[string]string{}}
+	v := &volume{name: name, labels: copyLabels(labels), created: time.Now().Round(0), files: map[string]string{}}
 	e.volumes[name] = v
 	return v, nil
 }
