@@ -67,9 +67,25 @@ func TestSchedulerPlacesPodsOnRegisteredNodes(t *testing.T) {
 	if err := SetNodeReady(ctx, cp.Config, "node-a", false); err != nil {
 		t.Fatal(err)
 	}
-	onA := createPod(ctx, t, c, "on-a", "100m", map[string]string{corev1.LabelHostname: "node-a"})
-	if msg := unschedulable(ctx, t, c, onA); !strings.Contains(msg, "untolerated taint") {
-		t.Fatalf("the Pod for the node not ready is unschedulable with %q, want an untolerated taint", msg)
+	// kube-scheduler learns of the taint through its watch of Nodes, which
+	// may come after its watch of Pods brought the new Pod: one it bound to
+	// node-a meanwhile is made again, under another name.
+	var onA *corev1.Pod
+	for attempt := 0; ; attempt++ {
+		onA = createPod(ctx, t, c, "on-a-"+strconv.Itoa(attempt), "100m", map[string]string{corev1.LabelHostname: "node-a"})
+		node, msg := settled(ctx, t, c, onA)
+		if node == "" {
+			if !strings.Contains(msg, "untolerated taint") {
+				t.Fatalf("the Pod for the node not ready is unschedulable with %q, want an untolerated taint", msg)
+			}
+			break
+		}
+		if attempt == 4 {
+			t.Fatalf("a Pod for the node not ready was bound to %s, 5 times", node)
+		}
+		if err := c.Delete(ctx, onA, client.GracePeriodSeconds(0)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for i := range 3 {
 		if got := boundNode(ctx, t, c, createPod(ctx, t, c, "small-"+strconv.Itoa(i), "100m", nil)); got != "node-b" {
@@ -199,6 +215,22 @@ func boundNode(ctx context.Context, t *testing.T, c client.Client, pod *corev1.P
 		return node != ""
 	})
 	return node
+}
+
+// settled waits for the Pod to be bound or unschedulable: its node, or
+// the PodScheduled=False condition's message.
+func settled(ctx context.Context, t *testing.T, c client.Client, pod *corev1.Pod) (node, msg string) {
+	t.Helper()
+	waitFor(ctx, t, c, pod, "bound or unschedulable", func(p *corev1.Pod) bool {
+		node, msg = p.Spec.NodeName, ""
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse {
+				msg = cond.Message
+			}
+		}
+		return node != "" || msg != ""
+	})
+	return node, msg
 }
 
 // unschedulable waits for the Pod's PodScheduled=False condition and returns
