@@ -213,16 +213,7 @@ func sweepAndResync(ctx context.Context, c client.Reader, engine SweepEngine, la
 		live[string(list.Items[i].UID)] = true
 	}
 	if enqueue != nil {
-		for _, sbx := range notRunning(list.Items, containers) {
-			if enqueue(sbx) {
-				log.Info("Sandbox container not running; reconciling", "sandbox", sbx.Namespace+"/"+sbx.Name)
-			}
-		}
-		for _, sbx := range statusForged(list.Items, containers) {
-			if enqueue(sbx) {
-				log.Info("Sandbox status names objects that are not its own; reconciling", "sandbox", sbx.Namespace+"/"+sbx.Name)
-			}
-		}
+		resyncSandboxes(ctx, list.Items, containers, enqueue)
 	}
 	orphan := func(l map[string]string) bool {
 		uid := l[afev1.LabelSandboxUID]
@@ -248,6 +239,22 @@ func sweepAndResync(ctx context.Context, c client.Reader, engine SweepEngine, la
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// resyncSandboxes passes to enqueue the Ready Sandboxes whose containers
+// are not all running, and those whose status names objects not their own.
+func resyncSandboxes(ctx context.Context, sandboxes []afev1.Sandbox, containers []docker.Container, enqueue func(*afev1.Sandbox) bool) {
+	log := logf.FromContext(ctx)
+	for _, sbx := range notRunning(sandboxes, containers) {
+		if enqueue(sbx) {
+			log.Info("Sandbox container not running; reconciling", "sandbox", sbx.Namespace+"/"+sbx.Name)
+		}
+	}
+	for _, sbx := range statusForged(sandboxes, containers) {
+		if enqueue(sbx) {
+			log.Info("Sandbox status names objects that are not its own; reconciling", "sandbox", sbx.Namespace+"/"+sbx.Name)
+		}
+	}
 }
 
 // notRunning returns the Ready Sandboxes among sandboxes whose container, or

@@ -43,7 +43,10 @@ const snapshotsPatience = 30 * time.Second
 // madeAfterNodeLost is true for a sandbox made by its Ticket after the
 // ticket's placement was lost (its last requeue is NodeLost, at or before
 // the Sandbox's creation), whose container never ran and whose workspace
-// is not restored yet.
+// is not restored yet. Its status.containerID and WorkspaceReady are the
+// tenant's to write: a forged one only keeps its own sandbox from its own
+// ticket's snapshot, or has a sandbox whose container is not found by its
+// derived name (afterNodeLost) start from that snapshot again.
 func madeAfterNodeLost(sbx *afev1.Sandbox, tk *afev1.Ticket) bool {
 	if tk == nil || tk.Status.LastRequeueReason != afev1.NodeLostReason || tk.Status.LastRequeueTime == nil ||
 		sbx.CreationTimestamp.Before(tk.Status.LastRequeueTime) || sbx.Status.ContainerID != "" ||
@@ -79,36 +82,9 @@ func (r *Reconciler) afterNodeLost(ctx context.Context, s *sandboxScope) (types.
 // result that ends the phase.
 func (r *Reconciler) restoreAfterNodeLost(ctx context.Context, s *sandboxScope, ticketUID types.UID) (*docker.Volume, string, ctrl.Result, error) {
 	log := logf.FromContext(ctx)
-	found, unanswered := r.Config.Moves.Snapshots(ctx, s.sbx)
-	if unanswered != nil {
-		// A running manager that has not answered yet (its cache not
-		// showing the new placement, say) may keep the newest: asked
-		// again for a while, then done without it.
-		if time.Since(s.sbx.CreationTimestamp.Time) < snapshotsPatience {
-			shared.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, false, afev1.NodeLostReason,
-				"Asking the managers of the other nodes for the ticket's snapshots: "+unanswered.Error())
-			return nil, "", ctrl.Result{RequeueAfter: moveRetry}, nil
-		}
-		log.Info("Some managers did not say which snapshots of the ticket they keep", "error", unanswered.Error())
-		r.Recorder.Eventf(s.sbx, nil, corev1.EventTypeWarning, afev1.NodeLostReason, "Restore",
-			"Restoring from the snapshots the other managers named; some did not answer: %v", unanswered)
-	}
-	local, err := r.Engine.ListVolumes(ctx, map[string]string{
-		afev1.LabelController: s.id.Instance,
-		afev1.LabelRole:       afev1.RoleSnapshot,
-		afev1.LabelNamespace:  s.id.Namespace,
-		afev1.LabelSandbox:    s.id.Name,
-		afev1.LabelTicketUID:  string(ticketUID),
-	})
-	if err != nil {
-		return nil, "", ctrl.Result{}, err
-	}
-	for _, v := range local {
-		found = append(found, shared.PeerSnapshot{Node: r.Config.Instance, Volume: v.Name, Created: v.Created})
-	}
-	snap, ok := shared.NewestSnapshot(found)
-	if !ok {
-		return nil, "", ctrl.Result{}, nil
+	snap, ok, res, err := r.newestReachableSnapshot(ctx, s, ticketUID)
+	if !ok || err != nil || !res.IsZero() {
+		return nil, "", res, err
 	}
 	// What an attempt cut short wrote is no workspace: made again.
 	if err := r.removeOwnedVolume(ctx, s); err != nil {
@@ -153,6 +129,42 @@ func (r *Reconciler) restoreAfterNodeLost(ctx context.Context, s *sandboxScope, 
 	r.Recorder.Eventf(s.sbx, nil, corev1.EventTypeNormal, "Restored", "Restore",
 		"Workspace volume %s filled from %s, the ticket's newest after its node was lost", v.Name, from)
 	return v, from, ctrl.Result{}, nil
+}
+
+// newestReachableSnapshot is the newest snapshot of the ticket under the
+// sandbox's name on this engine or on the engine of a manager that
+// answers; false when there is none, or a result while a running manager
+// has not answered yet.
+func (r *Reconciler) newestReachableSnapshot(ctx context.Context, s *sandboxScope, ticketUID types.UID) (shared.PeerSnapshot, bool, ctrl.Result, error) {
+	found, unanswered := r.Config.Moves.Snapshots(ctx, s.sbx)
+	if unanswered != nil {
+		// A running manager that has not answered yet (its cache not
+		// showing the new placement, say) may keep the newest: asked
+		// again for a while, then done without it.
+		if time.Since(s.sbx.CreationTimestamp.Time) < snapshotsPatience {
+			shared.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, false, afev1.NodeLostReason,
+				"Asking the managers of the other nodes for the ticket's snapshots: "+unanswered.Error())
+			return shared.PeerSnapshot{}, false, ctrl.Result{RequeueAfter: moveRetry}, nil
+		}
+		logf.FromContext(ctx).Info("Some managers did not say which snapshots of the ticket they keep", "error", unanswered.Error())
+		r.Recorder.Eventf(s.sbx, nil, corev1.EventTypeWarning, afev1.NodeLostReason, "Restore",
+			"Restoring from the snapshots the other managers named; some did not answer: %v", unanswered)
+	}
+	local, err := r.Engine.ListVolumes(ctx, map[string]string{
+		afev1.LabelController: s.id.Instance,
+		afev1.LabelRole:       afev1.RoleSnapshot,
+		afev1.LabelNamespace:  s.id.Namespace,
+		afev1.LabelSandbox:    s.id.Name,
+		afev1.LabelTicketUID:  string(ticketUID),
+	})
+	if err != nil {
+		return shared.PeerSnapshot{}, false, ctrl.Result{}, err
+	}
+	for _, v := range local {
+		found = append(found, shared.PeerSnapshot{Node: r.Config.Instance, Volume: v.Name, Created: v.Created})
+	}
+	snap, ok := shared.NewestSnapshot(found)
+	return snap, ok, ctrl.Result{}, nil
 }
 
 // copyLocalSnapshot copies a snapshot volume of this engine into the

@@ -37,24 +37,8 @@ func (r *Reconciler) reconcileWorkspace(ctx context.Context, s *sandboxScope) (c
 			return res, err
 		}
 	}
-	// A ticket placed anew after its node was lost: its newest snapshot
-	// on a reachable engine, if any (lostrestore.go).
-	ticketUID, err := r.afterNodeLost(ctx, s)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if ticketUID != "" {
-		v, from, res, err := r.restoreAfterNodeLost(ctx, s, ticketUID)
-		if err != nil || v == nil && !res.IsZero() {
-			return res, err
-		}
-		if from != "" {
-			s.resolved.Workspace = v.Name
-			s.sbx.Status.VolumeName = v.Name
-			shared.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, true, afev1.RestoredFromSnapshotReason,
-				"Volume "+v.Name+", made from "+from+" (the ticket's newest after its node was lost), is mounted at /workspace")
-			return ctrl.Result{}, nil
-		}
+	if done, res, err := r.lostWorkspace(ctx, s); done || err != nil {
+		return res, err
 	}
 	// A workspace that starts from a snapshot: the snapshot is checked
 	// before anything is created.
@@ -90,6 +74,29 @@ func (r *Reconciler) reconcileWorkspace(ctx context.Context, s *sandboxScope) (c
 	}
 	shared.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, true, reason, msg)
 	return ctrl.Result{}, nil
+}
+
+// lostWorkspace is the workspace of a ticket placed anew after its node
+// was lost: its newest snapshot on a reachable engine (lostrestore.go).
+// done is false when there is none, and the workspace is made as for any
+// sandbox.
+func (r *Reconciler) lostWorkspace(ctx context.Context, s *sandboxScope) (done bool, res ctrl.Result, err error) {
+	ticketUID, err := r.afterNodeLost(ctx, s)
+	if err != nil || ticketUID == "" {
+		return false, ctrl.Result{}, err
+	}
+	v, from, res, err := r.restoreAfterNodeLost(ctx, s, ticketUID)
+	if err != nil || v == nil && !res.IsZero() {
+		return true, res, err
+	}
+	if from == "" {
+		return false, ctrl.Result{}, nil
+	}
+	s.resolved.Workspace = v.Name
+	s.sbx.Status.VolumeName = v.Name
+	shared.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, true, afev1.RestoredFromSnapshotReason,
+		"Volume "+v.Name+", made from "+from+" (the ticket's newest after its node was lost), is mounted at /workspace")
+	return true, ctrl.Result{}, nil
 }
 
 // claimedWorkspace is the workspace of a sandbox served from a pool: its
