@@ -190,10 +190,12 @@ func (r *Reconciler) claimStep(ctx context.Context, s *sandboxScope, action pool
 // The points of a claim where a crash leaves the engine in a state of its
 // own (internal/crashpoint): the record written and its member still under
 // its pool's name; the member renamed and the Sandbox's status not yet
-// written.
+// written; the status written and a Sandbox made without its finalizer
+// not yet given it (ensureFinalizer).
 const (
-	CrashClaimRecorded = "claim-recorded"
-	CrashClaimRenamed  = "claim-renamed"
+	CrashClaimRecorded      = "claim-recorded"
+	CrashClaimRenamed       = "claim-renamed"
+	CrashClaimStatusWritten = "claim-status-written"
 )
 
 // claimedWarm counts a warm claim, and has its pool refilled once the

@@ -41,6 +41,23 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *sandboxScope) (ctrl
 	return ctrl.Result{}, nil
 }
 
+// deletedUnfinalized removes the objects of a Sandbox deleted before its
+// finalizer was written (ensureFinalizer), which no reconcile of its
+// deletion will: those a claim of this reconcile bound to it, found by its
+// UID and checked in their roles as on any deletion.
+func (r *Reconciler) deletedUnfinalized(ctx context.Context, s *sandboxScope) error {
+	if controllerutil.ContainsFinalizer(s.sbx, afev1.SandboxFinalizer) {
+		return nil // its deletion is reconciled, or the sweep's
+	}
+	if err := r.removeObjects(ctx, s); err != nil {
+		return err
+	}
+	logf.FromContext(ctx).Info("Removed the Docker objects of a Sandbox deleted before its finalizer was written")
+	r.forget(s.sbx.UID)
+	r.mem.rememberFinalized(s.sbx.UID)
+	return nil
+}
+
 // removeObjects removes the sandbox's Docker objects, newest first: a
 // member it claimed, its containers, its network, its volumes.
 func (r *Reconciler) removeObjects(ctx context.Context, s *sandboxScope) error {

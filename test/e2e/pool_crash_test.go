@@ -76,6 +76,27 @@ var _ = Describe("Warm pools across a real crash", func() {
 			stopManager(mgr)
 		}
 
+		By("killing the manager at " + sandbox.CrashClaimStatusWritten + ", then deleting the Sandbox, which has no finalizer yet")
+		start(crashing, sandbox.CrashClaimStatusWritten)
+		Eventually(poolReady, time.Minute).Should(Equal("1/1"))
+		own.kubectl(fmt.Sprintf("apiVersion: sandbox.afe.dev/v1alpha1\nkind: Sandbox\nmetadata: {name: unfinalized}\nspec:\n  poolRef: {name: warm}\n  %s\n",
+			strings.ReplaceAll(template, "\n    ", "\n  ")), "apply", "-f", "-")
+		killedAt(sandbox.CrashClaimStatusWritten)
+		Expect(own.get("sandbox/unfinalized", "{.status.phase} {.status.pool} {.metadata.finalizers}")()).To(Equal("Ready warm"),
+			"Ready from the pool before its finalizer is written")
+		own.kubectl("", "delete", "sandbox/unfinalized", "--timeout=10s")
+		start(managerBin, "")
+		unfinalized := naming.Key("default", "unfinalized")
+		Eventually(func() []string {
+			return append(dockerLines("ps", "-aq", "--filter", "name=^"+naming.Container(unfinalized)+"$"),
+				dockerLines("volume", "ls", "-q", "--filter", "name=^"+naming.Claim(unfinalized)+"$")...)
+		}, time.Minute).Should(BeEmpty(), "the sweep removes the member and the record of a Sandbox gone without its finalizer")
+		Eventually(poolReady, time.Minute).Should(Equal("1/1"), "refilled")
+		expectMembersOnce(label, 2)
+		Expect(own.get("sandbox/claimant-0", "{.metadata.finalizers}")()).To(ContainSubstring(afev1.SandboxFinalizer),
+			"a claimed Sandbox is given its finalizer after its status")
+		stopManager(mgr)
+
 		By("killing the manager at " + sandbox.CrashProxyRenamed + ", a claim of a member with egress")
 		start(crashing, sandbox.CrashProxyRenamed)
 		egress := template + "\n    egress: [allowed.test]"
