@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -46,11 +47,16 @@ func (r *Reconciler) reconcileClaim(ctx context.Context, s *sandboxScope) (done 
 		return r.unservable(ctx, s)
 	}
 	var chosen *pool.Choice
+	var v pool.ClaimView
+	read := true
 	for range maxClaimSteps {
-		v, err := r.claimView(ctx, s, chosen)
-		if err != nil {
-			return true, ctrl.Result{}, err
+		if read {
+			var err error
+			if v, err = r.claimView(ctx, s, chosen); err != nil {
+				return true, ctrl.Result{}, err
+			}
 		}
+		read = true
 		if r.resumeClaimed(s, v) {
 			if err := r.Engine.StartContainer(ctx, v.Named.ID); err != nil {
 				return true, ctrl.Result{}, err
@@ -79,8 +85,9 @@ func (r *Reconciler) reconcileClaim(ctx context.Context, s *sandboxScope) (done 
 			if err != nil || cold {
 				return err != nil, ctrl.Result{}, err
 			}
-			chosen = c
+			chosen, v.Chosen = c, c
 			r.claimInFlight(s)
+			read = false // choosing changed nothing on the engine
 			continue
 		}
 		if step.Action == pool.ClaimRelease && pool.OwnsRecord(s.id, v.Record) || claimedGone(s, v, step) {
@@ -211,28 +218,44 @@ func (r *Reconciler) claimedWarm(ctx context.Context, s *sandboxScope, poolName 
 }
 
 // claimView reads what the engine shows of the sandbox's claim: its
-// record, the member the record names (by ID), and the container bearing
-// the sandbox's name.
+// record and the container bearing the sandbox's name, at once, then the
+// member the record names (by ID), which is that container once renamed.
 func (r *Reconciler) claimView(ctx context.Context, s *sandboxScope, chosen *pool.Choice) (pool.ClaimView, error) {
 	v := pool.ClaimView{Sandbox: s.id, Chosen: chosen}
-	rec, err := r.Engine.InspectVolume(ctx, naming.Claim(s.id.Key))
+	var rec *docker.Volume
+	var recErr, namedErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { rec, recErr = r.Engine.InspectVolume(ctx, naming.Claim(s.id.Key)) })
+	wg.Go(func() { v.Named, namedErr = r.Engine.InspectContainer(ctx, s.containerName()) })
+	wg.Wait()
 	switch {
-	case err == nil:
+	case recErr == nil:
 		v.Record = rec.Labels
 		if v.Record == nil {
 			v.Record = map[string]string{}
 		}
-	case !errors.Is(err, docker.ErrNotFound):
-		return v, err
+	case !errors.Is(recErr, docker.ErrNotFound):
+		return v, recErr
 	}
-	if id := v.Record[afev1.LabelMember]; id != "" {
-		if v.Member, err = r.Engine.InspectContainer(ctx, id); err != nil && !errors.Is(err, docker.ErrNotFound) {
-			return v, err
+	if namedErr != nil {
+		v.Named = nil
+		if !errors.Is(namedErr, docker.ErrNotFound) {
+			return v, namedErr
 		}
 	}
-	v.Named, err = r.Engine.InspectContainer(ctx, s.containerName())
-	if err != nil && !errors.Is(err, docker.ErrNotFound) {
-		return v, err
+	id := v.Record[afev1.LabelMember]
+	switch {
+	case id == "":
+	case v.Named != nil && v.Named.ID == id:
+		v.Member = v.Named
+	default:
+		var err error
+		if v.Member, err = r.Engine.InspectContainer(ctx, id); err != nil {
+			v.Member = nil
+			if !errors.Is(err, docker.ErrNotFound) {
+				return v, err
+			}
+		}
 	}
 	return v, nil
 }
@@ -248,9 +271,6 @@ func (r *Reconciler) choose(ctx context.Context, s *sandboxScope) (c *pool.Choic
 	if uid, err := r.afterNodeLost(ctx, s); err != nil || uid != "" {
 		return nil, true, err // it may start from a snapshot (lostrestore.go)
 	}
-	if _, err := shared.WorkspaceVolume(ctx, r.Engine, s.id); !errors.Is(err, docker.ErrNotFound) {
-		return nil, true, err
-	}
 	vopts, err := r.Config.Validation()
 	if err != nil {
 		return nil, true, err
@@ -264,9 +284,18 @@ func (r *Reconciler) choose(ctx context.Context, s *sandboxScope) (c *pool.Choic
 	if len(pools) == 0 && req.Spec.PoolRef == nil {
 		return nil, true, nil // no pool concerns it: no engine request
 	}
-	members, err := r.membersOf(ctx, s, &req)
-	if err != nil {
-		return nil, true, err
+	// Its own workspace, and the members, read at once.
+	var members []pool.Member
+	var ownErr, membersErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { _, ownErr = shared.WorkspaceVolume(ctx, r.Engine, s.id) })
+	wg.Go(func() { members, membersErr = r.membersOf(ctx, s, &req) })
+	wg.Wait()
+	if !errors.Is(ownErr, docker.ErrNotFound) {
+		return nil, true, ownErr // it ran cold before: it stays so
+	}
+	if membersErr != nil {
+		return nil, true, membersErr
 	}
 	choice := pool.Choose(req, pools, members)
 	if choice.Result != pool.Warm {
@@ -305,14 +334,17 @@ func (r *Reconciler) poolsOf(ctx context.Context, namespace string, vopts sandbo
 // membersOf lists the members of the namespace's pools on the engine, and
 // notes in req the members other Sandboxes' records name.
 func (r *Reconciler) membersOf(ctx context.Context, s *sandboxScope, req *pool.Request) ([]pool.Member, error) {
-	sel := map[string]string{afev1.LabelController: s.id.Instance, afev1.LabelNamespace: s.id.Namespace, afev1.LabelRole: afev1.RoleMember}
-	containers, err := r.Engine.ListContainers(ctx, sel)
-	if err != nil {
-		return nil, err
+	sel := func(role string) map[string]string {
+		return map[string]string{afev1.LabelController: s.id.Instance, afev1.LabelNamespace: s.id.Namespace, afev1.LabelRole: role}
 	}
-	sel[afev1.LabelRole] = afev1.RoleClaim
-	records, err := r.Engine.ListVolumes(ctx, sel)
-	if err != nil {
+	var containers []docker.Container
+	var records []docker.Volume
+	var containersErr, recordsErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { containers, containersErr = r.Engine.ListContainers(ctx, sel(afev1.RoleMember)) })
+	wg.Go(func() { records, recordsErr = r.Engine.ListVolumes(ctx, sel(afev1.RoleClaim)) })
+	wg.Wait()
+	if err := errors.Join(containersErr, recordsErr); err != nil {
 		return nil, err
 	}
 	req.Claiming = map[string]bool{}
