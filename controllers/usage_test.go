@@ -6,10 +6,12 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/internal/metrics"
 	"afe.dev/sandbox/internal/status"
 )
 
@@ -79,6 +81,7 @@ var _ = Describe("Sandbox usage", Serial, func() {
 			}
 
 			By("writing the sandbox's status.usage")
+			reports := testutil.ToFloat64(metrics.UsageWrites.WithLabelValues("sandboxes/status"))
 			var usage afev1.Usage
 			Eventually(func(g Gomega) {
 				got := getSandbox(ctx, sbx)(g)
@@ -92,6 +95,8 @@ var _ = Describe("Sandbox usage", Serial, func() {
 				}
 				g.Expect(usage.CPUMilliseconds).To(BeNumerically(">=", 100))
 			}, 2*status.MinUsageInterval+10*time.Second).Should(Succeed())
+			Expect(testutil.ToFloat64(metrics.UsageWrites.WithLabelValues("sandboxes/status"))).To(BeNumerically(">", reports),
+				"counted apart in afe_usage_writes_total")
 			Expect(usage.DiskBytes).To(Equal(usage.WritableLayerBytes + usage.WorkspaceBytes))
 			Expect(usage.MemoryBytes).To(BeNumerically(">", 0))
 			Expect(usage.MemoryBytes).To(BeNumerically("<=", 64<<20))

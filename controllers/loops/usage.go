@@ -304,7 +304,15 @@ func (m *measurement) usageOf(sbx *afev1.Sandbox, instance string) (afev1.Usage,
 func (u *UsageCollector) writeSandboxUsage(ctx context.Context, sbx *afev1.Sandbox, usage afev1.Usage) error {
 	before := sbx.DeepCopy()
 	sbx.Status.Usage = &usage
-	return client.IgnoreNotFound(u.Client.Status().Patch(ctx, sbx, client.MergeFrom(before)))
+	return countUsageWrite("sandboxes/status", u.Client.Status().Patch(ctx, sbx, client.MergeFrom(before)))
+}
+
+// countUsageWrite counts a usage report written, and passes its error on.
+func countUsageWrite(resource string, err error) error {
+	if err == nil {
+		metrics.UsageWrites.WithLabelValues(resource).Inc()
+	}
+	return client.IgnoreNotFound(err)
 }
 
 // writeTicketUsage patches the ticket's status.usage with the sum of its
@@ -321,5 +329,5 @@ func (u *UsageCollector) writeTicketUsage(ctx context.Context, key types.Namespa
 	}
 	before := tk.DeepCopy()
 	tk.Status.Usage = &sum
-	return client.IgnoreNotFound(u.Client.Status().Patch(ctx, tk, client.MergeFrom(before)))
+	return countUsageWrite("tickets/status", u.Client.Status().Patch(ctx, tk, client.MergeFrom(before)))
 }

@@ -55,6 +55,26 @@ func TestQuantiles(t *testing.T) {
 	}
 }
 
+func TestPerTicket(t *testing.T) {
+	before := map[string]float64{"api:PATCH sandboxes/status": 4, "usage:sandboxes/status": 4, "docker:container_create": 0}
+	for _, tc := range []struct {
+		name  string
+		after map[string]float64
+		want  string
+	}{
+		{"no usage report in the window", map[string]float64{"api:PATCH sandboxes/status": 6, "api:POST sandboxes": 2, "usage:sandboxes/status": 4, "docker:container_create": 2},
+			"Docker 1.0 (container_create 1.0), API writes 2.0 (PATCH sandboxes/status 1.0, POST sandboxes 1.0)"},
+		{"usage reports said apart", map[string]float64{"api:PATCH sandboxes/status": 8, "api:POST sandboxes": 2, "usage:sandboxes/status": 6, "docker:container_create": 2},
+			"Docker 1.0 (container_create 1.0), API writes 2.0 (PATCH sandboxes/status 1.0, POST sandboxes 1.0) and 1.0 usage reports"},
+		{"an older manager, by method", map[string]float64{"rest:PATCH": 2, "docker:container_create": 2},
+			"Docker 1.0 (container_create 1.0), API writes 1.0 (PATCH 1.0)"},
+	} {
+		if got := perTicket(before, tc.after, 2); got != tc.want {
+			t.Errorf("%s: perTicket = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
 func TestParseStat(t *testing.T) {
 	// A command name with a space and a parenthesis, as a workload may
 	// name its process.

@@ -275,6 +275,12 @@ func (b *bench) counters() (map[string]float64, error) {
 				continue
 			}
 			key, rest = "api:"+labels["verb"]+" "+labels["resource"], value
+		case strings.HasPrefix(line, `afe_usage_writes_total{`):
+			labels, value, ok := cutMetric(line)
+			if !ok {
+				continue
+			}
+			key, rest = "usage:"+labels["resource"], value
 		case strings.HasPrefix(line, `rest_client_requests_total{`):
 			// client-go's own count, by method: the writes of a manager
 			// that predates afe_api_writes_total.

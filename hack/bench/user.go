@@ -332,26 +332,35 @@ func lastLines(out []byte) string {
 }
 
 // perTicket renders the difference of two counter scrapes, divided by n.
+// The usage collector's periodic reports (afe_usage_writes_total), which
+// fall in the window or not as its period turns, are said apart and not
+// counted among the writes the tickets made.
 func perTicket(before, after map[string]float64, n int) string {
 	var docker, api, rest []string
-	var dockerTotal, apiTotal, restTotal float64
+	var dockerTotal, apiTotal, restTotal, usageTotal float64
 	keys := make([]string, 0, len(after))
 	for k := range after {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
+	delta := func(k string) float64 { return (after[k] - before[k]) / float64(n) }
 	for _, k := range keys {
-		d := (after[k] - before[k]) / float64(n)
+		d := delta(k)
+		kind, name, _ := strings.Cut(k, ":")
+		if kind == "api" && strings.HasPrefix(name, "PATCH ") {
+			d -= delta("usage:" + strings.TrimPrefix(name, "PATCH "))
+		}
 		if d < 0.05 {
 			continue
 		}
-		kind, name, _ := strings.Cut(k, ":")
 		item := fmt.Sprintf("%s %.1f", name, d)
 		switch kind {
 		case "docker":
 			docker, dockerTotal = append(docker, item), dockerTotal+d
 		case "api":
 			api, apiTotal = append(api, item), apiTotal+d
+		case "usage":
+			usageTotal += d
 		default:
 			rest, restTotal = append(rest, item), restTotal+d
 		}
@@ -359,6 +368,10 @@ func perTicket(before, after map[string]float64, n int) string {
 	if len(api) == 0 {
 		api, apiTotal = rest, restTotal // an older manager: by method only
 	}
-	return fmt.Sprintf("Docker %.1f (%s), API writes %.1f (%s)", dockerTotal, strings.Join(docker, ", "),
-		apiTotal, strings.Join(api, ", "))
+	usage := ""
+	if usageTotal > 0 {
+		usage = fmt.Sprintf(" and %.1f usage reports", usageTotal)
+	}
+	return fmt.Sprintf("Docker %.1f (%s), API writes %.1f (%s)%s", dockerTotal, strings.Join(docker, ", "),
+		apiTotal, strings.Join(api, ", "), usage)
 }

@@ -67,5 +67,5 @@ var (
 // (docker.Requests) is registered by the manager, which wires the engine:
 // this package stays free of the Docker SDK.
 func init() {
-	crmetrics.Registry.MustRegister(SandboxReady, SandboxRecovered, Recreations, TicketCleanup, TicketMoves, RunDuration, Runs, Usage, Commands, TelemetryDropped, APIWrites, EgressRequests, EgressLinesRefused)
+	crmetrics.Registry.MustRegister(SandboxReady, SandboxRecovered, Recreations, TicketCleanup, TicketMoves, RunDuration, Runs, Usage, Commands, TelemetryDropped, APIWrites, UsageWrites, EgressRequests, EgressLinesRefused)
 }
