@@ -173,9 +173,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // ensureFinalizer writes the Sandbox's finalizer when it lacks it, and
 // keeps the status the reconcile set so far. A sandbox served from a pool
 // has it written after its first status, which says it is Ready: the
-// claim waits on one API write instead of two. A Sandbox deleted in
-// between leaves its claim record, whose Sandbox UID no longer exists, and
-// its member to the sweep (loops.Sweeper), as after a finalizer removed by
+// claim waits on one API write instead of two. What a Sandbox deleted in
+// between claimed is removed by this reconcile when its write finds the
+// Sandbox gone (deletedUnfinalized), or else, after a crash, by the sweep
+// (loops.Sweeper): its claim record names a Sandbox UID that no longer
+// exists, then no record binds its member, as after a finalizer removed by
 // hand. A sandbox made cold has it before any object of its own is made
 // (reconcileNormal).
 func (r *Reconciler) ensureFinalizer(ctx context.Context, s *sandboxScope) error {
