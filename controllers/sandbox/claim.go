@@ -90,22 +90,29 @@ func (r *Reconciler) reconcileClaim(ctx context.Context, s *sandboxScope) (done 
 			read = false // choosing changed nothing on the engine
 			continue
 		}
-		if step.Action == pool.ClaimRelease && pool.OwnsRecord(s.id, v.Record) || claimedGone(s, v, step) {
-			// Its own member exited or went: a loss, recorded first.
-			if err := r.releaseLost(ctx, s); err != nil {
-				return true, ctrl.Result{}, err
-			}
-			chosen = nil
-			continue
-		}
-		if err := r.claimStep(ctx, s, step.Action, v); err != nil {
+		keep, err := r.takeClaimStep(ctx, s, step, v)
+		if err != nil {
 			return true, ctrl.Result{}, err
 		}
-		if step.Action == pool.ClaimDropRecord || step.Action == pool.ClaimRelease {
+		if !keep {
 			chosen = nil
 		}
 	}
 	return true, ctrl.Result{RequeueAfter: time.Second}, nil
+}
+
+// takeClaimStep carries out a step of the claim that changes the engine;
+// keep is false when the step ends the member's choice (its record dropped
+// or released, or the sandbox's own member lost).
+func (r *Reconciler) takeClaimStep(ctx context.Context, s *sandboxScope, step pool.ClaimStep, v pool.ClaimView) (keep bool, err error) {
+	if step.Action == pool.ClaimRelease && pool.OwnsRecord(s.id, v.Record) || claimedGone(s, v, step) {
+		// Its own member exited or went: a loss, recorded first.
+		return false, r.releaseLost(ctx, s)
+	}
+	if err := r.claimStep(ctx, s, step.Action, v); err != nil {
+		return true, err
+	}
+	return step.Action != pool.ClaimDropRecord && step.Action != pool.ClaimRelease, nil
 }
 
 // bind makes the member v names the sandbox's claimed member.
