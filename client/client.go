@@ -2,6 +2,7 @@ package client
 
 import (
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -19,6 +20,9 @@ type Client struct {
 	kube      ctrlclient.WithWatch
 	access    *rest.RESTClient
 	namespace string
+	// unavailableWait bounds the retries of an exec whose context has no
+	// deadline while the access API is not served.
+	unavailableWait time.Duration
 }
 
 // An Option configures a Client.
@@ -56,7 +60,7 @@ func New(cfg *rest.Config, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client: the access API: %w", err)
 	}
-	c := &Client{cfg: rest.CopyConfig(cfg), kube: kube, access: access, namespace: "default"}
+	c := &Client{cfg: rest.CopyConfig(cfg), kube: kube, access: access, namespace: "default", unavailableWait: DefaultUnavailableWait}
 	for _, o := range opts {
 		o(c)
 	}

@@ -15,8 +15,9 @@ type Kind string
 
 // The kinds of Error.
 const (
-	// KindNotReady: the sandbox is not Ready (yet, or any more), or, in
-	// per-node mode, its node's manager does not answer now.
+	// KindNotReady: the sandbox is not Ready (yet, or any more), the
+	// access API is not served now (503), or, in per-node mode, its
+	// node's manager does not answer now.
 	KindNotReady Kind = "NotReady"
 	// KindTimedOut: the context's deadline or the Run's timeout passed.
 	KindTimedOut Kind = "TimedOut"
@@ -60,7 +61,8 @@ func kindOf(err error) Kind {
 	return ""
 }
 
-// IsNotReady tells whether err says the sandbox is not Ready.
+// IsNotReady tells whether err says the sandbox is not Ready, or the
+// access API not served now: try again later.
 func IsNotReady(err error) bool { return kindOf(err) == KindNotReady }
 
 // IsTimedOut tells whether err says a deadline passed.
@@ -118,6 +120,10 @@ func wrap(err error, format string, args ...any) error {
 	// A node whose manager is down (per-node mode) holds the sandbox out
 	// of reach for now, as a sandbox not Ready yet: try again later.
 	case accessv1.Reason(reason) == accessv1.ReasonSandboxNotReady, accessv1.Reason(reason) == accessv1.ReasonNodeUnavailable:
+		kind = KindNotReady
+	// The API server's own 503: the access API is not served now (its
+	// manager starts, restarts or is being upgraded).
+	case apierrors.IsServiceUnavailable(err):
 		kind = KindNotReady
 	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
 		kind = KindForbidden

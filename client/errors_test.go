@@ -27,9 +27,10 @@ func TestWrapKinds(t *testing.T) {
 		"not ready": {refusal(http.StatusConflict, metav1.StatusReasonConflict, accessv1.ReasonSandboxNotReady), KindNotReady, "SandboxNotReady"},
 		"its node's manager is down: not ready, try again": {refusal(http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable, accessv1.ReasonNodeUnavailable),
 			KindNotReady, "NodeUnavailable"},
-		"forbidden":           {refusal(http.StatusForbidden, metav1.StatusReasonForbidden, accessv1.ReasonForbidden), KindForbidden, "Forbidden"},
-		"not found":           {refusal(http.StatusNotFound, metav1.StatusReasonNotFound, accessv1.ReasonSandboxNotFound), KindNotFound, "SandboxNotFound"},
-		"another 503 failed":  {refusal(http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable, ""), KindFailed, "ServiceUnavailable"},
+		"forbidden": {refusal(http.StatusForbidden, metav1.StatusReasonForbidden, accessv1.ReasonForbidden), KindForbidden, "Forbidden"},
+		"not found": {refusal(http.StatusNotFound, metav1.StatusReasonNotFound, accessv1.ReasonSandboxNotFound), KindNotFound, "SandboxNotFound"},
+		"the access API not served (the API server's 503): not ready": {refusal(http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable, ""),
+			KindNotReady, "ServiceUnavailable"},
 		"a conflict of names": {refusal(http.StatusConflict, metav1.StatusReasonAlreadyExists, ""), KindConflict, "AlreadyExists"},
 	}
 	for name, tc := range tests {
