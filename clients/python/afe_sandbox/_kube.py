@@ -11,7 +11,7 @@ import select
 import socket
 import threading
 import time
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 from kubernetes import client as kclient
 from kubernetes import config as kconfig
@@ -153,7 +153,27 @@ class Kube:
         over WebSocket and returns its exit code, stdout and stderr (each
         the last EXEC_OUTPUT_MAX bytes, decoded as UTF-8 once whole). The
         timeout bounds the handshake and every read: a stalled connection
-        raises TimedOutError like a command that does not end."""
+        raises TimedOutError like a command that does not end. While the
+        access API is not served (the API server's 503 while a manager
+        starts) the handshake is tried again within the timeout."""
+        deadline = time.monotonic() + timeout
+        ws = self._open_exec(sandbox, cmd, deadline)
+        try:
+            out, err, status = _read_exec(ws.sock, deadline)
+        except TimedOutError:
+            raise TimedOutError(f"exec in sandbox {sandbox}: {list(cmd)} did not end within {timeout:g}s",
+                                "DeadlineExceeded") from None
+        finally:
+            ws.close()
+        return exit_code(status, sandbox), out, err
+
+    def _open_exec(self, sandbox: str, cmd: Sequence[str], deadline: float) -> Any:
+        """The exec's WebSocket. A handshake the API server answered 503
+        (the access API's APIService not available yet, or its proxy's
+        failed dial of the manager) or a refused connection reached no
+        manager: it is tried again, with backoff, until deadline, unless
+        the access API itself refuses the exec. Once the WebSocket is open
+        nothing is tried again: a command is never run twice."""
         cfg = self.api.configuration
         path = self.access_path("sandboxes", sandbox, "exec")
         query = [("command", c) for c in cmd] + [("stdout", "true"), ("stderr", "true")]
@@ -162,41 +182,44 @@ class Kube:
         if auth:
             headers["authorization"] = auth
         url = ws_client.get_websocket_url(cfg.host + path, query)
-        try:
-            ws = _connect(cfg, url, headers, timeout)
-        except Exception as e:  # the handshake's refusal: websocket's own exceptions
-            raise self._refusal(path, query, e, f"exec in sandbox {sandbox}", timeout) from e
-        try:
-            out, err, status = _read_exec(ws.sock, time.monotonic() + timeout)
-        except TimedOutError:
-            raise TimedOutError(f"exec in sandbox {sandbox}: {list(cmd)} did not end within {timeout:g}s",
-                                "DeadlineExceeded") from None
-        finally:
-            ws.close()
-        return exit_code(status, sandbox), out, err
+        what, delay = f"exec in sandbox {sandbox}", UNAVAILABLE_FIRST_DELAY
+        while True:
+            left = max(deadline - time.monotonic(), 0.001)
+            try:
+                return _connect(cfg, url, dict(headers), left)
+            except Exception as e:  # the handshake's refusal: websocket's own exceptions
+                answer = self._refusal(path, query, e, what, left)
+                if not _not_served(e) or answer.answered or time.monotonic() + delay >= deadline:
+                    raise answer.error from e
+            time.sleep(delay)
+            delay = min(2 * delay, UNAVAILABLE_MAX_DELAY)
 
-    def _refusal(self, path: str, query: list, err: Exception, what: str, timeout: float) -> AfeError:
+    def _refusal(self, path: str, query: list, err: Exception, what: str, timeout: float) -> "Refusal":
         """The Status the access API refused an upgrade with: the WebSocket
         handshake gives only its code, so the request is asked again as a
         POST without an upgrade, as the Go client does (a GET without one
         is refused before the sandbox is looked at). The server checks the
         caller, the sandbox and its env first and executes nothing without
         a streaming protocol; when it finds nothing to refuse, the
-        handshake's status stands."""
+        handshake's status stands. Refusal.answered says the access API
+        answered itself (not the API server's 503 for it, nor no answer)."""
         try:
             self.api.call_api(path, "POST", query_params=query, header_params={"Accept": "application/json"},
                               auth_settings=["BearerToken"], _preload_content=False, _request_timeout=timeout)
         except ApiException as e:
             status = _json(e.body)
-            if access_reason(status) != "InvalidRequest":
-                return from_status(e.status, status, what)
+            reason = access_reason(status)
+            if reason != "InvalidRequest":
+                return Refusal(from_status(e.status, status, what), e.status != 503 or reason != "")
+        except Exception:  # no answer at all (a refused connection): the handshake's error stands
+            pass
         code = getattr(err, "status_code", None)
         if code == 403:
             # The API server refused the upgrade itself (a caller who may
             # create sandboxes/exec but not get it, which a WebSocket needs).
-            return from_status(code, {"message": f"{err} (an exec over WebSocket needs get on sandboxes/exec)",
-                                      "details": {"causes": [{"type": "Forbidden"}]}}, what)
-        return from_status(code, {"message": str(err)}, what)
+            return Refusal(from_status(code, {"message": f"{err} (an exec over WebSocket needs get on sandboxes/exec)",
+                                              "details": {"causes": [{"type": "Forbidden"}]}}, what), True)
+        return Refusal(from_status(code, {"message": str(err)}, what), False)
 
     def put_tar(self, sandbox: str, folder: str, data: bytes, timeout: float) -> None:
         """Extracts the tar into the workspace folder (which must exist)."""
@@ -219,6 +242,29 @@ class Kube:
         except ApiException as e:
             raise from_status(e.status, e.body, what) from e
         return resp[0].data
+
+
+# The backoff between the handshakes of an exec the access API did not get
+# because it is not served (seconds).
+UNAVAILABLE_FIRST_DELAY = 0.1
+UNAVAILABLE_MAX_DELAY = 1.0
+
+
+class Refusal(NamedTuple):
+    """The error an exec's refused handshake raises, and whether the access
+    API gave it itself (rather than the API server's 503 for an access API
+    not served, or no answer)."""
+
+    error: AfeError
+    answered: bool
+
+
+def _not_served(err: Exception) -> bool:
+    """Whether a failed handshake certainly reached no manager because the
+    access API is not served now: the API server answered 503 (its
+    APIService not available, or its proxy's dial of the manager failed),
+    or the connection was refused."""
+    return getattr(err, "status_code", None) == 503 or isinstance(err, ConnectionRefusedError)
 
 
 # _handshakes serializes the handshakes, whose timeout websocket-client

@@ -35,7 +35,9 @@ class NotFoundError(AfeError, LookupError):
 
 
 class NotReadyError(AfeError):
-    """The sandbox is not Ready (yet, or any more)."""
+    """The sandbox is not Ready (yet, or any more), or the access API is not
+    served now (the API server's 503 while its manager starts): try again
+    later."""
 
 
 class SpecRefusedError(AfeError, ValueError):
@@ -88,6 +90,7 @@ _BY_CODE: dict[int, type[AfeError]] = {
     404: NotFoundError,
     409: ConflictError,
     422: SpecRefusedError,
+    503: NotReadyError,
     504: TimedOutError,
 }
 
