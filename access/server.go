@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -128,6 +129,8 @@ type Server struct {
 	caBundle    func() []byte
 	// peer is per-node forwarding (nil without Options.Peer).
 	peer *peering
+	// serving is set once the server answers and is registered (Ready).
+	serving atomic.Bool
 }
 
 // New prepares the server and binds its port; Start serves.
@@ -215,13 +218,52 @@ func (s *Server) PeerAddr() net.Addr {
 // NeedLeaderElection is false: every replica reaches the same engine.
 func (s *Server) NeedLeaderElection() bool { return false }
 
-// Start serves until ctx ends.
+// Start serves until ctx ends. The APIService is written once the server
+// answers (awaitAnswer), and the server is ready then (Ready).
 func (s *Server) Start(ctx context.Context) error {
 	defer func() { _ = s.listener.Close() }()
 	if err := s.auth.run(ctx); err != nil {
 		return fmt.Errorf("access API: %w", err)
 	}
-	srv := &http.Server{
+	servers := map[*http.Server]net.Listener{s.httpServer(ctx): s.listener}
+	if s.peer != nil {
+		peerSrv, err := s.startPeer(ctx)
+		if err != nil {
+			return fmt.Errorf("access API: %w", err)
+		}
+		defer func() { _ = s.peer.listener.Close() }()
+		servers[peerSrv] = s.peer.listener
+		s.log.Info("Serving the other managers", "address", s.PeerAddr().String(), "advertised", s.peer.peers.address)
+	}
+	errs := make(chan error, len(servers))
+	for srv, ln := range servers {
+		go func() { errs <- srv.ServeTLS(ln, "", "") }()
+	}
+	defer shutdown(ctx, servers)
+	if s.opts.Register {
+		if err := s.awaitAnswer(ctx, errs); err != nil {
+			return err
+		}
+		if err := s.register(ctx); err != nil {
+			return fmt.Errorf("access API: register: %w", err)
+		}
+		if s.peer != nil {
+			go s.registerOnRotation(ctx)
+		}
+	}
+	s.serving.Store(true)
+	s.log.Info("Serving the access API", "address", s.Addr().String(), "apiService", APIServiceName)
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-errs:
+		return err
+	}
+}
+
+// httpServer is the access API's server.
+func (s *Server) httpServer(ctx context.Context) *http.Server {
+	return &http.Server{
 		Handler:           metrics.CountAccessRequests(s),
 		ReadHeaderTimeout: 30 * time.Second,
 		TLSConfig: &tls.Config{
@@ -235,39 +277,15 @@ func (s *Server) Start(ctx context.Context) error {
 		},
 		BaseContext: func(net.Listener) context.Context { return ctx },
 	}
-	if s.opts.Register {
-		if err := s.register(ctx); err != nil {
-			return fmt.Errorf("access API: register: %w", err)
-		}
-	}
-	servers := map[*http.Server]net.Listener{srv: s.listener}
-	if s.peer != nil {
-		peerSrv, err := s.startPeer(ctx)
-		if err != nil {
-			return fmt.Errorf("access API: %w", err)
-		}
-		defer func() { _ = s.peer.listener.Close() }()
-		servers[peerSrv] = s.peer.listener
-		if s.opts.Register {
-			go s.registerOnRotation(ctx)
-		}
-		s.log.Info("Serving the other managers", "address", s.PeerAddr().String(), "advertised", s.peer.peers.address)
-	}
-	s.log.Info("Serving the access API", "address", s.Addr().String(), "apiService", APIServiceName)
-	errs := make(chan error, len(servers))
-	for srv, ln := range servers {
-		go func() { errs <- srv.ServeTLS(ln, "", "") }()
-	}
-	select {
-	case <-ctx.Done():
-		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		for srv := range servers {
-			_ = srv.Shutdown(shutdown)
-		}
-		return nil
-	case err := <-errs:
-		return err
+}
+
+// shutdown stops the servers, letting requests in flight end for a few
+// seconds.
+func shutdown(ctx context.Context, servers map[*http.Server]net.Listener) {
+	stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	for srv := range servers {
+		_ = srv.Shutdown(stop)
 	}
 }
 

@@ -275,6 +275,11 @@ func setupAccess(ctx context.Context, mgr ctrl.Manager, engine *docker.Client, f
 	if err := mgr.Add(server); err != nil {
 		return setupFailed(err, "Cannot add the access API")
 	}
+	// Ready once it answers and is registered: a Deployment's Service
+	// reaches only a manager that serves it.
+	if err := mgr.AddReadyzCheck("access", server.Ready); err != nil {
+		return setupFailed(err, "Cannot add the access API's readiness check")
+	}
 	return nil
 }
 
