@@ -55,7 +55,10 @@ func TestAnswered(t *testing.T) {
 		refusal error
 		want    bool
 	}{
-		"the API server's 503":                 {status(http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable, ""), false},
+		"the API server's 503": {status(http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable, ""), false},
+		"the API server's 503 as client-go makes a Status of it": {&apierrors.StatusError{ErrStatus: metav1.Status{Code: http.StatusServiceUnavailable,
+			Reason: metav1.StatusReasonServiceUnavailable, Details: &metav1.StatusDetails{Group: accessv1.GroupName, Kind: "sandboxes",
+				Causes: []metav1.StatusCause{{Type: metav1.CauseTypeUnexpectedServerResponse, Message: "error trying to reach service: dial tcp: connection refused"}}}}}, false},
 		"no answer (the stream's own error)":   {errors.New("unable to upgrade connection: service unavailable"), false},
 		"the access API's NodeUnavailable":     {status(http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable, accessv1.ReasonNodeUnavailable), true},
 		"the access API's SandboxNotFound":     {status(http.StatusNotFound, metav1.StatusReasonNotFound, accessv1.ReasonSandboxNotFound), true},

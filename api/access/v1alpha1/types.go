@@ -234,9 +234,15 @@ func Details(reason Reason, resource, name string) *metav1.StatusDetails {
 }
 
 // ReasonOf is the access API's reason of a Status, empty when it carries
-// none (a refusal of the Kubernetes API server itself, or of another API).
+// none (a refusal of the Kubernetes API server itself, or of another API,
+// or a Status client-go made of an answer that was none, such as the API
+// server's 503 while no manager serves the access API: its cause is
+// UnexpectedServerResponse, with the group and resource of the request).
 func ReasonOf(st *metav1.Status) Reason {
 	if st == nil || st.Details == nil || st.Details.Group != GroupName || len(st.Details.Causes) == 0 {
+		return ""
+	}
+	if st.Details.Causes[0].Type == metav1.CauseTypeUnexpectedServerResponse {
 		return ""
 	}
 	return Reason(st.Details.Causes[0].Type)

@@ -15,6 +15,8 @@ func TestReasonOf(t *testing.T) {
 		"no details":    {&metav1.Status{Reason: metav1.StatusReasonNotFound}, ""},
 		"another group": {&metav1.Status{Details: &metav1.StatusDetails{Group: "apps", Causes: []metav1.StatusCause{{Type: "X"}}}}, ""},
 		"ours":          {&metav1.Status{Details: Details(ReasonLogNotFound, ResourceRuns, "r")}, ReasonLogNotFound},
+		"client-go's, of an answer that was no Status (the API server's 503)": {&metav1.Status{Details: &metav1.StatusDetails{
+			Group: GroupName, Kind: ResourceSandboxes, Causes: []metav1.StatusCause{{Type: metav1.CauseTypeUnexpectedServerResponse, Message: "error trying to reach service"}}}}, ""},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
