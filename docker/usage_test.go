@@ -50,7 +50,7 @@ func TestUsageOfARunningContainer(t *testing.T) {
 		t.Errorf("network %d/%d bytes, want none without a network", u.NetworkReceiveBytes, u.NetworkTransmitBytes)
 	}
 
-	df, err := engine.DiskUsage(ctx)
+	df, err := engine.DiskUsage(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
