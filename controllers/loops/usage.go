@@ -94,17 +94,22 @@ func (u *UsageCollector) Start(ctx context.Context) error {
 	}
 }
 
-// checkDisk measures the workspaces alone, in one request, when a sandbox
-// has a disk limit.
+// ownLabels select the objects of this instance.
+func (u *UsageCollector) ownLabels() map[string]string {
+	return map[string]string{afev1.LabelController: u.Instance}
+}
+
+// checkDisk measures the workspaces and writable layers alone, in one
+// round, when a sandbox has a disk limit or an inode bound.
 func (u *UsageCollector) checkDisk(ctx context.Context) error {
 	list := &afev1.SandboxList{}
 	if err := u.Client.List(ctx, list); err != nil {
 		return err
 	}
-	if !slices.ContainsFunc(list.Items, func(sbx afev1.Sandbox) bool { return sbx.Spec.Resources.Disk != nil }) {
+	if !slices.ContainsFunc(list.Items, func(sbx afev1.Sandbox) bool { return u.Disk.Bounds(&sbx) }) {
 		return nil
 	}
-	disk, err := u.Engine.DiskUsage(ctx)
+	disk, err := u.Engine.DiskUsage(ctx, u.ownLabels())
 	if err != nil {
 		return err
 	}
@@ -119,6 +124,7 @@ func (u *UsageCollector) recordDisk(sandboxes []afev1.Sandbox, disk *docker.Disk
 		return
 	}
 	u.Disk.Set(shared.DiskUses(disk, u.Instance))
+	u.Disk.SetInodesCounted(disk.InodesCounted)
 	over := map[string]bool{}
 	for i := range sandboxes {
 		sbx := &sandboxes[i]
@@ -215,7 +221,7 @@ func (u *UsageCollector) measure(ctx context.Context) (*measurement, error) {
 	if len(m.running) == 0 {
 		return m, nil
 	}
-	if m.disk, err = u.Engine.DiskUsage(ctx); err != nil {
+	if m.disk, err = u.Engine.DiskUsage(ctx, u.ownLabels()); err != nil {
 		return nil, err
 	}
 	uids := make([]string, 0, len(m.running))
