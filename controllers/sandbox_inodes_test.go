@@ -32,7 +32,8 @@ var _ = Describe("Sandbox inode bound", func() {
 		name := got.Status.ContainerName
 
 		By("making 3,000 empty files: no byte, 3,000 inodes of the engine's filesystem")
-		Expect(inSandbox(name, "mkdir /workspace/d && cd /workspace/d && seq 3000 | xargs touch")).Error().NotTo(HaveOccurred())
+		// Detached: the sandbox may be stopped before the command ends.
+		Expect(exec.Command("docker", "exec", "-d", name, "sh", "-c", "mkdir /workspace/d && cd /workspace/d && seq 3000 | xargs touch").Run()).To(Succeed())
 		cond := waitCondition(ctx, sbx, afev1.ContainerReadyCondition, metav1.ConditionFalse, afev1.DiskQuotaExceededReason)
 		Expect(cond.Message).To(ContainSubstring("over the sandbox's bound of 2000 inodes"))
 		Expect(cond.Message).To(ContainSubstring("raise resources.inodes"))
@@ -56,7 +57,7 @@ var _ = Describe("Sandbox inode bound", func() {
 			g.Expect(k8sClient.Update(ctx, cur)).To(Succeed())
 		}).Should(Succeed())
 		got = waitReady(ctx, sbx)
-		Expect(inSandbox(got.Status.ContainerName, "test -e /workspace/d/3000")).Error().NotTo(HaveOccurred())
+		Expect(inSandbox(got.Status.ContainerName, "test $(ls /workspace/d | wc -l) -gt 2000")).Error().NotTo(HaveOccurred())
 	})
 
 	It("counts the writable layer of a sandbox without resources.disk", func() {
@@ -68,7 +69,8 @@ var _ = Describe("Sandbox inode bound", func() {
 		got := waitReady(ctx, sbx)
 		name := got.Status.ContainerName
 
-		Expect(exec.Command("docker", "exec", "-u", "0", name, "sh", "-c", "mkdir /layer && cd /layer && seq 3000 | xargs touch").Run()).To(Succeed())
+		// Detached: the sandbox may be stopped before the command ends.
+		Expect(exec.Command("docker", "exec", "-d", "-u", "0", name, "sh", "-c", "mkdir /layer && cd /layer && seq 3000 | xargs touch").Run()).To(Succeed())
 		Eventually(func() []string { return eventReasons(ctx, sbx.Namespace, sbx) }).Should(ContainElement(afev1.DiskQuotaExceededReason))
 		By("making it again with a fresh root: the files went with the container's layer")
 		Eventually(func(g Gomega) {

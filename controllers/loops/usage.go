@@ -48,14 +48,17 @@ type UsageCollector struct {
 	Disk       *shared.DiskMeter
 	DiskPeriod time.Duration
 	// Enqueue asks for a reconcile of the Sandbox namespace/name: one whose
-	// workspace went over its resources.disk.
+	// workspace went over its resources.disk or its inode bound, or came
+	// back under them (the files of a stopped container's writable layer
+	// went with it).
 	Enqueue func(namespace, name string)
 	// Telemetry, when set, gives the egress bytes and denials its records
 	// add up to.
 	Telemetry *telemetry.Store
 
-	// over holds the UIDs last measured over their disk limit.
-	over map[string]bool
+	// over holds the UIDs last measured over their disk limit, with their
+	// Sandbox's namespace and name.
+	over map[string]types.NamespacedName
 }
 
 // NeedLeaderElection is true: only the leader writes status.
@@ -118,23 +121,28 @@ func (u *UsageCollector) checkDisk(ctx context.Context) error {
 }
 
 // recordDisk passes the workspace sizes to the meter and queues the
-// sandboxes that just went over their disk limit.
+// sandboxes that just went over their disk limit, or back under it.
 func (u *UsageCollector) recordDisk(sandboxes []afev1.Sandbox, disk *docker.DiskUsage) {
 	if u.Disk == nil {
 		return
 	}
 	u.Disk.Set(shared.DiskUses(disk, u.Instance))
 	u.Disk.SetInodesCounted(disk.InodesCounted)
-	over := map[string]bool{}
+	over := map[string]types.NamespacedName{}
 	for i := range sandboxes {
 		sbx := &sandboxes[i]
 		if _, ok := u.Disk.OverDisk(sbx); !ok {
 			continue
 		}
 		uid := string(sbx.UID)
-		over[uid] = true
-		if !u.over[uid] && u.Enqueue != nil {
+		over[uid] = types.NamespacedName{Namespace: sbx.Namespace, Name: sbx.Name}
+		if _, was := u.over[uid]; !was && u.Enqueue != nil {
 			u.Enqueue(sbx.Namespace, sbx.Name)
+		}
+	}
+	for uid, key := range u.over {
+		if _, still := over[uid]; !still && u.Enqueue != nil {
+			u.Enqueue(key.Namespace, key.Name)
 		}
 	}
 	u.over = over
