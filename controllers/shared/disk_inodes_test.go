@@ -80,3 +80,39 @@ func TestOverInodes(t *testing.T) {
 		})
 	}
 }
+
+// A claimed member's writable layer counts for the Sandbox its claim
+// record binds, as its volumes do; an unclaimed member's, and a proxy's,
+// for no one.
+func TestDiskUsesMemberLayer(t *testing.T) {
+	const member = "afe-team.agents-m1"
+	memberLabels := func(role string) map[string]string {
+		return map[string]string{
+			afev1.LabelController: "default", afev1.LabelRole: role, afev1.LabelNamespace: "team",
+			afev1.LabelPool: "agents", afev1.LabelPoolUID: "pool-uid", afev1.LabelMemberName: member,
+		}
+	}
+	record := docker.VolumeUsage{Labels: map[string]string{
+		afev1.LabelController: "default", afev1.LabelRole: afev1.RoleClaim, afev1.LabelNamespace: "team",
+		afev1.LabelSandbox: "a", afev1.LabelSandboxUID: "uid-a", afev1.LabelPool: "agents", afev1.LabelPoolUID: "pool-uid",
+		afev1.LabelMember: "container-id", afev1.LabelMemberName: member,
+	}}
+	usage := &docker.DiskUsage{InodesCounted: true,
+		Volumes: map[string]docker.VolumeUsage{
+			"afe-team.a_claim": record,
+			member + "_ws":     {Labels: memberLabels(afev1.RoleWorkspace), Inodes: 100},
+		},
+		Layers: map[string]docker.LayerUsage{
+			"member":  {Labels: memberLabels(afev1.RoleMember), Inodes: 500},
+			"proxy":   {Labels: memberLabels(afev1.RoleProxy), Inodes: 7000},
+			"another": {Labels: map[string]string{afev1.LabelController: "default", afev1.LabelRole: afev1.RoleMember, afev1.LabelNamespace: "team", afev1.LabelPool: "agents", afev1.LabelPoolUID: "pool-uid", afev1.LabelMemberName: "afe-team.agents-m2"}, Inodes: 9000},
+		},
+	}
+	got := map[string]int64{}
+	for uid, d := range DiskUses(usage, "default") {
+		got[uid] = d.inodes
+	}
+	if len(got) != 1 || got["uid-a"] != 600 {
+		t.Fatalf("inodes by UID %v, want uid-a's 600 only", got)
+	}
+}
