@@ -33,7 +33,7 @@ func engineFree() int64 {
 
 // workspaceSize is the engine's measure of the volume.
 func workspaceSize(ctx context.Context, engine *docker.Client, volume string) int64 {
-	df, err := engine.DiskUsage(ctx)
+	df, err := engine.DiskUsage(ctx, nil)
 	Expect(err).NotTo(HaveOccurred())
 	return df.Volumes[volume].Bytes
 }

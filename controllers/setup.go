@@ -33,6 +33,11 @@ const DefaultMaxRunsPerSandbox = shared.DefaultMaxRunsPerSandbox
 // DefaultMaxPoolReplicas is --max-pool-replicas when unset.
 const DefaultMaxPoolReplicas = shared.DefaultMaxPoolReplicas
 
+// DefaultMaxInodes is --max-inodes when unset: 1Mi inodes, about a
+// sixteenth of an ext4 filesystem of 256 GiB at its default ratio (this
+// project's engine host holds 16,777,216).
+const DefaultMaxInodes = 1 << 20
+
 // TelemetryPruner applies the telemetry's retention every Period.
 type TelemetryPruner = loops.TelemetryPruner
 
@@ -83,7 +88,7 @@ type background struct {
 func addLoops(mgr ctrl.Manager, engine Engine, cfg shared.Config) (*background, error) {
 	c, opts := mgr.GetClient(), cfg.Options
 	events := loops.NewDockerEventSource(engine, c, opts.Instance, opts.Telemetry)
-	bg := &background{events: events, disk: &shared.DiskMeter{},
+	bg := &background{events: events, disk: &shared.DiskMeter{MaxInodes: opts.MaxInodes},
 		hostAddrs: &loops.HostAddresses{Engine: engine, Events: engine, Inputs: cfg.HostAddressInputs(), Changed: loops.EnqueueEgress(c, events.Enqueue)}}
 	period := opts.SweepPeriod
 	if period <= 0 {

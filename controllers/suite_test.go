@@ -155,6 +155,7 @@ var _ = BeforeSuite(func() {
 		SweepPeriod:             2 * time.Second,
 		UsagePeriod:             5 * time.Second,
 		DiskCheckPeriod:         time.Second,
+		MaxInodes:               DefaultMaxInodes,
 		MaxConcurrentReconciles: 4,
 		MaxPoolReplicas:         testMaxPoolReplicas,
 		EgressNetwork:           egressNetwork,

@@ -21,6 +21,9 @@ type Client struct {
 	// cgroups reads container usage from the host's cgroup files, for a
 	// local engine (nil otherwise).
 	cgroups *hostCgroups
+	// data is the engine's data directory, walked to measure disk usage
+	// where this process sees it.
+	data hostData
 	// own holds the IDs of the execs this client created, so that the
 	// execs seen in the event stream can be told from those made on the
 	// engine by anyone else.

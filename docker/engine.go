@@ -109,9 +109,10 @@ type Engine interface {
 	// with no request; otherwise in one request per container (the engine
 	// has no batched call for it).
 	ContainerUsage(ctx context.Context, id string) (*ContainerUsage, error)
-	// DiskUsage measures every container's writable layer and every
-	// volume in one request.
-	DiskUsage(ctx context.Context) (*DiskUsage, error)
+	// DiskUsage measures the writable layer of every container and every
+	// volume that carries the labels: their bytes, and their inodes where
+	// the engine's data is visible here.
+	DiskUsage(ctx context.Context, labels map[string]string) (*DiskUsage, error)
 
 	// StorageQuota is true when the engine's storage driver may limit a
 	// container's writable layer (ContainerSpec.StorageSizeBytes); a

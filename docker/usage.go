@@ -26,21 +26,49 @@ type ContainerUsage struct {
 	NetworkTransmitBytes uint64
 }
 
-// DiskUsage is the engine's disk usage of containers and volumes, measured
-// in one request.
+// DiskUsage is the disk usage of containers and volumes, measured in one
+// round.
 type DiskUsage struct {
 	// Containers maps a container's ID to the size of its writable layer.
 	Containers map[string]int64
+	// Layers maps a container's ID to its labels and the use of its
+	// writable layer.
+	Layers map[string]LayerUsage
 	// Volumes maps a volume's name to its labels and size.
 	Volumes map[string]VolumeUsage
+	// InodesCounted is true when the inodes were counted (a local engine
+	// whose data this process sees); else every Inodes is -1.
+	InodesCounted bool
 }
 
 // VolumeUsage is the size of one volume.
 type VolumeUsage struct {
 	Labels map[string]string
 	// Bytes is -1 when the engine does not know it (a volume driver that
-	// does not report sizes).
+	// does not report sizes, a tree that cannot be walked).
 	Bytes int64
+	// Inodes are the files, directories and other entries in the volume, a
+	// hard-linked file once; -1 when not counted.
+	Inodes int64
+}
+
+// LayerUsage is the use of one container's writable layer.
+type LayerUsage struct {
+	Labels map[string]string
+	// Bytes and Inodes are as a volume's (VolumeUsage): -1 when not
+	// measured (no walk here, or a storage driver that reports no
+	// directory for the layer).
+	Bytes  int64
+	Inodes int64
+	// Unmeasurable is true when the walk of the layer failed, as on a path
+	// longer than the host allows, which the workload can make.
+	Unmeasurable bool
+}
+
+// newDiskUsage is an empty measurement.
+func newDiskUsage(inodes bool) *DiskUsage {
+	return &DiskUsage{Containers: map[string]int64{}, Layers: map[string]LayerUsage{},
+		Volumes: map[string]VolumeUsage{}, InodesCounted: inodes}
 }
 
 // ContainerUsage reads the usage of a running container (id is its full
@@ -91,10 +119,26 @@ func usageOf(st *container.StatsResponse) *ContainerUsage {
 // disk usage to end.
 const diskUsageWait = 60 * time.Second
 
-// DiskUsage measures the writable layers of all containers and the sizes of
-// all volumes in one request (the engine's /system/df; engines from API 1.42
-// on skip images and the build cache).
-func (c *Client) DiskUsage(ctx context.Context) (*DiskUsage, error) {
+// DiskUsage measures the writable layers of the containers and the volumes
+// that carry all the labels (all of them for none). Where this process sees
+// the data of a local engine it walks each tree once and counts its bytes
+// and its inodes; otherwise it asks the engine, in one request (its
+// /system/df, which counts bytes only; engines from API 1.42 on skip
+// images and the build cache), and reports no inodes.
+func (c *Client) DiskUsage(ctx context.Context, labels map[string]string) (*DiskUsage, error) {
+	if root := c.dataRoot(ctx); root != "" {
+		out, err := c.walkDiskUsage(ctx, root, labels)
+		if err == nil {
+			c.forgetLayers(out.Layers)
+		}
+		return out, err
+	}
+	return c.engineDiskUsage(ctx, labels)
+}
+
+// engineDiskUsage asks the engine for the disk usage, and keeps what
+// carries the labels.
+func (c *Client) engineDiskUsage(ctx context.Context, labels map[string]string) (*DiskUsage, error) {
 	var df types.DiskUsage
 	var err error
 	// Engines before 23.0 refuse a second measurement while one is running
@@ -117,17 +161,18 @@ func (c *Client) DiskUsage(ctx context.Context) (*DiskUsage, error) {
 	if err != nil {
 		return nil, wrap(err, "disk usage")
 	}
-	out := &DiskUsage{Containers: map[string]int64{}, Volumes: map[string]VolumeUsage{}}
+	out := newDiskUsage(false)
 	for _, ct := range df.Containers {
-		if ct != nil {
+		if ct != nil && labelsMatch(ct.Labels, labels) {
 			out.Containers[ct.ID] = ct.SizeRw
+			out.Layers[ct.ID] = LayerUsage{Labels: ct.Labels, Bytes: ct.SizeRw, Inodes: -1}
 		}
 	}
 	for _, v := range df.Volumes {
-		if v == nil {
+		if v == nil || !labelsMatch(v.Labels, labels) {
 			continue
 		}
-		vu := VolumeUsage{Labels: v.Labels, Bytes: -1}
+		vu := VolumeUsage{Labels: v.Labels, Bytes: -1, Inodes: -1}
 		if v.UsageData != nil {
 			vu.Bytes = v.UsageData.Size
 		}

@@ -50,7 +50,7 @@ func TestUsageOfARunningContainer(t *testing.T) {
 		t.Errorf("network %d/%d bytes, want none without a network", u.NetworkReceiveBytes, u.NetworkTransmitBytes)
 	}
 
-	df, err := engine.DiskUsage(ctx)
+	df, err := engine.DiskUsage(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,5 +165,48 @@ func TestReadOnlyRootWithOwnedVolume(t *testing.T) {
 	}
 	if cs, _ := engine.ListContainers(ctx, labels); len(cs) != 1 {
 		t.Errorf("%d containers, want the one: the helper is gone", len(cs))
+	}
+}
+
+// On this local engine the disk usage counts the inodes of a volume and of
+// a writable layer, with their bytes, and keeps to the labels asked for.
+func TestDiskUsageCountsInodes(t *testing.T) {
+	ctx := context.Background()
+	labels := testLabels(t)
+	name := uniqueName()
+	if _, err := engine.EnsureVolume(ctx, VolumeSpec{Name: name, Labels: labels}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := engine.RunContainer(ctx, ContainerSpec{
+		Name: name, Image: testImage, Labels: labels, Network: "none", User: "0:0",
+		Mounts: []Mount{{Type: MountVolume, Source: name, Target: "/workspace"}},
+		Command: []string{"sh", "-c", `mkdir /workspace/d /layer && cd /workspace/d && seq 1000 | xargs touch && echo hi > 1 &&
+			cd /layer && seq 300 | xargs touch && touch /done; exec sleep 600`},
+		Init: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		code, err := engine.Exec(ctx, c.ID, ExecSpec{Cmd: []string{"test", "-e", "/done"}})
+		return err == nil && code == 0
+	})
+	df, err := engine.DiskUsage(ctx, labels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !df.InodesCounted {
+		t.Fatal("the inodes were not counted on a local engine whose data this test sees")
+	}
+	// d and its 1,000 files.
+	if v := df.Volumes[name]; v.Inodes != 1001 || v.Bytes != 3 {
+		t.Errorf("volume %+v, want 1001 inodes and 3 bytes", v)
+	}
+	// /layer, its 300 files and /done, beside what the engine made.
+	if l := df.Layers[c.ID]; l.Inodes < 302 || l.Inodes > 340 || l.Unmeasurable {
+		t.Errorf("writable layer %+v, want 302 inodes and the few the engine makes", l)
+	}
+	if len(df.Volumes) != 1 || len(df.Layers) != 1 {
+		t.Errorf("measured %d volumes and %d layers, want only the test's one of each", len(df.Volumes), len(df.Layers))
 	}
 }

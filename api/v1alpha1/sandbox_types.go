@@ -287,6 +287,19 @@ type SandboxResources struct {
 	// +optional
 	Disk *resource.Quantity `json:"disk,omitempty"`
 
+	// inodes bounds how many files, directories and other entries the
+	// sandbox may hold in its workspace, the volumes of its image and its
+	// writable layer together, all on the engine's filesystem, whose inodes
+	// every tenant shares. They are counted by the controller with the
+	// disk (every --disk-check-period), and the sandbox is stopped with
+	// reason DiskQuotaExceeded when it passes the bound. Unset: one per
+	// 4Ki of resources.disk, at least 65536, or the controller's
+	// --max-inodes without resources.disk; never more than --max-inodes.
+	// +kubebuilder:validation:Minimum=256
+	// +kubebuilder:validation:Maximum=1073741824
+	// +optional
+	Inodes *int64 `json:"inodes,omitempty"`
+
 	// openFiles is how many files a sandbox process may hold open
 	// (RLIMIT_NOFILE).
 	// +kubebuilder:default=4096

@@ -26,7 +26,7 @@ type UsageEngine interface {
 	// ListVolumes lists the claim records that bind pool members.
 	ListVolumes(ctx context.Context, labels map[string]string) ([]docker.Volume, error)
 	ContainerUsage(ctx context.Context, id string) (*docker.ContainerUsage, error)
-	DiskUsage(ctx context.Context) (*docker.DiskUsage, error)
+	DiskUsage(ctx context.Context, labels map[string]string) (*docker.DiskUsage, error)
 }
 
 // EventEngine streams the engine's events, and tells the commands this

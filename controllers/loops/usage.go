@@ -48,14 +48,17 @@ type UsageCollector struct {
 	Disk       *shared.DiskMeter
 	DiskPeriod time.Duration
 	// Enqueue asks for a reconcile of the Sandbox namespace/name: one whose
-	// workspace went over its resources.disk.
+	// workspace went over its resources.disk or its inode bound, or came
+	// back under them (the files of a stopped container's writable layer
+	// went with it).
 	Enqueue func(namespace, name string)
 	// Telemetry, when set, gives the egress bytes and denials its records
 	// add up to.
 	Telemetry *telemetry.Store
 
-	// over holds the UIDs last measured over their disk limit.
-	over map[string]bool
+	// over holds the UIDs last measured over their disk limit, with their
+	// Sandbox's namespace and name.
+	over map[string]types.NamespacedName
 }
 
 // NeedLeaderElection is true: only the leader writes status.
@@ -94,17 +97,22 @@ func (u *UsageCollector) Start(ctx context.Context) error {
 	}
 }
 
-// checkDisk measures the workspaces alone, in one request, when a sandbox
-// has a disk limit.
+// ownLabels select the objects of this instance.
+func (u *UsageCollector) ownLabels() map[string]string {
+	return map[string]string{afev1.LabelController: u.Instance}
+}
+
+// checkDisk measures the workspaces and writable layers alone, in one
+// round, when a sandbox has a disk limit or an inode bound.
 func (u *UsageCollector) checkDisk(ctx context.Context) error {
 	list := &afev1.SandboxList{}
 	if err := u.Client.List(ctx, list); err != nil {
 		return err
 	}
-	if !slices.ContainsFunc(list.Items, func(sbx afev1.Sandbox) bool { return sbx.Spec.Resources.Disk != nil }) {
+	if !slices.ContainsFunc(list.Items, func(sbx afev1.Sandbox) bool { return u.Disk.Bounds(&sbx) }) {
 		return nil
 	}
-	disk, err := u.Engine.DiskUsage(ctx)
+	disk, err := u.Engine.DiskUsage(ctx, u.ownLabels())
 	if err != nil {
 		return err
 	}
@@ -113,22 +121,28 @@ func (u *UsageCollector) checkDisk(ctx context.Context) error {
 }
 
 // recordDisk passes the workspace sizes to the meter and queues the
-// sandboxes that just went over their disk limit.
+// sandboxes that just went over their disk limit, or back under it.
 func (u *UsageCollector) recordDisk(sandboxes []afev1.Sandbox, disk *docker.DiskUsage) {
 	if u.Disk == nil {
 		return
 	}
 	u.Disk.Set(shared.DiskUses(disk, u.Instance))
-	over := map[string]bool{}
+	u.Disk.SetInodesCounted(disk.InodesCounted)
+	over := map[string]types.NamespacedName{}
 	for i := range sandboxes {
 		sbx := &sandboxes[i]
 		if _, ok := u.Disk.OverDisk(sbx); !ok {
 			continue
 		}
 		uid := string(sbx.UID)
-		over[uid] = true
-		if !u.over[uid] && u.Enqueue != nil {
+		over[uid] = types.NamespacedName{Namespace: sbx.Namespace, Name: sbx.Name}
+		if _, was := u.over[uid]; !was && u.Enqueue != nil {
 			u.Enqueue(sbx.Namespace, sbx.Name)
+		}
+	}
+	for uid, key := range u.over {
+		if _, still := over[uid]; !still && u.Enqueue != nil {
+			u.Enqueue(key.Namespace, key.Name)
 		}
 	}
 	u.over = over
@@ -215,7 +229,7 @@ func (u *UsageCollector) measure(ctx context.Context) (*measurement, error) {
 	if len(m.running) == 0 {
 		return m, nil
 	}
-	if m.disk, err = u.Engine.DiskUsage(ctx); err != nil {
+	if m.disk, err = u.Engine.DiskUsage(ctx, u.ownLabels()); err != nil {
 		return nil, err
 	}
 	uids := make([]string, 0, len(m.running))

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -62,14 +63,28 @@ func (r *Reconciler) stopOverDisk(ctx context.Context, s *sandboxScope, have *do
 }
 
 // overDiskCondition states that the sandbox was stopped over its
-// resources.disk (why), and how to start it again.
+// resources.disk or its inode bound (why), and how to start it again.
 func (r *Reconciler) overDiskCondition(s *sandboxScope, why string) {
 	what := "raise resources.disk to start it again"
-	if _, measured := r.Disk.Workspace(string(s.sbx.UID)); !measured {
+	_, measured := r.Disk.Workspace(string(s.sbx.UID))
+	switch {
+	case r.Disk.OverInodes(s.sbx) && measured:
+		what = inodesRemedy(r.Disk.MaxInodes)
+	case !measured && s.sbx.Spec.Resources.Disk == nil:
+		what = "delete the sandbox"
+	case !measured:
 		what = "remove resources.disk to start it again and delete what cannot be measured, or delete the sandbox"
 	}
 	shared.SetCondition(s.sbx, afev1.ContainerReadyCondition, false, afev1.DiskQuotaExceededReason,
 		why+": the container was stopped and the workspace kept; "+what)
+}
+
+// inodesRemedy says how to start a sandbox stopped over its inode bound.
+func inodesRemedy(maxInodes int64) string {
+	if maxInodes > 0 {
+		return fmt.Sprintf("raise resources.inodes (at most %d, the controller's --max-inodes) to start it again, or delete the sandbox", maxInodes)
+	}
+	return "raise resources.inodes to start it again, or delete the sandbox"
 }
 
 // overDiskRecheck is how often a claimed member kept stopped over its
@@ -130,11 +145,11 @@ func stoppedOverDisk(s *sandboxScope, v pool.ClaimView) bool {
 		v.Named != nil && !v.Named.Running && pool.Binds(s.id, v.Record, v.Named)
 }
 
-// heldOverDisk is true while a sandbox stopped over its resources.disk is
-// to stay stopped: measured over it, or not measured since this process
-// started. Never without a limit, nor without a meter.
+// heldOverDisk is true while a sandbox stopped over its resources.disk (or
+// its inode bound) is to stay stopped: measured over it, or not measured
+// since this process started. Never without a bound, nor without a meter.
 func (r *Reconciler) heldOverDisk(sbx *afev1.Sandbox) bool {
-	if r.Disk == nil || sbx.Spec.Resources.Disk == nil {
+	if r.Disk == nil || !r.Disk.Bounds(sbx) {
 		return false
 	}
 	if _, over := r.Disk.OverDisk(sbx); over {

@@ -58,6 +58,10 @@ type Options struct {
 	// measured between two usage measurements, while a sandbox has
 	// resources.disk (zero: only with the usage).
 	DiskCheckPeriod time.Duration
+	// MaxInodes is --max-inodes: the inode bound of a sandbox without
+	// resources.disk or resources.inodes, and the most any sandbox gets
+	// (sandboxspec.InodeBound); zero for none.
+	MaxInodes int64
 	// FinishedTTL is --finished-ttl: how long an ended Run or a finished
 	// Ticket is kept when it does not set ttlSecondsAfterFinished; zero
 	// keeps them.

@@ -24,25 +24,32 @@ func (e *Engine) ContainerUsage(_ context.Context, id string) (*docker.Container
 	return &u, nil
 }
 
-// DiskUsage reports every container's writable layer and every volume: the
-// size of the files the fake holds in each volume, and what SetUsage gave
-// a container's layer.
-func (e *Engine) DiskUsage(context.Context) (*docker.DiskUsage, error) {
+// DiskUsage reports the writable layer of every container and every volume
+// of the labels: the size and the number of the files the fake holds in
+// each volume, and what SetUsage gave a container's layer (no inodes).
+func (e *Engine) DiskUsage(_ context.Context, labels map[string]string) (*docker.DiskUsage, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err := e.check(OpDiskUsage); err != nil {
 		return nil, err
 	}
-	out := &docker.DiskUsage{Containers: map[string]int64{}, Volumes: map[string]docker.VolumeUsage{}}
+	out := &docker.DiskUsage{Containers: map[string]int64{}, Layers: map[string]docker.LayerUsage{},
+		Volumes: map[string]docker.VolumeUsage{}, InodesCounted: true}
 	for id, c := range e.containers {
-		out.Containers[id] = c.layerBytes
+		if labelsMatch(c.spec.Labels, labels) {
+			out.Containers[id] = c.layerBytes
+			out.Layers[id] = docker.LayerUsage{Labels: copyLabels(c.spec.Labels), Bytes: c.layerBytes}
+		}
 	}
 	for name, v := range e.volumes {
+		if !labelsMatch(v.labels, labels) {
+			continue
+		}
 		var n int64
 		for _, content := range v.files {
 			n += int64(len(content))
 		}
-		out.Volumes[name] = docker.VolumeUsage{Labels: copyLabels(v.labels), Bytes: n}
+		out.Volumes[name] = docker.VolumeUsage{Labels: copyLabels(v.labels), Bytes: n, Inodes: int64(len(v.files))}
 	}
 	return out, nil
 }
