@@ -49,13 +49,18 @@ class SandboxHandle:
 @dataclass(frozen=True)
 class ExecResult:
     """A command's end: the command, its exit code (137 when killed), its
-    stdout and stderr apart, and how long it took, in seconds."""
+    stdout and stderr apart, how long it took, in seconds, and whether
+    stdout or stderr was cut: each holds at most the last 16 MiB the
+    command printed (EXEC_OUTPUT_MAX), and stdout_truncated or
+    stderr_truncated is True when it lost its beginning so."""
 
     cmd: list[str]
     returncode: int
     stdout: str
     stderr: str
     duration_s: float
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
 
 
 @runtime_checkable
