@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"unicode/utf8"
 
 	"golang.org/x/term"
@@ -50,9 +51,9 @@ type escaper struct {
 }
 
 func (e *escaper) Write(p []byte) (int, error) {
-	b := append(e.pending, p...)
+	b := slices.Concat(e.pending, p)
 	cut := incompleteTail(b)
-	e.pending = append([]byte(nil), b[cut:]...)
+	e.pending = b[cut:]
 	if _, err := e.w.Write(escapeControls(b[:cut])); err != nil {
 		return 0, err
 	}
