@@ -15,7 +15,8 @@ from typing import Optional, Protocol, Sequence, runtime_checkable
 class ResourceLimits:
     """The limits of a sandbox: its memory in bytes (a process past it is
     killed, exit 137), the CPU seconds each process may use (then SIGXCPU,
-    SIGKILL a second later), and the largest file a process may write (a
+    SIGKILL a second later; under runsc the command's own process only, not
+    its children), and the largest file a process may write (a
     larger write fails with EFBIG). None leaves the controller's default
     (memory and file size 1 GiB, CPU time unbounded)."""
 
