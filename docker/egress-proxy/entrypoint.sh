@@ -206,10 +206,10 @@ CONF
 )"
 
 # acl_lines NAME TYPE ENTRY... writes the ACL one entry a line; the lines
-# of one ACL add up. squid 5.7 reads a line of at most 8190 characters
-# (fgets of BUFSIZ, its newline included) and the rest of a longer one as
-# a directive of its own, which it refuses ("unrecognized"): a whole
-# allowlist on one line (64 names of 253 characters, 16 KiB) stopped squid.
+# of one ACL add up. squid 5.7 reads a line of at most 8191 characters
+# (fgets of BUFSIZ) and the rest of a longer one as a directive of its
+# own, which it refuses ("unrecognized"): a whole allowlist on one line
+# (64 names of 253 characters, 16 KiB) stopped squid.
 # One entry a line is 282 characters at most, whatever the list's length
 # (docker/egress-proxy TestEntrypointRendersAdmissionsLargestAllowlist).
 # The entries are those validated: no space, newline or glob.
