@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from types import SimpleNamespace
 
 from kubernetes.stream import ws_client
@@ -43,7 +44,7 @@ def read(stdout: bytes, stderr: bytes = b"") -> object:
     frames += [(ws_client.STDERR_CHANNEL, stderr), (ws_client.ERROR_CHANNEL, SUCCESS)]
     sock = FakeExecSocket(frames)
     try:
-        return _read_exec(sock, float("inf"))
+        return _read_exec(sock, time.monotonic() + 60)
     finally:
         sock.close()
 
