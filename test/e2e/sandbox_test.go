@@ -179,7 +179,7 @@ spec:
 		}
 
 		By("honouring KUBECONFIG and --namespace=NS, as kubectl does")
-		cmd = exec.Command(plugin, "--namespace="+ns, "logs", name)
+		cmd := exec.Command(plugin, "--namespace="+ns, "logs", name)
 		cmd.Env = append(os.Environ(), "KUBECONFIG="+cp.Kubeconfig)
 		viaEnv, err := cmd.CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), string(viaEnv))
