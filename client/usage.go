@@ -46,7 +46,8 @@ type UsageRow struct {
 	Namespace string `json:"namespace"`
 	// Name of the Sandbox, the ticket, or the namespace.
 	Name string `json:"name"`
-	// Ticket is, on a sandbox's row, its ticket (its own name without one).
+	// Ticket is, on a sandbox's row, its ticket: empty without one (its
+	// sum ByTicket is then a row of its own, named after the Sandbox).
 	Ticket string `json:"ticket,omitempty"`
 	// Sandboxes is the number of Sandboxes the row adds up (1 for one).
 	Sandboxes int `json:"sandboxes"`
@@ -66,8 +67,8 @@ func (r *UsageRow) NetworkBytes() int64 {
 
 // SandboxUsage is the row of one Sandbox.
 func SandboxUsage(sbx *afev1.Sandbox) UsageRow {
-	row := UsageRow{Namespace: sbx.Namespace, Name: sbx.Name, Ticket: sbx.Name, Sandboxes: 1}
-	if sbx.Spec.TicketRef != nil && sbx.Spec.TicketRef.Name != "" {
+	row := UsageRow{Namespace: sbx.Namespace, Name: sbx.Name, Sandboxes: 1}
+	if sbx.Spec.TicketRef != nil {
 		row.Ticket = sbx.Spec.TicketRef.Name
 	}
 	u := sbx.Status.Usage
@@ -87,7 +88,7 @@ func AggregateUsage(rows []UsageRow, by UsageBy) []UsageRow {
 	type key struct{ namespace, name string }
 	sums := map[key]*UsageRow{}
 	for i := range rows {
-		k := key{rows[i].Namespace, rows[i].Ticket}
+		k := key{rows[i].Namespace, cmp.Or(rows[i].Ticket, rows[i].Name)}
 		if by == ByNamespace {
 			k.name = rows[i].Namespace
 		}

@@ -28,7 +28,7 @@ func TestSandboxUsage(t *testing.T) {
 	}{
 		"not measured yet": {
 			sbx:  sandboxWith("a", "box", "", nil),
-			want: UsageRow{Namespace: "a", Name: "box", Ticket: "box", Sandboxes: 1},
+			want: UsageRow{Namespace: "a", Name: "box", Sandboxes: 1},
 		},
 		"a ticket's sandbox": {
 			sbx: sandboxWith("a", "t1-main", "t1", &afev1.Usage{CPUMilliseconds: 1500, MemoryBytes: 2 << 20, DiskBytes: 30,
@@ -39,7 +39,7 @@ func TestSandboxUsage(t *testing.T) {
 		},
 		"negative figures count as zero, no time is none": {
 			sbx:  sandboxWith("a", "box", "", &afev1.Usage{CPUMilliseconds: -5, MemoryBytes: math.MinInt64, DiskBytes: 3}),
-			want: UsageRow{Namespace: "a", Name: "box", Ticket: "box", Sandboxes: 1, Measured: 1, Usage: afev1.Usage{DiskBytes: 3}},
+			want: UsageRow{Namespace: "a", Name: "box", Sandboxes: 1, Measured: 1, Usage: afev1.Usage{DiskBytes: 3}},
 		},
 	}
 	for name, tc := range tests {

@@ -312,7 +312,9 @@ type SandboxResources struct {
 	// sandbox may use (RLIMIT_CPU, as docker run --ulimit cpu does): a
 	// process that reaches it gets SIGXCPU, and SIGKILL one second later
 	// if it survives that. A Run that ends so says the limit was reached.
-	// Unset: no limit.
+	// Under runsc only the process a Run step or an exec starts is held to
+	// it, not a child it starts, nor the sandbox's own command
+	// (docs/threat-model.md). Unset: no limit.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=31536000
 	// +optional

@@ -27,6 +27,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 )
 
@@ -41,13 +42,23 @@ func main() {
 	root := newRoot(streams)
 	root.SetArgs(os.Args[1:])
 	err := root.Execute()
+	// What an escaper holds back (the start of a character) is written.
+	flushOutput(stdout)
+	code := exitCode(err, stderr)
+	flushOutput(stderr)
+	os.Exit(code)
+}
+
+// exitCode is the plugin's exit code for what the command returned; an
+// error without one of its own is printed, and is 1.
+func exitCode(err error, stderr io.Writer) int {
 	var exit exitError
 	switch {
 	case err == nil:
+		return 0
 	case errors.As(err, &exit):
-		os.Exit(exit.code)
-	default:
-		_, _ = fmt.Fprintln(stderr, "kubectl-afe:", err)
-		os.Exit(1)
+		return exit.code
 	}
+	_, _ = fmt.Fprintln(stderr, "kubectl-afe:", err)
+	return 1
 }

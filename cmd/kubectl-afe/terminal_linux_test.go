@@ -40,22 +40,30 @@ func openPTY(t *testing.T) (tty, reader *os.File) {
 
 // outputFor asks the file itself whether it is a terminal.
 func TestOutputFor(t *testing.T) {
-	hostile := "\x1b]52;c;aGk=\x07\x1b[2J\u009b"
-	escaped := `\x1b]52;c;aGk=\a\x1b[2J\u009b`
+	hostile := "\x1b]52;c;aGk=\x07\x1b[2J\u009b\u202e"
+	escaped := `\x1b]52;c;aGk=\a\x1b[2J\u009b\u202e`
 
+	// Written in two pieces, the second the last byte of U+202E.
 	tty, reader := openPTY(t)
-	if _, err := io.WriteString(outputFor(tty), hostile); err != nil {
-		t.Fatal(err)
+	out := outputFor(tty)
+	for _, piece := range []string{hostile[:len(hostile)-1], hostile[len(hostile)-1:]} {
+		if _, err := io.WriteString(out, piece); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := reader.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
 		t.Fatal(err)
 	}
+	var got []byte
 	buf := make([]byte, 4096)
-	n, err := reader.Read(buf)
-	if err != nil {
-		t.Fatal(err)
+	for len(got) < len(escaped) {
+		n, err := reader.Read(buf)
+		if err != nil {
+			t.Fatalf("read %q: %v", got, err)
+		}
+		got = append(got, buf[:n]...)
 	}
-	if d := cmp.Diff(escaped, string(buf[:n])); d != "" {
+	if d := cmp.Diff(escaped, string(got)); d != "" {
 		t.Errorf("on a terminal: %s", d)
 	}
 

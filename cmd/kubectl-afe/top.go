@@ -24,7 +24,7 @@ const topHelp = `Print what sandboxes use, like kubectl top pods: a row per sand
 the sums per ticket or per namespace, from the Sandboxes' status.usage read
 through the Kubernetes API with your identity (no Docker access). With
 --by ticket a sandbox without a ticket is a ticket of its own, as in its
-afe.ticket label.
+afe.ticket label; per sandbox, its TICKET is <none>.
 
 CPU-TIME is the CPU time the sandbox's processes used since its container
 started (a recreated container starts from zero): cumulative, not a rate;
@@ -134,7 +134,7 @@ func topCells(r *client.UsageRow, by client.UsageBy, allNamespaces bool, now tim
 		cells = append(cells, printable(r.Namespace))
 	}
 	if by == client.BySandbox {
-		cells = append(cells, printable(r.Name), printable(r.Ticket))
+		cells = append(cells, printable(r.Name), orNone(printable(r.Ticket)))
 	} else {
 		cells = append(cells, printable(r.Name), strconv.Itoa(r.Sandboxes))
 	}
@@ -143,6 +143,15 @@ func topCells(r *client.UsageRow, by client.UsageBy, allNamespaces bool, now tim
 	}
 	return append(cells, cpuTime(r.CPUMilliseconds), bytesOf(r.MemoryBytes), bytesOf(r.DiskBytes),
 		bytesOf(r.NetworkReceiveBytes), bytesOf(r.NetworkTransmitBytes), measuredAgo(r.Time, now))
+}
+
+// orNone is a cell, "<none>" when empty, as kubectl prints a field that
+// is not set.
+func orNone(cell string) string {
+	if cell == "" {
+		return "<none>"
+	}
+	return cell
 }
 
 // cpuTime is milliseconds of CPU time, short: 850ms, 12.3s, 20m34s,

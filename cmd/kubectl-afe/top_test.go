@@ -22,7 +22,8 @@ func TestTopTable(t *testing.T) {
 		{Namespace: "a", Name: "t1", Ticket: "t1", Sandboxes: 1, Measured: 1,
 			Usage: afev1.Usage{CPUMilliseconds: 1234_567, MemoryBytes: 12 << 20, DiskBytes: 3 << 29,
 				NetworkReceiveBytes: 512, NetworkTransmitBytes: 2048, Time: measured}},
-		{Namespace: "b", Name: "new", Ticket: "new", Sandboxes: 1},
+		// A Sandbox without a ticket, not measured yet.
+		client.SandboxUsage(&afev1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: "b", Name: "new"}}),
 		{Namespace: "b", Name: "odd\x1b[2J", Ticket: "odd", Sandboxes: 1, Measured: 1,
 			Usage: afev1.Usage{CPUMilliseconds: math.MaxInt64, MemoryBytes: math.MaxInt64, Time: future}},
 	}
@@ -33,7 +34,7 @@ func TestTopTable(t *testing.T) {
 		"per sandbox": {flags: topFlags{by: "sandbox"}, want: `
 NAME           TICKET   CPU-TIME         MEMORY(bytes)   DISK(bytes)   NET-RX(bytes)   NET-TX(bytes)   MEASURED
 t1             t1       20m34s           12Mi            1.5Gi         512             2Ki             45s ago
-new            new      -                -               -             -               -               -
+new            <none>   -                -               -             -               -               -
 "odd\x1b[2J"   odd      2562047788015h   7.9Ei           0             0               0               in the future
 `},
 		"per ticket, all namespaces, no headers": {flags: topFlags{by: "ticket", noHeaders: true, opts: client.TopOptions{AllNamespaces: true}}, want: `

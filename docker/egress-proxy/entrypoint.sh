@@ -205,14 +205,32 @@ acl afe_private dst 0.0.0.0/8 10.0.0.0/8 100.64.0.0/10 127.0.0.0/8 169.254.0.0/1
 CONF
 )"
 
+# acl_lines NAME TYPE ENTRY... writes the ACL one entry a line; the lines
+# of one ACL add up. squid 5.7 reads a line of at most 8191 characters
+# (fgets of BUFSIZ) and the rest of a longer one as a directive of its
+# own, which it refuses ("unrecognized"): a whole allowlist on one line
+# (64 names of 253 characters, 16 KiB) stopped squid.
+# One entry a line is 282 characters at most, whatever the list's length
+# (docker/egress-proxy TestEntrypointRendersAdmissionsLargestAllowlist).
+# The entries are those validated: no space, newline or glob.
+acl_lines() {
+	name="$1" type="$2"
+	shift 2
+	for entry in "$@"; do
+		echo "acl ${name} ${type} ${entry}"
+	done
+}
+
 render() {
 	printf '%s\n' "# Written by afe-egress-proxy from AFE_EGRESS_HOSTS; do not edit." "# afe-allowlist ${allowlist_id}" "${fixed}"
 	if [ -z "${allowed}" ]; then
 		echo "http_access deny all afe_why_nothing"
 		return
 	fi
-	echo "acl afe_allowed dstdomain -n${allowed}"
-	[ -z "${denied}" ] || echo "acl afe_host dst${denied}"
+	# shellcheck disable=SC2086
+	acl_lines afe_allowed "dstdomain -n" ${allowed}
+	# shellcheck disable=SC2086
+	acl_lines afe_host dst ${denied}
 	echo "http_access deny afe_connect !afe_tls afe_why_port"
 	echo "http_access deny !afe_connect !afe_http afe_why_port"
 	echo "http_access deny !afe_allowed afe_why_host"

@@ -170,8 +170,10 @@ func TestEntrypointRendersTheRules(t *testing.T) {
 		// Every private, loopback, link-local, shared, reserved and
 		// multicast range, IPv4 and IPv6.
 		"acl afe_private dst 0.0.0.0/8 10.0.0.0/8 100.64.0.0/10 127.0.0.0/8 169.254.0.0/16 172.16.0.0/12 192.0.0.0/24 192.168.0.0/16 198.18.0.0/15 224.0.0.0/3 ::/127 fc00::/7 fe80::/10 ff00::/8",
-		"acl afe_allowed dstdomain -n example.com .pypi.org",
-		"acl afe_host dst 172.17.0.1 10.1.0.0/16 fd00::2 fe80::42:27ff:fea2:8649 2001:db8::/32",
+		// One entry a line (squid reads lines of 8191 characters at
+		// most), the lines of one ACL adding up.
+		"acl afe_allowed dstdomain -n example.com\nacl afe_allowed dstdomain -n .pypi.org",
+		"acl afe_host dst 172.17.0.1\nacl afe_host dst 10.1.0.0/16\nacl afe_host dst fd00::2\nacl afe_host dst fe80::42:27ff:fea2:8649\nacl afe_host dst 2001:db8::/32",
 		"cache deny all",
 		"access_log stdio:/dev/stdout afe",
 		// Lean: about 17 MiB resident rather than 25 (5 MiB of it

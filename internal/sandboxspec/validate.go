@@ -177,11 +177,21 @@ func ParseUser(user string) (uid, gid int, err error) {
 	return uid, gid, nil
 }
 
+// The bounds of an egress allowlist, the CRD's (MaxItems, MaxLength) and
+// the proxy's entrypoint's: the largest allowlist admitted is the one
+// docker/egress-proxy's tests render and start a proxy with.
+const (
+	// MaxEgressHosts is how many entries an allowlist may have.
+	MaxEgressHosts = 64
+	// MaxEgressHostLength is the longest entry, in characters.
+	MaxEgressHostLength = 253
+)
+
 // ValidateEgress checks an egress allowlist: host names or leading-dot
-// domains, at most 64, no duplicates.
+// domains, at most MaxEgressHosts, no duplicates.
 func ValidateEgress(hosts []afev1.EgressHost) error {
-	if len(hosts) > 64 {
-		return fmt.Errorf("egress lists %d hosts; at most 64 are allowed", len(hosts))
+	if len(hosts) > MaxEgressHosts {
+		return fmt.Errorf("egress lists %d hosts; at most %d are allowed", len(hosts), MaxEgressHosts)
 	}
 	seen := map[afev1.EgressHost]bool{}
 	for _, h := range hosts {
@@ -198,7 +208,7 @@ func ValidateEgress(hosts []afev1.EgressHost) error {
 
 // ValidateEgressHost checks one egress entry.
 func ValidateEgressHost(h string) error {
-	if len(h) < 4 || len(h) > 253 || !egressHost.MatchString(h) {
+	if len(h) < 4 || len(h) > MaxEgressHostLength || !egressHost.MatchString(h) {
 		return fmt.Errorf("egress entry %q is not a lower-case host name or .domain (IP literals, wildcards, ports, schemes and spaces are refused)", h)
 	}
 	return nil

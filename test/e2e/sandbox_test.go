@@ -161,22 +161,25 @@ spec:
 		Expect(errs).To(ContainSubstring(`"missing" not found`))
 
 		By("passing a workload's output on byte for byte to a pipe, escaped to a terminal")
-		hostile := "\x1b]52;c;aGk=\x07\x1b[2J\rcleared\u009b31m\n"
-		out, errs, code = afe("", "run", "sample", "--", "printf", `\033]52;c;aGk=\007\033[2J\rcleared\302\23331m\n`)
+		hostile := "\x1b]52;c;aGk=\x07\x1b[2J\rcleared\u009b31m\u202eexe.txt\n"
+		out, errs, code = afe("", "run", "sample", "--", "printf", `\033]52;c;aGk=\007\033[2J\rcleared\302\23331m\342\200\256exe.txt\n`)
 		Expect(code).To(BeZero(), errs)
 		Expect(out).To(Equal(hostile))
 		hostileRun := strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(errs), "run/"), " created")
 		out, _, code = afe("", "logs", hostileRun)
 		Expect(code).To(BeZero())
 		Expect(out).To(Equal(hostile))
-		tty, reader := openPTY()
-		cmd := exec.Command(plugin, "--kubeconfig", cp.Kubeconfig, "-n", ns, "logs", hostileRun)
-		cmd.Stdout = tty
-		Expect(cmd.Run()).To(Succeed())
-		Expect(readAvailable(reader)).To(Equal(`\x1b]52;c;aGk=\a\x1b[2J\rcleared\u009b31m` + "\n"))
+		// The finished Run's log and logs -f's path alike.
+		for _, args := range [][]string{{"logs", hostileRun}, {"logs", "-f", hostileRun}} {
+			tty, reader := openPTY()
+			cmd := exec.Command(plugin, append([]string{"--kubeconfig", cp.Kubeconfig, "-n", ns}, args...)...)
+			cmd.Stdout = tty
+			Expect(cmd.Run()).To(Succeed())
+			Expect(readAvailable(reader)).To(Equal(`\x1b]52;c;aGk=\a\x1b[2J\rcleared\u009b31m\u202eexe.txt`+"\n"), "kubectl afe %v", args)
+		}
 
 		By("honouring KUBECONFIG and --namespace=NS, as kubectl does")
-		cmd = exec.Command(plugin, "--namespace="+ns, "logs", name)
+		cmd := exec.Command(plugin, "--namespace="+ns, "logs", name)
 		cmd.Env = append(os.Environ(), "KUBECONFIG="+cp.Kubeconfig)
 		viaEnv, err := cmd.CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), string(viaEnv))

@@ -11,6 +11,7 @@ import select
 import socket
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 from kubernetes import client as kclient
@@ -148,24 +149,24 @@ class Kube:
         return (f"/apis/{ACCESS_GROUP}/{ACCESS_VERSION}/namespaces/{self.namespace}"
                 f"/{resource}/{name}/{subresource}")
 
-    def exec(self, sandbox: str, cmd: Sequence[str], timeout: float) -> tuple[int, str, str]:
+    def exec(self, sandbox: str, cmd: Sequence[str], timeout: float) -> tuple[int, ExecOutput]:
         """Runs cmd in the sandbox through the access API's exec subresource
-        over WebSocket and returns its exit code, stdout and stderr (each
-        the last EXEC_OUTPUT_MAX bytes, decoded as UTF-8 once whole). The
-        timeout bounds the handshake and every read: a stalled connection
+        over WebSocket and returns its exit code and output: stdout and
+        stderr (each the last EXEC_OUTPUT_MAX bytes, decoded as UTF-8 once
+        whole, and whether it was cut so). The timeout bounds the handshake and every read: a stalled connection
         raises TimedOutError like a command that does not end. While the
         access API is not served (the API server's 503 while a manager
         starts) the handshake is tried again within the timeout."""
         deadline = time.monotonic() + timeout
         ws = self._open_exec(sandbox, cmd, deadline)
         try:
-            out, err, status = _read_exec(ws.sock, deadline)
+            output = _read_exec(ws.sock, deadline)
         except TimedOutError:
             raise TimedOutError(f"exec in sandbox {sandbox}: {list(cmd)} did not end within {timeout:g}s",
                                 "DeadlineExceeded") from None
         finally:
             ws.close()
-        return exit_code(status, sandbox), out, err
+        return exit_code(output.status, sandbox), output
 
     def _open_exec(self, sandbox: str, cmd: Sequence[str], deadline: float) -> Any:
         """The exec's WebSocket. A handshake the API server answered 503
@@ -290,12 +291,27 @@ def _connect(cfg: Any, url: str, headers: dict, timeout: float) -> Any:
 EXEC_OUTPUT_MAX = 16 << 20
 
 
-def _read_exec(sock: Any, deadline: float) -> tuple[str, str, str]:
+@dataclass(frozen=True)
+class ExecOutput:
+    """What an exec printed, as _read_exec read it: stdout and stderr (each
+    its last EXEC_OUTPUT_MAX bytes, decoded), whether each lost its
+    beginning to that bound, and the error channel's Status."""
+
+    stdout: str
+    stderr: str
+    status: str
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+
+
+def _read_exec(sock: Any, deadline: float) -> ExecOutput:
     """Reads an exec's frames until its status (channel 3, the last frame
     the server sends) or the connection's end: stdout and stderr as bytes
     joined before they are decoded (a character split across frames stays
-    whole), each bounded to its last EXEC_OUTPUT_MAX bytes."""
+    whole), each bounded to its last EXEC_OUTPUT_MAX bytes, and said
+    truncated when it lost its beginning so."""
     streams = {ws_client.STDOUT_CHANNEL: bytearray(), ws_client.STDERR_CHANNEL: bytearray()}
+    cut = {ws_client.STDOUT_CHANNEL: False, ws_client.STDERR_CHANNEL: False}
     status = bytearray()
     while True:
         left = deadline - time.monotonic()
@@ -326,9 +342,11 @@ def _read_exec(sock: Any, deadline: float) -> tuple[str, str, str]:
             buf += payload
             if len(buf) > EXEC_OUTPUT_MAX:
                 del buf[:len(buf) - EXEC_OUTPUT_MAX]
+                cut[channel] = True
     decode = lambda b: bytes(b).decode("utf-8", "replace")  # noqa: E731
-    return (decode(streams[ws_client.STDOUT_CHANNEL]), decode(streams[ws_client.STDERR_CHANNEL]),
-            decode(status))
+    return ExecOutput(stdout=decode(streams[ws_client.STDOUT_CHANNEL]), stderr=decode(streams[ws_client.STDERR_CHANNEL]),
+                      status=decode(status), stdout_truncated=cut[ws_client.STDOUT_CHANNEL],
+                      stderr_truncated=cut[ws_client.STDERR_CHANNEL])
 
 
 def exit_code(error_channel: str, sandbox: str) -> int:

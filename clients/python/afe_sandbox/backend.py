@@ -118,10 +118,11 @@ class KubernetesBackend:
         if handle.workdir != WORKSPACE:
             argv = _IN_WORKDIR + [handle.workdir] + argv
         start = time.monotonic()
-        code, out, err = await asyncio.to_thread(
+        code, out = await asyncio.to_thread(
             self._kube.exec, handle.id, argv, self.exec_timeout if timeout is None else timeout)
-        return ExecResult(cmd=list(cmd), returncode=code, stdout=out, stderr=err,
-                          duration_s=time.monotonic() - start)
+        return ExecResult(cmd=list(cmd), returncode=code, stdout=out.stdout, stderr=out.stderr,
+                          duration_s=time.monotonic() - start, stdout_truncated=out.stdout_truncated,
+                          stderr_truncated=out.stderr_truncated)
 
     async def snapshot(self, handle: SandboxHandle) -> str:
         """Copies the workspace into a new snapshot volume (a builtin

@@ -61,9 +61,10 @@ class Client:
         """Runs the command in /workspace through the access API (over
         WebSocket), stdout and stderr apart; a non-zero exit is a result."""
         start = time.monotonic()
-        code, out, err = self._kube.exec(sandbox, list(cmd), timeout)
-        return ExecResult(cmd=list(cmd), returncode=code, stdout=out, stderr=err,
-                          duration_s=time.monotonic() - start)
+        code, out = self._kube.exec(sandbox, list(cmd), timeout)
+        return ExecResult(cmd=list(cmd), returncode=code, stdout=out.stdout, stderr=out.stderr,
+                          duration_s=time.monotonic() - start, stdout_truncated=out.stdout_truncated,
+                          stderr_truncated=out.stderr_truncated)
 
     def put_file(self, sandbox: str, path: str, data: bytes, mode: int = 0o644, timeout: float = 120.0) -> None:
         """Writes data as the workspace file path (absolute, under

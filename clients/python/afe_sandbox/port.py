@@ -15,7 +15,8 @@ from typing import Optional, Protocol, Sequence, runtime_checkable
 class ResourceLimits:
     """The limits of a sandbox: its memory in bytes (a process past it is
     killed, exit 137), the CPU seconds each process may use (then SIGXCPU,
-    SIGKILL a second later), and the largest file a process may write (a
+    SIGKILL a second later; under runsc the command's own process only, not
+    its children), and the largest file a process may write (a
     larger write fails with EFBIG). None leaves the controller's default
     (memory and file size 1 GiB, CPU time unbounded)."""
 
@@ -49,13 +50,18 @@ class SandboxHandle:
 @dataclass(frozen=True)
 class ExecResult:
     """A command's end: the command, its exit code (137 when killed), its
-    stdout and stderr apart, and how long it took, in seconds."""
+    stdout and stderr apart, how long it took, in seconds, and whether
+    stdout or stderr was cut: each holds at most the last 16 MiB the
+    command printed (EXEC_OUTPUT_MAX), and stdout_truncated or
+    stderr_truncated is True when it lost its beginning so."""
 
     cmd: list[str]
     returncode: int
     stdout: str
     stderr: str
     duration_s: float
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
 
 
 @runtime_checkable

@@ -109,12 +109,13 @@ def test_exec_output_is_whole_text_and_bounded(backend: KubernetesBackend) -> No
             # 7-byte lines of 3-byte characters: the frames' boundaries fall
             # inside characters, which must come out whole.
             text = await backend.exec(handle, ["sh", "-c", "yes '\u20ac\u20ac' | head -n 100000"])
-            assert (text.returncode, text.stdout == "\u20ac\u20ac\n" * 100000) == (0, True)
+            assert (text.returncode, text.stdout == "\u20ac\u20ac\n" * 100000, text.stdout_truncated) == (0, True, False)
             # A workload printing more than the bound: the caller keeps its
             # last EXEC_OUTPUT_MAX bytes, not all of it.
             flood = await backend.exec(handle, ["sh", "-c", "head -c 20000000 /dev/zero | tr '\\0' a"])
             assert flood.returncode == 0
             assert len(flood.stdout) == EXEC_OUTPUT_MAX and set(flood.stdout) == {"a"}
+            assert (flood.stdout_truncated, flood.stderr_truncated) == (True, False), "the cut is said"
         finally:
             await backend.destroy(handle)
 
