@@ -41,6 +41,14 @@ func (p *proxyLog) flushEmpty(before time.Time) error {
 	return p.flushLocked(before)
 }
 
+// finish records what is aggregated through add, the follow's end.
+func (p *proxyLog) finish(add func(telemetry.Egress) error) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.add = add
+	return p.flushLocked(time.Time{})
+}
+
 // flushLocked is flushEmpty with p.mu held. The record keeps the place of
 // its last line, so that a follow started again reads nothing of it twice
 // and, before it is recorded, loses none of it.

@@ -163,11 +163,12 @@ func (f *EgressFollower) follow(ctx context.Context, proxy string, id sandboxspe
 	if err != nil && !errors.Is(err, context.Canceled) {
 		log.V(1).Info("The proxy's log broke off", "error", err.Error())
 	}
-	if err == nil {
-		// The log ended (the proxy stopped): what it aggregated is
-		// recorded now. Otherwise a follow started again reads it again.
-		_ = p.flushEmpty(time.Time{})
-	}
+	// The log ended, or the proxy went: what was aggregated is recorded
+	// now, on a context of its own (bounded), the follow's being done. A
+	// manager stopping may fail to: a follow started again reads it again.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = p.finish(func(e telemetry.Egress) error { return f.Store.AddEgress(fctx, e) })
 }
 
 // proxyLog turns the lines of one proxy's log into egress records.
