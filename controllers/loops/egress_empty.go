@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"afe.dev/sandbox/internal/egresslog"
+	"afe.dev/sandbox/internal/metrics"
 	"afe.dev/sandbox/internal/telemetry"
 )
 
@@ -63,6 +64,7 @@ func (p *proxyLog) flushLocked(before time.Time) error {
 	if err := p.add(e); err != nil {
 		return err
 	}
+	metrics.EgressEmptyConnections.Add(float64(e.Record.Connections))
 	p.empty = telemetry.Egress{}
 	return nil
 }

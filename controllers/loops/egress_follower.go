@@ -224,7 +224,6 @@ func (p *proxyLog) line(l docker.LogLine) error {
 		return nil
 	}
 	if d.Reason == egresslog.ReasonEmpty {
-		metrics.EgressEmptyConnections.Inc()
 		return p.aggregate(d)
 	}
 	// The connections without a request before it are recorded first.
