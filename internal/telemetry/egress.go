@@ -74,11 +74,12 @@ func insertEgress(ctx context.Context, tx *sql.Tx, e *Egress) error {
 	r := &e.Record
 	running, _ := json.Marshal(r.Running)
 	_, err := tx.ExecContext(ctx, `INSERT INTO egress (namespace, sandbox, sandbox_uid, ticket, seq, time, duration,
-		method, host, port, decision, reason, status, bytes_up, bytes_down, running, proxy, log_time, log_n, connections)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		method, host, port, decision, reason, status, bytes_up, bytes_down, running, proxy, log_time, log_n, connections, size)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.Namespace, r.Sandbox, r.SandboxUID, r.Ticket, r.Seq, r.Time.UnixNano(), int64(r.Duration.Duration),
 		r.Method, r.Host, r.Port, r.Decision, r.Reason, r.Status, r.BytesUp, r.BytesDown, string(running), r.Proxy,
-		e.Cursor.At.UnixNano(), e.Cursor.N, r.Connections)
+		e.Cursor.At.UnixNano(), e.Cursor.N, r.Connections,
+		recordSize(r.Namespace, r.Sandbox, r.SandboxUID, r.Ticket, r.Method, r.Host, r.Decision, r.Reason, r.Status, string(running), r.Proxy))
 	return err
 }
 

@@ -69,10 +69,11 @@ func (r *PruneResult) add(b bucket, bound string, n int64) {
 }
 
 // bucket is one namespace's records of one kind: the unit the bounds are
-// fair between.
+// fair between. Its bytes are its records' sizes as estimated when they
+// were written (recordSize).
 type bucket struct {
 	kind, namespace string
-	n               int64
+	n, bytes        int64
 }
 
 // Prune removes the records older than the retention; then, in each
@@ -100,7 +101,7 @@ func (s *Store) Prune(ctx context.Context, now time.Time, live func(sandboxUID s
 		}
 		for _, b := range buckets {
 			if b.n > s.opts.NamespaceMaxRecords {
-				if err := s.cut(ctx, b, b.n-s.opts.NamespaceMaxRecords, BoundNamespace, now, &res); err != nil {
+				if err := s.cut(ctx, b, byCount, b.n-s.opts.NamespaceMaxRecords, BoundNamespace, now, &res); err != nil {
 					return res, err
 				}
 			}
@@ -138,9 +139,11 @@ func (s *Store) expire(ctx context.Context, cutoff int64, live func(string) bool
 }
 
 // pruneToSize cuts the largest buckets, round after round, until the
-// database fits MaxBytes. A round keeps the share of the records the size
-// allows (the records taken as of one size), at most nine tenths of them,
-// so that each round removes something.
+// database fits MaxBytes. A round keeps the share of the records' bytes
+// the database's size allows, at most nine tenths of them, so that each
+// round removes something. Buckets are measured in bytes, not records: a
+// namespace of few large records (long commands) does not weigh less than
+// one of many small ones.
 func (s *Store) pruneToSize(ctx context.Context, now time.Time, res *PruneResult) error {
 	for s.opts.MaxBytes > 0 {
 		size, err := s.Size(ctx)
@@ -151,18 +154,18 @@ func (s *Store) pruneToSize(ctx context.Context, now time.Time, res *PruneResult
 		if err != nil {
 			return err
 		}
-		counts := make([]int64, len(buckets))
+		sizes := make([]int64, len(buckets))
 		var total int64
 		for i, b := range buckets {
-			counts[i] = b.n
-			total += b.n
+			sizes[i] = b.bytes
+			total += b.bytes
 		}
 		keep := min(total-max(total/10, 1), int64(float64(total)*float64(s.opts.MaxBytes)/float64(size)))
-		level := waterLevel(counts, keep)
+		level := waterLevel(sizes, keep)
 		cut := false
 		for _, b := range buckets {
-			if b.n > level {
-				if err := s.cut(ctx, b, b.n-level, BoundStore, now, res); err != nil {
+			if b.bytes > level {
+				if err := s.cut(ctx, b, byBytes, b.bytes-level, BoundStore, now, res); err != nil {
 					return err
 				}
 				cut = true
@@ -198,18 +201,18 @@ func waterLevel(counts []int64, keep int64) int64 {
 	return sorted[len(sorted)-1]
 }
 
-// buckets counts the records of each namespace and kind (from the
-// namespace indexes alone), largest first.
+// buckets counts the records of each namespace and kind, and adds up their
+// sizes (from the namespace indexes alone), largest first.
 func (s *Store) buckets(ctx context.Context) ([]bucket, error) {
 	var out []bucket
 	for _, kind := range []string{KindCommands, KindEgress} {
-		rows, err := s.db.QueryContext(ctx, `SELECT namespace, COUNT(*) FROM `+tables[kind]+` INDEXED BY `+tables[kind]+`_namespace GROUP BY namespace`)
+		rows, err := s.db.QueryContext(ctx, `SELECT namespace, COUNT(*), SUM(size) FROM `+tables[kind]+` INDEXED BY `+tables[kind]+`_namespace GROUP BY namespace`)
 		if err != nil {
 			return nil, err
 		}
 		for rows.Next() {
 			b := bucket{kind: kind}
-			if err := rows.Scan(&b.namespace, &b.n); err != nil {
+			if err := rows.Scan(&b.namespace, &b.n, &b.bytes); err != nil {
 				_ = rows.Close()
 				return nil, err
 			}
@@ -219,33 +222,48 @@ func (s *Store) buckets(ctx context.Context) ([]bucket, error) {
 			return nil, err
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].n > out[j].n })
+	sort.SliceStable(out, func(i, j int) bool { return out[i].bytes > out[j].bytes })
 	return out, nil
 }
 
-// cut removes the n oldest records of a bucket in one transaction: one
-// statement notes, per sandbox, how many went and the newest sequence
-// number among them, one deletes them (both by the namespace index).
-func (s *Store) cut(ctx context.Context, b bucket, n int64, bound string, now time.Time, res *PruneResult) error {
+// What a cut's amount counts.
+const (
+	byCount = iota
+	byBytes
+)
+
+// cut removes the oldest records of a bucket, the amount records (byCount)
+// or the fewest whose sizes reach it (byBytes), in one transaction: one
+// statement finds the newest to go, one notes, per sandbox, how many go and
+// the newest sequence number among them, one deletes them (each through
+// the namespace index).
+func (s *Store) cut(ctx context.Context, b bucket, by int, amount int64, bound string, now time.Time, res *PruneResult) error {
 	table := tables[b.kind]
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = tx.Rollback() }()
-	last, note, del := cutSQL(table)
+	sq := cutSQL(table)
+	last, arg := sq.byCount, amount-1
+	if by == byBytes {
+		last, arg = sq.byBytes, amount
+	}
 	var through int64
-	err = tx.QueryRowContext(ctx, last, b.namespace, n-1).Scan(&through)
+	err = tx.QueryRowContext(ctx, last, b.namespace, arg).Scan(&through)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = tx.QueryRowContext(ctx, sq.newest, b.namespace).Scan(&through) // fewer than asked: all
+	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil // removed meanwhile by the retention
 	}
 	if err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, note, b.kind, now.UnixNano(), b.namespace, through); err != nil {
+	if _, err := tx.ExecContext(ctx, sq.note, b.kind, now.UnixNano(), b.namespace, through); err != nil {
 		return err
 	}
-	r, err := tx.ExecContext(ctx, del, b.namespace, through)
+	r, err := tx.ExecContext(ctx, sq.del, b.namespace, through)
 	if err != nil {
 		return err
 	}
@@ -257,18 +275,30 @@ func (s *Store) cut(ctx context.Context, b bucket, n int64, bound string, now ti
 	return nil
 }
 
-// cutSQL is what cut runs on a table: the ID of the newest record to go
-// (the namespace, how many go before it), the note of what goes (the kind,
-// the time, the namespace, that ID) and the delete (the namespace, that
-// ID); each finds its rows by the namespace index.
-func cutSQL(table string) (last, note, del string) {
-	last = `SELECT id FROM ` + table + ` WHERE namespace = ? ORDER BY id LIMIT 1 OFFSET ?`
-	note = `INSERT INTO pruned (namespace, sandbox, sandbox_uid, ticket, kind, records, through_seq, last)
+// cutStatements are what cut runs on a table.
+type cutStatements struct {
+	// byCount, byBytes and newest find the ID of the newest record to go
+	// (the namespace, and how many go before it, or the bytes that go);
+	// newest when every record goes (the namespace).
+	byCount, byBytes, newest string
+	// note notes what goes (the kind, the time, the namespace, that ID),
+	// del deletes it (the namespace, that ID).
+	note, del string
+}
+
+// cutSQL is what cut runs on a table; each statement finds its rows by
+// the namespace index.
+func cutSQL(table string) cutStatements {
+	var c cutStatements
+	c.byCount = `SELECT id FROM ` + table + ` WHERE namespace = ? ORDER BY id LIMIT 1 OFFSET ?`
+	c.byBytes = `SELECT id FROM (SELECT id, SUM(size) OVER (ORDER BY id) AS upto FROM ` + table + ` WHERE namespace = ?) WHERE upto >= ? ORDER BY id LIMIT 1`
+	c.newest = `SELECT MAX(id) FROM ` + table + ` WHERE namespace = ? HAVING COUNT(*) > 0`
+	c.note = `INSERT INTO pruned (namespace, sandbox, sandbox_uid, ticket, kind, records, through_seq, last)
 		SELECT namespace, sandbox, sandbox_uid, ticket, ?, COUNT(*), MAX(seq), ? FROM ` + table + ` WHERE namespace = ? AND id <= ? GROUP BY sandbox_uid
 		ON CONFLICT (sandbox_uid, kind) DO UPDATE SET records = records + excluded.records,
 		through_seq = MAX(through_seq, excluded.through_seq), last = excluded.last`
-	del = `DELETE FROM ` + table + ` WHERE namespace = ? AND id <= ?`
-	return last, note, del
+	c.del = `DELETE FROM ` + table + ` WHERE namespace = ? AND id <= ?`
+	return c
 }
 
 // PrunedOf lists, per sandbox the filter selects, what the bounds removed

@@ -150,11 +150,11 @@ func TestAFloodCostsTheFloodingNamespaceOnly(t *testing.T) {
 func TestCutUsesTheNamespaceIndex(t *testing.T) {
 	s := open(t, filepath.Join(t.TempDir(), "t.db"), Options{})
 	for _, table := range tables {
-		last, note, del := cutSQL(table)
+		c := cutSQL(table)
 		for _, q := range []struct {
 			sql  string
 			args []any
-		}{{last, []any{"ns", 9}}, {note, []any{KindEgress, 1, "ns", 9}}, {del, []any{"ns", 9}}} {
+		}{{c.byCount, []any{"ns", 9}}, {c.byBytes, []any{"ns", 9}}, {c.newest, []any{"ns"}}, {c.note, []any{KindEgress, 1, "ns", 9}}, {c.del, []any{"ns", 9}}} {
 			rows, err := s.db.Query(`EXPLAIN QUERY PLAN `+q.sql, q.args...)
 			if err != nil {
 				t.Fatal(err)
@@ -175,4 +175,28 @@ func TestCutUsesTheNamespaceIndex(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Buckets weigh their bytes, not their records: a namespace of few long
+// commands that holds most of the store loses them, and another's many
+// small egress records stay whole.
+func TestLongRecordsWeighTheirSize(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "t.db"), Options{})
+	tenant(t, s, "quiet", 300)
+	for i := range 60 {
+		r := record("box-long", "uid-long", i)
+		r.Namespace, r.Command = "long", []string{"sh", "-c", strings.Repeat("x", 16<<10)}
+		s.Add(r)
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	size, _ := s.Size(ctx)
+	s.opts.MaxBytes = size * 3 / 4
+	res, err := s.Prune(ctx, time.Now(), nil)
+	if err != nil || len(res.Bounded) != 1 || res.Bounded[0].Namespace != "long" || res.Bounded[0].Kind != KindCommands {
+		t.Fatalf("pruned %+v, %v", res.Bounded, err)
+	}
+	wantWhole(t, s, "quiet", 300)
 }

@@ -150,8 +150,6 @@ CREATE TABLE IF NOT EXISTS egress (
 	log_n       INTEGER NOT NULL,
 	UNIQUE (sandbox_uid, seq)
 );
-CREATE INDEX IF NOT EXISTS records_namespace ON records (namespace, id);
-CREATE INDEX IF NOT EXISTS egress_namespace ON egress (namespace, id);
 CREATE INDEX IF NOT EXISTS egress_sandbox ON egress (namespace, sandbox, id);
 CREATE INDEX IF NOT EXISTS egress_ticket ON egress (namespace, ticket, id);
 CREATE INDEX IF NOT EXISTS egress_time ON egress (time);
@@ -175,21 +173,40 @@ CREATE TABLE IF NOT EXISTS pruned (
 CREATE INDEX IF NOT EXISTS pruned_sandbox ON pruned (namespace, sandbox);
 CREATE INDEX IF NOT EXISTS pruned_ticket ON pruned (namespace, ticket);`
 
+// added are the columns later versions added, with their type: a
+// record's size is its estimate (recordSize) for the fair bounds, an
+// earlier version's records taken as of a typical size.
+var added = []struct{ table, column, decl string }{
+	{"egress", "connections", "INTEGER NOT NULL DEFAULT 0"},
+	{"records", "size", "INTEGER NOT NULL DEFAULT 300"},
+	{"egress", "size", "INTEGER NOT NULL DEFAULT 300"},
+}
+
+// namespaceIndexes are what the fair bounds read and cut by: a namespace's
+// records in order, with their sizes (covering the sums).
+const namespaceIndexes = `
+CREATE INDEX IF NOT EXISTS records_namespace ON records (namespace, id, size);
+CREATE INDEX IF NOT EXISTS egress_namespace ON egress (namespace, id, size);`
+
 // migrate makes the tables and indexes missing, and adds the columns a
 // database made by an earlier version lacks.
 func migrate(db *sql.DB) error {
 	if _, err := db.Exec(schema); err != nil {
 		return err
 	}
-	var has bool
-	if err := db.QueryRow(`SELECT COUNT(*) > 0 FROM pragma_table_info('egress') WHERE name = 'connections'`).Scan(&has); err != nil {
-		return err
+	for _, a := range added {
+		var has bool
+		if err := db.QueryRow(`SELECT COUNT(*) > 0 FROM pragma_table_info(?) WHERE name = ?`, a.table, a.column).Scan(&has); err != nil {
+			return err
+		}
+		if !has {
+			if _, err := db.Exec(`ALTER TABLE ` + a.table + ` ADD COLUMN ` + a.column + ` ` + a.decl); err != nil {
+				return err
+			}
+		}
 	}
-	if !has {
-		_, err := db.Exec(`ALTER TABLE egress ADD COLUMN connections INTEGER NOT NULL DEFAULT 0`)
-		return err
-	}
-	return nil
+	_, err := db.Exec(namespaceIndexes)
+	return err
 }
 
 // Open opens (or makes) the database at path, in WAL mode with full
@@ -386,13 +403,27 @@ func (s *Store) committed(batch []pending, recs []Record) {
 
 func insertRecord(ctx context.Context, tx *sql.Tx, r *Record) error {
 	cmd, _ := json.Marshal(r.Command)
+	size := recordSize(r.Namespace, r.Sandbox, r.SandboxUID, r.Ticket, string(cmd), r.User, r.Run, r.OutputSHA256, r.Source, r.StartedBy)
 	_, err := tx.ExecContext(ctx, `INSERT INTO records (namespace, sandbox, sandbox_uid, ticket, seq, started, ended,
-		command, user, exit_code, run, attempt, output_bytes, output_sha256, source, started_by)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		command, user, exit_code, run, attempt, output_bytes, output_sha256, source, started_by, size)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.Namespace, r.Sandbox, r.SandboxUID, r.Ticket, r.Seq, r.Started.UnixNano(), r.Ended.UnixNano(),
-		string(cmd), r.User, r.ExitCode, r.Run, r.Attempt, r.OutputBytes, r.OutputSHA256, r.Source, r.StartedBy)
+		string(cmd), r.User, r.ExitCode, r.Run, r.Attempt, r.OutputBytes, r.OutputSHA256, r.Source, r.StartedBy, size)
 	return err
 }
+
+// recordSize estimates the bytes a record takes: its text, and a fixed
+// share for its numbers, the row's header and its index entries.
+func recordSize(texts ...string) int64 {
+	n := int64(rowOverhead)
+	for _, t := range texts {
+		n += int64(len(t))
+	}
+	return n
+}
+
+// rowOverhead is recordSize's fixed share of a record.
+const rowOverhead = 200
 
 // Filter selects records: of one sandbox (by name, every UID it had) or of
 // one ticket, in a namespace.
