@@ -42,12 +42,13 @@ func (p *proxyLog) flushEmpty(before time.Time) error {
 	return p.flushLocked(before)
 }
 
-// finish records what is aggregated through add, the follow's end.
-func (p *proxyLog) finish(add func(telemetry.Egress) error) error {
+// finish records what is aggregated through add, at the follow's end; if
+// it cannot, a follow started again reads it again.
+func (p *proxyLog) finish(add func(telemetry.Egress) error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.add = add
-	return p.flushLocked(time.Time{})
+	_ = p.flushLocked(time.Time{})
 }
 
 // flushLocked is flushEmpty with p.mu held. The record keeps the place of

@@ -168,7 +168,7 @@ func (f *EgressFollower) follow(ctx context.Context, proxy string, id sandboxspe
 	// manager stopping may fail to: a follow started again reads it again.
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	_ = p.finish(func(e telemetry.Egress) error { return f.Store.AddEgress(fctx, e) })
+	p.finish(func(e telemetry.Egress) error { return f.Store.AddEgress(fctx, e) })
 }
 
 // proxyLog turns the lines of one proxy's log into egress records.
