@@ -29,17 +29,17 @@ const (
 // nodes. The lists are merged by time, each keeping its own order (a
 // sandbox's records stay in its order), and the newest limit are kept.
 // The nodes whose manager is gone or did not answer are named, never left
-// out in silence.
-func gather[T any](s *Server, r *http.Request, req *request, local []T, at func(T) time.Time, limit int) ([]T, []accessv1.UnansweredNode, error) {
+// out in silence. The notes of records pruned are every node's.
+func gather[T any](s *Server, r *http.Request, req *request, local nodeRecords[T], at func(T) time.Time, limit int) (nodeRecords[T], []accessv1.UnansweredNode, error) {
 	ctx := r.Context()
 	others, err := s.peer.peers.list(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nodeRecords[T]{}, nil, err
 	}
 	type answer struct {
-		node  string
-		items []T
-		err   error
+		node string
+		recs nodeRecords[T]
+		err  error
 	}
 	answers := make(chan answer, len(others))
 	for _, p := range others {
@@ -48,11 +48,12 @@ func gather[T any](s *Server, r *http.Request, req *request, local []T, at func(
 			continue
 		}
 		go func() {
-			items, err := askPeer[T](ctx, s, r, req, p)
-			answers <- answer{p.node, items, err}
+			recs, err := askPeer[T](ctx, s, r, req, p)
+			answers <- answer{p.node, recs, err}
 		}()
 	}
-	lists := [][]T{local}
+	lists := [][]T{local.Items}
+	pruned := local.Pruned
 	var missing []accessv1.UnansweredNode
 	for range others {
 		a := <-answers
@@ -60,41 +61,47 @@ func gather[T any](s *Server, r *http.Request, req *request, local []T, at func(
 			missing = append(missing, accessv1.UnansweredNode{Node: a.node, Message: a.err.Error()})
 			continue
 		}
-		lists = append(lists, a.items)
+		lists = append(lists, a.recs.Items)
+		pruned = append(pruned, a.recs.Pruned...)
 	}
 	slices.SortFunc(missing, func(a, b accessv1.UnansweredNode) int { return strings.Compare(a.Node, b.Node) })
-	return mergeNewest(lists, at, limit), missing, nil
+	return nodeRecords[T]{Items: mergeNewest(lists, at, limit), Pruned: pruned}, missing, nil
+}
+
+// nodeRecords is one manager's answer: its records and its notes of
+// records pruned.
+type nodeRecords[T any] struct {
+	Items  []T                      `json:"items"`
+	Pruned []accessv1.PrunedRecords `json:"pruned,omitempty"`
 }
 
 // askPeer asks node p's manager the request's question, for its own
 // records only (a forwarded request is never forwarded again).
-func askPeer[T any](ctx context.Context, s *Server, r *http.Request, req *request, p peer) ([]T, error) {
+func askPeer[T any](ctx context.Context, s *Server, r *http.Request, req *request, p peer) (nodeRecords[T], error) {
+	var list nodeRecords[T]
 	ctx, cancel := context.WithTimeout(ctx, peerAskTimeout)
 	defer cancel()
 	u := url.URL{Scheme: "https", Host: p.address, Path: r.URL.Path, RawQuery: r.URL.RawQuery}
 	out, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return nil, err
+		return list, err
 	}
 	setForwardedUser(out.Header, req.user)
 	resp, err := (&http.Client{Transport: s.peer.transport(p.node)}).Do(out)
 	if err != nil {
-		return nil, fmt.Errorf("the manager of node %s does not answer: %w", p.node, err)
+		return list, fmt.Errorf("the manager of node %s does not answer: %w", p.node, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	body := io.LimitReader(resp.Body, maxPeerAnswer)
 	if resp.StatusCode != http.StatusOK {
 		st := metav1.Status{}
 		_ = json.NewDecoder(body).Decode(&st)
-		return nil, fmt.Errorf("the manager of node %s answered %d: %s", p.node, resp.StatusCode, st.Message)
-	}
-	var list struct {
-		Items []T `json:"items"`
+		return list, fmt.Errorf("the manager of node %s answered %d: %s", p.node, resp.StatusCode, st.Message)
 	}
 	if err := json.NewDecoder(body).Decode(&list); err != nil {
-		return nil, fmt.Errorf("the answer of node %s's manager: %w", p.node, err)
+		return list, fmt.Errorf("the answer of node %s's manager: %w", p.node, err)
 	}
-	return list.Items, nil
+	return list, nil
 }
 
 // mergeNewest merges lists, each in its own order, by time (at the heads'

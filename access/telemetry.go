@@ -59,11 +59,16 @@ func (s *Server) serveTelemetry(w http.ResponseWriter, r *http.Request, req *req
 		return
 	}
 	recs, err := s.opts.Telemetry.List(r.Context(), f)
+	var pruned []accessv1.PrunedRecords
+	if err == nil {
+		pruned, err = s.opts.Telemetry.PrunedOf(r.Context(), f, telemetry.KindCommands)
+	}
 	if err != nil {
 		writeError(w, fmt.Errorf("read the telemetry: %w", err))
 		return
 	}
-	writeRecords(s, w, r, req, TelemetryKind, recs, func(c accessv1.CommandRecord) time.Time { return c.Started }, f.Limit)
+	writeRecords(s, w, r, req, TelemetryKind, nodeRecords[accessv1.CommandRecord]{Items: recs, Pruned: pruned},
+		func(c accessv1.CommandRecord) time.Time { return c.Started }, f.Limit)
 }
 
 // defaultTelemetryLimit is how many records an answer holds unless the
@@ -80,11 +85,16 @@ func (s *Server) serveEgress(w http.ResponseWriter, r *http.Request, req *reques
 		return
 	}
 	recs, err := s.opts.Telemetry.ListEgress(r.Context(), telemetry.EgressFilter{Filter: f, DeniedOnly: denied})
+	var pruned []accessv1.PrunedRecords
+	if err == nil {
+		pruned, err = s.opts.Telemetry.PrunedOf(r.Context(), f, telemetry.KindEgress)
+	}
 	if err != nil {
 		writeError(w, fmt.Errorf("read the egress telemetry: %w", err))
 		return
 	}
-	writeRecords(s, w, r, req, telemetry.EgressListKind, recs, func(e accessv1.EgressRecord) time.Time { return e.Time }, f.Limit)
+	writeRecords(s, w, r, req, telemetry.EgressListKind, nodeRecords[accessv1.EgressRecord]{Items: recs, Pruned: pruned},
+		func(e accessv1.EgressRecord) time.Time { return e.Time }, f.Limit)
 }
 
 // recordList is, in JSON, a CommandRecordList or an EgressRecordList.
@@ -93,20 +103,22 @@ type recordList[T any] struct {
 	APIVersion string                    `json:"apiVersion"`
 	Items      []T                       `json:"items"`
 	Unanswered []accessv1.UnansweredNode `json:"unanswered,omitempty"`
+	Pruned     []accessv1.PrunedRecords  `json:"pruned,omitempty"`
 }
 
 // writeRecords answers with this manager's records and, in per-node mode
 // (unless another manager asked), every other node's, gathered as the
-// caller.
-func writeRecords[T any](s *Server, w http.ResponseWriter, r *http.Request, req *request, kind string, recs []T, at func(T) time.Time, limit int) {
-	list := recordList[T]{Kind: kind, APIVersion: Group + "/" + Version, Items: recs}
+// caller, with the notes of what the size bounds pruned of them.
+func writeRecords[T any](s *Server, w http.ResponseWriter, r *http.Request, req *request, kind string, recs nodeRecords[T], at func(T) time.Time, limit int) {
+	var missing []accessv1.UnansweredNode
 	if s.peer != nil && req.hop == "" {
 		var err error
-		if list.Items, list.Unanswered, err = gather(s, r, req, recs, at, limit); err != nil {
+		if recs, missing, err = gather(s, r, req, recs, at, limit); err != nil {
 			writeError(w, err)
 			return
 		}
 	}
+	list := recordList[T]{Kind: kind, APIVersion: Group + "/" + Version, Items: recs.Items, Unanswered: missing, Pruned: recs.Pruned}
 	if list.Items == nil {
 		list.Items = []T{}
 	}

@@ -18,6 +18,7 @@ func egressCommand(c *client.Client, q client.TelemetryQuery, output string, std
 	return printList(stdout, output, func(ctx context.Context) (*accessv1.EgressRecordList, error) { return c.Egress(ctx, q) },
 		func(list *accessv1.EgressRecordList) error {
 			warnUnanswered(stderr, list.Unanswered)
+			warnPruned(stderr, "egress", list.Pruned)
 			return writeEgress(stdout, list.Items, q.Ticket != "")
 		})
 }
@@ -34,8 +35,12 @@ func writeEgress(w io.Writer, recs []accessv1.EgressRecord, withSandbox bool) er
 	}
 	_, _ = fmt.Fprintln(tw, head)
 	for _, r := range recs {
+		host := printable(r.Host)
+		if r.Connections > 0 {
+			host = fmt.Sprintf("(%d connections without a request)", r.Connections)
+		}
 		line := fmt.Sprintf("%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s", r.Seq, r.Time.UTC().Format(time.RFC3339Nano), r.Decision,
-			dash(r.Reason), printable(r.Method), printable(r.Host), r.Port, r.BytesUp, r.BytesDown, r.Duration.Duration, dash(strings.Join(r.Running, ",")))
+			dash(r.Reason), printable(r.Method), host, r.Port, r.BytesUp, r.BytesDown, r.Duration.Duration, dash(strings.Join(r.Running, ",")))
 		if withSandbox {
 			line = printable(r.Sandbox) + "\t" + line
 		}

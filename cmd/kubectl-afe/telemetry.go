@@ -57,6 +57,7 @@ func telemetryCommand(c *client.Client, q client.TelemetryQuery, output string, 
 	return printList(stdout, output, func(ctx context.Context) (*accessv1.CommandRecordList, error) { return c.Telemetry(ctx, q) },
 		func(list *accessv1.CommandRecordList) error {
 			warnUnanswered(stderr, list.Unanswered)
+			warnPruned(stderr, "command", list.Pruned)
 			return writeRecords(stdout, list.Items, q.Ticket != "")
 		})
 }
@@ -66,6 +67,16 @@ func telemetryCommand(c *client.Client, q client.TelemetryQuery, output string, 
 func warnUnanswered(stderr io.Writer, nodes []accessv1.UnansweredNode) {
 	for _, n := range nodes {
 		_, _ = fmt.Fprintf(stderr, "Warning: node %s did not answer, its records are missing: %s\n", printable(n.Node), printable(n.Message))
+	}
+}
+
+// warnPruned says, on stderr, how many records of each sandbox the
+// telemetry's size bounds removed (its namespace held more than its share):
+// they are missing from the answer. -o json carries them in "pruned".
+func warnPruned(stderr io.Writer, kind string, pruned []accessv1.PrunedRecords) {
+	for _, p := range pruned {
+		_, _ = fmt.Fprintf(stderr, "Warning: %d %s records of sandbox %s (UID %s), up to seq %d, were pruned (the last at %s): its namespace held more than its share of the telemetry\n",
+			p.Records, kind, printable(p.Sandbox), printable(p.SandboxUID), p.ThroughSeq, p.Last.UTC().Format(time.RFC3339))
 	}
 }
 

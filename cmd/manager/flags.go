@@ -116,7 +116,8 @@ func (f *managerFlags) bindPolicy(fs *flag.FlagSet) {
 func (f *managerFlags) bindRecords(fs *flag.FlagSet) {
 	fs.StringVar(&f.telemetryDB, "telemetry-db", "", "The SQLite file the record of every command executed in a sandbox is kept in (Runs, builtins, execs through the API and on the engine); empty keeps none (the commands are still counted in afe_commands_total).")
 	fs.DurationVar(&f.telemetryOpts.Retention, "telemetry-retention", 30*24*time.Hour, "How long command records are kept; 0 keeps them for ever.")
-	fs.Int64Var(&f.telemetryOpts.MaxBytes, "telemetry-max-bytes", 1<<30, "The most the telemetry database may hold; the oldest records go first. 0: no bound.")
+	fs.Int64Var(&f.telemetryOpts.MaxBytes, "telemetry-max-bytes", 1<<30, "The most the telemetry database may hold. Past it, records go from the namespaces that hold the most of a kind (commands, egress decisions), their oldest first, never from one that holds less than its share. 0: no bound.")
+	fs.Int64Var(&f.telemetryOpts.NamespaceMaxRecords, "telemetry-namespace-max-records", 500000, "The most records of each kind (commands, egress decisions) the telemetry keeps of one namespace; its oldest go first. 0: no bound.")
 	fs.Int64Var(&f.runLogs.Max, "run-log-max", runlog.DefaultMax, "The bytes of a Run's output the manager keeps, its attempts together (kubectl afe logs -f), then cut with a marker; status.output keeps its last 32 KiB either way. 0 keeps none.")
 	fs.StringVar(&f.runLogs.Dir, "run-log-dir", "", "Where the manager keeps the Run logs (never in a workspace); default a folder of the instance under the temporary folder. In a Deployment, a volume.")
 }

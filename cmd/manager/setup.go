@@ -203,7 +203,8 @@ func setupRecords(log logr.Logger, mgr ctrl.Manager, f *managerFlags) error {
 		if err := mgr.Add(&controllers.TelemetryPruner{Store: store, Period: time.Minute, Sandboxes: mgr.GetClient()}); err != nil {
 			return setupFailed(err, "Cannot add the telemetry pruner")
 		}
-		log.Info("Command telemetry", "db", f.telemetryDB, "retention", f.telemetryOpts.Retention, "maxBytes", f.telemetryOpts.MaxBytes)
+		log.Info("Command telemetry", "db", f.telemetryDB, "retention", f.telemetryOpts.Retention, "maxBytes", f.telemetryOpts.MaxBytes,
+			"namespaceMaxRecords", f.telemetryOpts.NamespaceMaxRecords)
 	}
 	if f.runLogs.Max <= 0 {
 		return nil

@@ -156,9 +156,19 @@ func (f *EgressFollower) follow(ctx context.Context, proxy string, id sandboxspe
 	if f.Born != nil {
 		p.born = f.Born(id)
 	}
-	if err := f.Engine.FollowLogs(ctx, proxy, cursor.At, p.line); err != nil && !errors.Is(err, context.Canceled) {
+	tctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go p.flushEvery(tctx, emptyWindow)
+	err = f.Engine.FollowLogs(ctx, proxy, cursor.At, p.line)
+	if err != nil && !errors.Is(err, context.Canceled) {
 		log.V(1).Info("The proxy's log broke off", "error", err.Error())
 	}
+	// The log ended, or the proxy went: what was aggregated is recorded
+	// now, on a context of its own (bounded), the follow's being done. A
+	// manager stopping may fail to: a follow started again reads it again.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	p.finish(func(e telemetry.Egress) error { return f.Store.AddEgress(fctx, e) })
 }
 
 // proxyLog turns the lines of one proxy's log into egress records.
@@ -179,11 +189,18 @@ type proxyLog struct {
 	// among the lines of that timestamp.
 	at time.Time
 	n  int
+	// mu orders the lines and the flushes of empty.
+	mu sync.Mutex
+	// empty aggregates the connections that carried no request since the
+	// last record (none while its Connections is 0).
+	empty telemetry.Egress
 }
 
 // line takes one line of the log, in order; it fails only when its record
 // could not be queued (the follow ends: it starts again from the cursor).
 func (p *proxyLog) line(l docker.LogLine) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if l.Time.Equal(p.at) {
 		p.n++
 	} else {
@@ -205,6 +222,13 @@ func (p *proxyLog) line(l docker.LogLine) error {
 	// its claim: the Sandbox's creation time is kept to the second).
 	if ip := net.ParseIP(d.Client); ip != nil && ip.IsLoopback() || d.Time.Before(p.born) {
 		return nil
+	}
+	if d.Reason == egresslog.ReasonEmpty {
+		return p.aggregate(d)
+	}
+	// The connections without a request before it are recorded first.
+	if err := p.flushLocked(time.Time{}); err != nil {
+		return err
 	}
 	rec := egressRecord(p.id, p.proxy, d)
 	if p.running != nil {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"time"
 
+	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/internal/metrics"
 	"afe.dev/sandbox/internal/telemetry"
 )
 
@@ -36,11 +38,11 @@ func (p *TelemetryPruner) Start(ctx context.Context) error {
 				// Every sequence is kept this round.
 				log.Error(err, "List the Sandboxes whose sequences the telemetry keeps")
 			}
-			if n, err := p.Store.Prune(ctx, now, live); err != nil {
+			res, err := p.Store.Prune(ctx, now, live)
+			if err != nil {
 				log.Error(err, "Prune the telemetry")
-			} else if n > 0 {
-				log.Info("Pruned the telemetry", "records", n)
 			}
+			report(log, res)
 		}
 	}
 }
@@ -60,4 +62,16 @@ func (p *TelemetryPruner) live(ctx context.Context) (func(string) bool, error) {
 		uids[string(list.Items[i].UID)] = true
 	}
 	return func(uid string) bool { return uids[uid] }, nil
+}
+
+// report logs and counts what a prune removed: what the retention removed
+// in all, what the size bounds removed by namespace, kind and bound.
+func report(log logr.Logger, res telemetry.PruneResult) {
+	if res.Expired > 0 {
+		log.Info("Pruned the telemetry", "records", res.Expired, "bound", "retention")
+	}
+	for _, p := range res.Bounded {
+		metrics.TelemetryPruned.WithLabelValues(p.Namespace, p.Kind, p.Bound).Add(float64(p.Records))
+		log.Info("Pruned the telemetry of a namespace over its share", "namespace", p.Namespace, "kind", p.Kind, "records", p.Records, "bound", p.Bound)
+	}
 }

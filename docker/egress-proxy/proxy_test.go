@@ -331,6 +331,9 @@ func TestProxyImage(t *testing.T) {
 	if out, _ := raw.CombinedOutput(); !strings.HasPrefix(string(out), "HTTP/1.1 403") {
 		t.Fatalf("a plain request for an https:// URL must be refused with 403: %q", out)
 	}
+	// A connection closed before it sent a request is squid's "empty"
+	// line (recorded in aggregate by the follower).
+	h.docker("exec", h.network+"-client", "sh", "-c", "timeout 5 nc "+open+" 3128 </dev/null")
 	if uid := h.docker("exec", open, "id", "-u"); uid == "0" {
 		t.Fatal("the proxy runs as root")
 	}
@@ -338,7 +341,7 @@ func TestProxyImage(t *testing.T) {
 	// Each decision reads as the controller reads it, with the reason of
 	// the rule that denied.
 	for _, want := range []string{"GET allowed.test:80 allowed  TCP_MISS/200", "GET www.allowed.test:80 denied host TCP_DENIED/403",
-		"GET allowed.test:8080 denied port TCP_DENIED/403"} {
+		"GET allowed.test:8080 denied port TCP_DENIED/403", "- " + egresslog.EmptyURL + ":0 denied empty NONE_NONE/000"} {
 		deadline := time.Now().Add(10 * time.Second)
 		for logs := h.docker("logs", open); !slices.Contains(decisions(logs), want); logs = h.docker("logs", open) {
 			if time.Now().After(deadline) {

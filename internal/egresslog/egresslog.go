@@ -57,7 +57,14 @@ const (
 	ReasonNothing = "nothing"
 	// ReasonRefused: squid refused the request for a reason of its own.
 	ReasonRefused = "refused"
+	// ReasonEmpty: the connection carried no request (it closed before
+	// sending one): squid's status NONE_NONE/000 and URL EmptyURL.
+	ReasonEmpty = "empty"
 )
+
+// EmptyURL is the URL squid logs for a connection that closed before it
+// sent a request's headers.
+const EmptyURL = "error:transaction-end-before-headers"
 
 var reasons = map[string]bool{ReasonPort: true, ReasonHost: true, ReasonAddress: true, ReasonPrivate: true, ReasonNothing: true}
 
@@ -126,6 +133,11 @@ func Parse(line string) (Decision, error) {
 	d, err := fixed(vals)
 	if err != nil {
 		return Decision{}, err
+	}
+	// squid's own status (the workload's bytes come after it) and the
+	// URL it gives such a connection, whole.
+	if d.Reason == ReasonRefused && strings.HasSuffix(d.Status, "/000") && url == EmptyURL {
+		d.Reason = ReasonEmpty
 	}
 	d.Method = Escape(vals["method"], maxMethod)
 	host, port := HostPort(vals["method"], url)

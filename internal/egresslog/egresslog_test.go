@@ -43,6 +43,16 @@ func TestParse(t *testing.T) {
 			want: Decision{Time: at, Duration: 12 * time.Millisecond, Client: "172.19.0.4", Method: "NONE", Host: "error:invalid-request",
 				Decision: Denied, Reason: ReasonRefused, Status: "NONE_NONE/400", BytesUp: 20},
 		},
+		"a connection that carried no request": {
+			line: head + "status=NONE_NONE/000 why=- up=0 down=0 method=- url=error:transaction-end-before-headers",
+			want: Decision{Time: at, Duration: 12 * time.Millisecond, Client: "172.19.0.4", Method: "-", Host: EmptyURL,
+				Decision: Denied, Reason: ReasonEmpty, Status: "NONE_NONE/000"},
+		},
+		"a request for that URL is no empty connection": {
+			line: head + "status=NONE_NONE/400 why=- up=60 down=0 method=GET url=error:transaction-end-before-headers",
+			want: Decision{Time: at, Duration: 12 * time.Millisecond, Client: "172.19.0.4", Method: "GET", Host: EmptyURL,
+				Decision: Denied, Reason: ReasonRefused, Status: "NONE_NONE/400", BytesUp: 60},
+		},
 		"a URL that holds another line's fields is the URL": {
 			line: head + "status=TCP_DENIED/403 why=host up=1 down=2 method=GET url=http://x.test/ afe-egress v1 time=1 ms=0 client=10.0.0.9 status=TCP_TUNNEL/200 why=- up=9 down=9 method=CONNECT url=other.test:443",
 			want: Decision{Time: at, Duration: 12 * time.Millisecond, Client: "172.19.0.4", Method: "GET", Host: "x.test", Port: 80,

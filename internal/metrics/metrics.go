@@ -51,6 +51,17 @@ var (
 	TelemetryDropped = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "afe_telemetry_dropped_total", Help: "Command records dropped because the telemetry store's queue was full.",
 	})
+	// TelemetryPruned counts the records the telemetry's size bounds
+	// removed, by namespace, kind (commands, egress) and bound (namespace:
+	// --telemetry-namespace-max-records, store: --telemetry-max-bytes).
+	TelemetryPruned = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "afe_telemetry_pruned_records_total", Help: "Telemetry records removed by the size bounds, by namespace, kind (commands, egress) and bound (namespace, store); the retention's are not counted.",
+	}, []string{"namespace", "kind", "bound"})
+	// EgressEmptyConnections counts the connections to egress proxies
+	// that carried no request (recorded in aggregate).
+	EgressEmptyConnections = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "afe_egress_empty_connections_total", Help: "Connections of sandboxes to their egress proxies that carried no request, read from the proxies' logs (recorded in aggregate, not counted in afe_egress_requests_total).",
+	})
 	// EgressRequests counts the egress proxies' decisions the manager read
 	// and recorded, by decision (allowed, denied).
 	EgressRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -67,5 +78,5 @@ var (
 // (docker.Requests) is registered by the manager, which wires the engine:
 // this package stays free of the Docker SDK.
 func init() {
-	crmetrics.Registry.MustRegister(SandboxReady, SandboxRecovered, Recreations, TicketCleanup, TicketMoves, RunDuration, Runs, Usage, Commands, TelemetryDropped, APIWrites, UsageWrites, EgressRequests, EgressLinesRefused)
+	crmetrics.Registry.MustRegister(SandboxReady, SandboxRecovered, Recreations, TicketCleanup, TicketMoves, RunDuration, Runs, Usage, Commands, TelemetryDropped, TelemetryPruned, APIWrites, UsageWrites, EgressRequests, EgressEmptyConnections, EgressLinesRefused)
 }

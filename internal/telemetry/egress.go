@@ -74,11 +74,12 @@ func insertEgress(ctx context.Context, tx *sql.Tx, e *Egress) error {
 	r := &e.Record
 	running, _ := json.Marshal(r.Running)
 	_, err := tx.ExecContext(ctx, `INSERT INTO egress (namespace, sandbox, sandbox_uid, ticket, seq, time, duration,
-		method, host, port, decision, reason, status, bytes_up, bytes_down, running, proxy, log_time, log_n)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		method, host, port, decision, reason, status, bytes_up, bytes_down, running, proxy, log_time, log_n, connections, size)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.Namespace, r.Sandbox, r.SandboxUID, r.Ticket, r.Seq, r.Time.UnixNano(), int64(r.Duration.Duration),
 		r.Method, r.Host, r.Port, r.Decision, r.Reason, r.Status, r.BytesUp, r.BytesDown, string(running), r.Proxy,
-		e.Cursor.At.UnixNano(), e.Cursor.N)
+		e.Cursor.At.UnixNano(), e.Cursor.N, r.Connections,
+		recordSize(r.Namespace, r.Sandbox, r.SandboxUID, r.Ticket, r.Method, r.Host, r.Decision, r.Reason, r.Status, string(running), r.Proxy))
 	return err
 }
 
@@ -101,7 +102,7 @@ func (s *Store) ListEgress(ctx context.Context, f EgressFilter) ([]EgressRecord,
 		denied = ` AND decision = '` + accessv1.EgressDenied + `'`
 	}
 	rows, err := s.db.QueryContext(ctx, `SELECT namespace, sandbox, sandbox_uid, ticket, seq, time, duration, method, host, port,
-		decision, reason, status, bytes_up, bytes_down, running, proxy FROM (
+		decision, reason, status, bytes_up, bytes_down, running, proxy, connections FROM (
 		SELECT * FROM egress WHERE namespace = ? AND `+col+` = ?`+denied+` ORDER BY id DESC LIMIT ?) ORDER BY id`, f.Namespace, val, f.Limit)
 	if err != nil {
 		return nil, err
@@ -113,7 +114,7 @@ func (s *Store) ListEgress(ctx context.Context, f EgressFilter) ([]EgressRecord,
 		var at, dur int64
 		var running string
 		if err := rows.Scan(&r.Namespace, &r.Sandbox, &r.SandboxUID, &r.Ticket, &r.Seq, &at, &dur, &r.Method, &r.Host, &r.Port,
-			&r.Decision, &r.Reason, &r.Status, &r.BytesUp, &r.BytesDown, &running, &r.Proxy); err != nil {
+			&r.Decision, &r.Reason, &r.Status, &r.BytesUp, &r.BytesDown, &running, &r.Proxy, &r.Connections); err != nil {
 			return nil, err
 		}
 		r.Time, r.Duration = time.Unix(0, at).UTC(), metav1.Duration{Duration: time.Duration(dur)}
@@ -143,9 +144,11 @@ type EgressTotal struct {
 	Bytes, Denials int64
 }
 
-// EgressTotals adds up the egress records of each sandbox, by Sandbox UID.
+// EgressTotals adds up the egress records of each sandbox, by Sandbox UID
+// (a record of connections that carried no request counts each of them).
 func (s *Store) EgressTotals(ctx context.Context) (map[string]EgressTotal, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT sandbox_uid, SUM(bytes_up + bytes_down), SUM(decision = '`+accessv1.EgressDenied+`')
+	rows, err := s.db.QueryContext(ctx, `SELECT sandbox_uid, SUM(bytes_up + bytes_down),
+		SUM(CASE WHEN decision = '`+accessv1.EgressDenied+`' THEN MAX(connections, 1) ELSE 0 END)
 		FROM egress GROUP BY sandbox_uid`)
 	if err != nil {
 		return nil, err

@@ -92,8 +92,8 @@ func TestPruneTakesEgressRecords(t *testing.T) {
 	if err := s.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := s.Prune(ctx, now, nil); err != nil || n != 1 {
-		t.Fatalf("pruned %d, %v", n, err)
+	if res, err := s.Prune(ctx, now, nil); err != nil || res.Removed() != 1 {
+		t.Fatalf("pruned %d, %v", res.Removed(), err)
 	}
 	eg, _ := s.ListEgress(ctx, EgressFilter{Filter: Filter{Namespace: "ns", Sandbox: "sbx"}})
 	if len(eg) != 1 || eg[0].Host != "new.test" {
@@ -109,8 +109,8 @@ func TestPruneTakesEgressRecords(t *testing.T) {
 	if err := bounded.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := bounded.Prune(ctx, now, nil); err != nil || n == 0 {
-		t.Fatalf("pruned %d, %v", n, err)
+	if res, err := bounded.Prune(ctx, now, nil); err != nil || res.Removed() == 0 {
+		t.Fatalf("pruned %d, %v", res.Removed(), err)
 	}
 	if size, _ := bounded.Size(ctx); size > 256<<10 {
 		t.Fatalf("size %d after the prune, bound %d", size, 256<<10)

@@ -59,9 +59,14 @@ func ExitClass(code int) string {
 type Options struct {
 	// Retention is how long records are kept (0: for ever).
 	Retention time.Duration
-	// MaxBytes bounds the database's size; the oldest records go first
-	// (0: no bound).
+	// MaxBytes bounds the database's size (0: no bound). Past it, records
+	// go from the namespaces that hold the most of a kind, the oldest
+	// first, never from one that holds less than they keep (Prune).
 	MaxBytes int64
+	// NamespaceMaxRecords bounds the records of each kind (commands,
+	// egress decisions) one namespace keeps; its oldest go first (0: no
+	// bound).
+	NamespaceMaxRecords int64
 	// Batch is the most records written in one transaction (default 256).
 	Batch int
 	// Queue is how many records wait for the writer before Add drops one
@@ -153,7 +158,56 @@ CREATE TABLE IF NOT EXISTS sequences (
 	sandbox_uid TEXT PRIMARY KEY,
 	last_seq    INTEGER NOT NULL,
 	updated     INTEGER NOT NULL
-);`
+);
+CREATE TABLE IF NOT EXISTS pruned (
+	namespace   TEXT NOT NULL,
+	sandbox     TEXT NOT NULL,
+	sandbox_uid TEXT NOT NULL,
+	ticket      TEXT NOT NULL,
+	kind        TEXT NOT NULL,
+	records     INTEGER NOT NULL,
+	through_seq INTEGER NOT NULL,
+	last        INTEGER NOT NULL,
+	PRIMARY KEY (sandbox_uid, kind)
+);
+CREATE INDEX IF NOT EXISTS pruned_sandbox ON pruned (namespace, sandbox);
+CREATE INDEX IF NOT EXISTS pruned_ticket ON pruned (namespace, ticket);`
+
+// added are the columns later versions added, with their type: a
+// record's size is its estimate (recordSize) for the fair bounds, an
+// earlier version's records taken as of a typical size.
+var added = []struct{ table, column, decl string }{
+	{"egress", "connections", "INTEGER NOT NULL DEFAULT 0"},
+	{"records", "size", "INTEGER NOT NULL DEFAULT 300"},
+	{"egress", "size", "INTEGER NOT NULL DEFAULT 300"},
+}
+
+// namespaceIndexes are what the fair bounds read and cut by: a namespace's
+// records in order, with their sizes (covering the sums).
+const namespaceIndexes = `
+CREATE INDEX IF NOT EXISTS records_namespace ON records (namespace, id, size);
+CREATE INDEX IF NOT EXISTS egress_namespace ON egress (namespace, id, size);`
+
+// migrate makes the tables and indexes missing, and adds the columns a
+// database made by an earlier version lacks.
+func migrate(db *sql.DB) error {
+	if _, err := db.Exec(schema); err != nil {
+		return err
+	}
+	for _, a := range added {
+		var has bool
+		if err := db.QueryRow(`SELECT COUNT(*) > 0 FROM pragma_table_info(?) WHERE name = ?`, a.table, a.column).Scan(&has); err != nil {
+			return err
+		}
+		if !has {
+			if _, err := db.Exec(`ALTER TABLE ` + a.table + ` ADD COLUMN ` + a.column + ` ` + a.decl); err != nil {
+				return err
+			}
+		}
+	}
+	_, err := db.Exec(namespaceIndexes)
+	return err
+}
 
 // Open opens (or makes) the database at path, in WAL mode with full
 // synchronous commits: a record is on disk once its batch is committed, so
@@ -171,7 +225,7 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open the telemetry database %s: %w", path, err)
 	}
 	db.SetMaxOpenConns(4)
-	if _, err := db.Exec(schema); err != nil {
+	if err := migrate(db); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("the telemetry database %s: %w", path, err)
 	}
@@ -349,13 +403,27 @@ func (s *Store) committed(batch []pending, recs []Record) {
 
 func insertRecord(ctx context.Context, tx *sql.Tx, r *Record) error {
 	cmd, _ := json.Marshal(r.Command)
+	size := recordSize(r.Namespace, r.Sandbox, r.SandboxUID, r.Ticket, string(cmd), r.User, r.Run, r.OutputSHA256, r.Source, r.StartedBy)
 	_, err := tx.ExecContext(ctx, `INSERT INTO records (namespace, sandbox, sandbox_uid, ticket, seq, started, ended,
-		command, user, exit_code, run, attempt, output_bytes, output_sha256, source, started_by)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		command, user, exit_code, run, attempt, output_bytes, output_sha256, source, started_by, size)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.Namespace, r.Sandbox, r.SandboxUID, r.Ticket, r.Seq, r.Started.UnixNano(), r.Ended.UnixNano(),
-		string(cmd), r.User, r.ExitCode, r.Run, r.Attempt, r.OutputBytes, r.OutputSHA256, r.Source, r.StartedBy)
+		string(cmd), r.User, r.ExitCode, r.Run, r.Attempt, r.OutputBytes, r.OutputSHA256, r.Source, r.StartedBy, size)
 	return err
 }
+
+// recordSize estimates the bytes a record takes: its text, and a fixed
+// share for its numbers, the row's header and its index entries.
+func recordSize(texts ...string) int64 {
+	n := int64(rowOverhead)
+	for _, t := range texts {
+		n += int64(len(t))
+	}
+	return n
+}
+
+// rowOverhead is recordSize's fixed share of a record.
+const rowOverhead = 200
 
 // Filter selects records: of one sandbox (by name, every UID it had) or of
 // one ticket, in a namespace.
@@ -411,79 +479,6 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Record, error) {
 		out = append(out, r)
 	}
 	return out, rows.Err()
-}
-
-// Prune removes records older than the retention, then the oldest records
-// until the database fits MaxBytes, and gives the freed pages back. It
-// returns how many records it removed. A sandbox's sequence goes only once
-// live says the sandbox is gone and it counted nothing for the retention:
-// a sandbox that exists counts on however long it was quiet (live nil
-// keeps every sequence).
-func (s *Store) Prune(ctx context.Context, now time.Time, live func(sandboxUID string) bool) (int64, error) {
-	var removed int64
-	if s.opts.Retention > 0 {
-		cutoff := now.Add(-s.opts.Retention).UnixNano()
-		for _, del := range []string{`DELETE FROM records WHERE ended < ?`, `DELETE FROM egress WHERE time < ?`} {
-			res, err := s.db.ExecContext(ctx, del, cutoff)
-			if err != nil {
-				return removed, err
-			}
-			n, _ := res.RowsAffected()
-			removed += n
-		}
-		if live != nil {
-			if err := s.forgetSequences(ctx, cutoff, live); err != nil {
-				return removed, err
-			}
-		}
-	}
-	for s.opts.MaxBytes > 0 {
-		size, err := s.Size(ctx)
-		if err != nil {
-			return removed, err
-		}
-		if size <= s.opts.MaxBytes {
-			break
-		}
-		n, err := s.pruneTenth(ctx)
-		removed += n
-		if err != nil {
-			return removed, err
-		}
-		if n == 0 {
-			break
-		}
-		if _, err := s.db.ExecContext(ctx, `PRAGMA incremental_vacuum`); err != nil {
-			return removed, err
-		}
-	}
-	if removed > 0 {
-		_, err := s.db.ExecContext(ctx, `PRAGMA incremental_vacuum`)
-		return removed, err
-	}
-	return 0, nil
-}
-
-// pruneTenth removes a tenth of the records of each kind, oldest first, at
-// least one of a kind that has any.
-func (s *Store) pruneTenth(ctx context.Context) (int64, error) {
-	var removed int64
-	for _, table := range []string{"records", "egress"} {
-		var total int64
-		if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+table).Scan(&total); err != nil {
-			return removed, err
-		}
-		if total == 0 {
-			continue
-		}
-		res, err := s.db.ExecContext(ctx, `DELETE FROM `+table+` WHERE id IN (SELECT id FROM `+table+` ORDER BY id LIMIT ?)`, max(total/10, 1))
-		if err != nil {
-			return removed, err
-		}
-		n, _ := res.RowsAffected()
-		removed += n
-	}
-	return removed, nil
 }
 
 // forgetSequences removes the sequences that counted nothing since cutoff

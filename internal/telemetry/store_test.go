@@ -177,8 +177,8 @@ func TestPruneByAgeAndSizeOldestFirst(t *testing.T) {
 	if err := s.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := s.Prune(ctx, now, nil); err != nil || n != 50 {
-		t.Fatalf("pruned %d by age, %v; want the 50 old ones", n, err)
+	if res, err := s.Prune(ctx, now, nil); err != nil || res.Removed() != 50 {
+		t.Fatalf("pruned %d by age, %v; want the 50 old ones", res.Removed(), err)
 	}
 	if old, _ := s.List(ctx, Filter{Namespace: "ns", Sandbox: "old"}); len(old) != 0 {
 		t.Fatalf("%d old records left", len(old))
@@ -235,11 +235,11 @@ func TestSequenceOutlivesRetentionWhileTheSandboxExists(t *testing.T) {
 	// Two hours later: every record is past the retention, both sandboxes
 	// were quiet all that time, and only uid-live still exists.
 	later := time.Now().Add(2 * time.Hour)
-	if n, err := s.Prune(ctx, later, nil); err != nil || n != 6 {
-		t.Fatalf("pruned %d, %v; want the 6 records", n, err)
+	if res, err := s.Prune(ctx, later, nil); err != nil || res.Removed() != 6 {
+		t.Fatalf("pruned %d, %v; want the 6 records", res.Removed(), err)
 	}
-	if n, err := s.Prune(ctx, later, func(uid string) bool { return uid == "uid-live" }); err != nil || n != 0 {
-		t.Fatalf("pruned %d more, %v", n, err)
+	if res, err := s.Prune(ctx, later, func(uid string) bool { return uid == "uid-live" }); err != nil || res.Removed() != 0 {
+		t.Fatalf("pruned %d more, %v", res.Removed(), err)
 	}
 	s.Add(record("live", "uid-live", 3))
 	s.Add(record("gone", "uid-gone", 3))

@@ -100,6 +100,25 @@ type CommandRecordList struct {
 	// answer: their records, if they keep any of this sandbox or ticket,
 	// are missing from Items.
 	Unanswered []UnansweredNode `json:"unanswered,omitempty"`
+	// Pruned says, per sandbox, how many of its records of this kind the
+	// telemetry's size bounds removed: they are missing from Items.
+	Pruned []PrunedRecords `json:"pruned,omitempty"`
+}
+
+// PrunedRecords is how many records of one kind (commands, or egress
+// decisions) of a sandbox the telemetry's size bounds removed, the oldest
+// first: its namespace held more of them than its share of the store
+// (--telemetry-namespace-max-records, --telemetry-max-bytes). Records the
+// retention removed are not counted.
+type PrunedRecords struct {
+	Sandbox    string `json:"sandbox"`
+	SandboxUID string `json:"sandboxUID"`
+	// Records is how many were removed; ThroughSeq is the sequence number
+	// of the newest of them: every record of the kind up to it is gone.
+	Records    int64 `json:"records"`
+	ThroughSeq int64 `json:"throughSeq"`
+	// Last is when records of it were last removed.
+	Last time.Time `json:"last"`
 }
 
 // UnansweredNode is a node whose records are missing from an answer, and
@@ -140,7 +159,8 @@ type EgressRecord struct {
 	Host     string          `json:"host"`
 	Port     int             `json:"port,omitempty"`
 	// Decision is Allowed or Denied; Reason says why a request was
-	// denied: port, host, address, private, nothing or refused.
+	// denied: port, host, address, private, nothing, refused, or empty
+	// (Connections that carried no request).
 	Decision string `json:"decision"`
 	Reason   string `json:"reason,omitempty"`
 	// Status is the proxy's: its result code and the HTTP status.
@@ -157,6 +177,13 @@ type EgressRecord struct {
 	Running []string `json:"running,omitempty"`
 	// Proxy is the ID of the proxy container that logged it.
 	Proxy string `json:"proxy"`
+	// Connections, when above 0, makes this record stand for that many
+	// connections to the proxy that carried no request (closed before
+	// sending one, squid's error:transaction-end-before-headers; Reason
+	// empty): the first ended at Time, the last Duration after it. They
+	// are recorded in aggregate, not one record each: at most one record
+	// per proxy and 10 seconds, closed early by the next request.
+	Connections int64 `json:"connections,omitempty"`
 }
 
 // The decisions of an EgressRecord.
@@ -171,8 +198,9 @@ type EgressRecordList struct {
 	Kind       string         `json:"kind"`
 	APIVersion string         `json:"apiVersion"`
 	Items      []EgressRecord `json:"items"`
-	// Unanswered: as a CommandRecordList's.
+	// Unanswered and Pruned: as a CommandRecordList's.
 	Unanswered []UnansweredNode `json:"unanswered,omitempty"`
+	Pruned     []PrunedRecords  `json:"pruned,omitempty"`
 }
 
 // Reason is why the access API refused a request, in words a client acts
