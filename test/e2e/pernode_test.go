@@ -735,7 +735,7 @@ spec:
 		readyOn(nodes[2], "2")
 		Expect(sends()).To(Equal(2))
 		run("twice-check", "cat /workspace/f")
-		Expect(mustAfe(alice, "", "logs", "twice-check")).To(Equal("kept\n"))
+		Expect(pkubectl("get", "run", "twice-check", "-n", ns, "-o", "jsonpath={.status.output}")).To(Equal("kept"))
 		Eventually(func() ([]string, error) {
 			return dockertest.Objects(afev1.LabelRole + "=" + afev1.RoleSnapshotCopy + "," + afev1.LabelNamespace + "=" + ns + "," + afev1.LabelSandbox + "=twice")
 		}, 30*time.Second, time.Second).Should(BeEmpty(), "no record or staging volume of either move is left")
