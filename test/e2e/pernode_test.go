@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -25,6 +26,7 @@ import (
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/internal/localcp"
+	"afe.dev/sandbox/internal/naming"
 	"afe.dev/sandbox/test/dockertest"
 	"afe.dev/sandbox/test/testenv"
 	"afe.dev/sandbox/test/wsroot"
@@ -730,7 +732,21 @@ spec:
 		moveTo("pool-2")
 		readyOn(nodes[1], "1")
 		Expect(sends()).To(Equal(1))
-		By("a second move, to node " + nodes[2] + ": its arrival record on node " + nodes[1] + " is gone, and it transfers once")
+		By("a second move, to node " + nodes[2] + ", with an arrival record left on node " + nodes[1] + " (as a move cut short leaves it): it transfers once")
+		// The record as node 2's manager writes it: its workspace volume's
+		// labels, in the role of a move's helper volumes.
+		key := naming.Key(ns, "twice")
+		out, err := exec.Command("docker", "volume", "inspect", "-f", "{{json .Labels}}", naming.Volume(key)).Output()
+		Expect(err).NotTo(HaveOccurred())
+		labels := map[string]string{}
+		Expect(json.Unmarshal(out, &labels)).To(Succeed())
+		Expect(labels[afev1.LabelController]).To(Equal(nodes[1]))
+		labels[afev1.LabelRole] = afev1.RoleSnapshotCopy
+		create := []string{"volume", "create"}
+		for k, v := range labels {
+			create = append(create, "--label", k+"="+v)
+		}
+		Expect(exec.Command("docker", append(create, naming.MoveVerified(key))...).Run()).To(Succeed())
 		moveTo("pool-3")
 		readyOn(nodes[2], "2")
 		Expect(sends()).To(Equal(2))
