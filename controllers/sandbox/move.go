@@ -145,7 +145,7 @@ func (r *Reconciler) receiveMoved(ctx context.Context, s *sandboxScope, tree *sh
 	if err != nil {
 		return ctrl.Result{RequeueAfter: moveRetry}, err
 	}
-	name := naming.MoveVerified(s.id.Key)
+	name := naming.MoveVerified(s.id.Key, s.id.Instance)
 	rec, err := r.Engine.EnsureVolume(ctx, docker.VolumeSpec{Name: name, Labels: s.id.Labels(afev1.RoleSnapshotCopy)})
 	if err != nil {
 		return ctrl.Result{}, err
@@ -175,7 +175,7 @@ func (r *Reconciler) moveTarget(ctx context.Context, s *sandboxScope) (docker.Vo
 	if v != nil {
 		return docker.VolumeSpec{Name: v.Name}, nil
 	}
-	staging := docker.VolumeSpec{Name: naming.MoveStaging(s.id.Key), Labels: s.id.Labels(afev1.RoleSnapshotCopy)}
+	staging := docker.VolumeSpec{Name: naming.MoveStaging(s.id.Key, s.id.Instance), Labels: s.id.Labels(afev1.RoleSnapshotCopy)}
 	got, err := r.Engine.EnsureVolume(ctx, staging)
 	if err != nil {
 		return docker.VolumeSpec{}, err
@@ -190,7 +190,7 @@ func (r *Reconciler) moveTarget(ctx context.Context, s *sandboxScope) (docker.Vo
 // verified: the volume itself, or, once its name is free on this engine,
 // a copy of the staging volume.
 func (r *Reconciler) placeMoved(ctx context.Context, s *sandboxScope, log logr.Logger) (*docker.Volume, ctrl.Result, error) {
-	staging, err := r.ownedVolume(ctx, s, naming.MoveStaging(s.id.Key))
+	staging, err := r.ownedVolume(ctx, s, naming.MoveStaging(s.id.Key, s.id.Instance))
 	if err != nil {
 		return nil, ctrl.Result{}, err
 	}
@@ -238,7 +238,7 @@ func (r *Reconciler) placeMoved(ctx context.Context, s *sandboxScope, log logr.L
 // there, and the move is looked at again after shared.ConflictRetry.
 func (r *Reconciler) moveRecord(ctx context.Context, s *sandboxScope) (*docker.Volume, ctrl.Result, error) {
 	var verified *docker.Volume
-	for _, name := range []string{naming.MoveStaging(s.id.Key), naming.MoveVerified(s.id.Key)} {
+	for _, name := range []string{naming.MoveStaging(s.id.Key, s.id.Instance), naming.MoveVerified(s.id.Key, s.id.Instance)} {
 		v, err := r.Engine.InspectVolume(ctx, name)
 		if errors.Is(err, docker.ErrNotFound) {
 			continue
@@ -250,7 +250,7 @@ func (r *Reconciler) moveRecord(ctx context.Context, s *sandboxScope) (*docker.V
 			res, err := s.notAdopted(afev1.WorkspaceReadyCondition, "Volume", name)
 			return nil, res, err
 		}
-		if name == naming.MoveVerified(s.id.Key) {
+		if name == naming.MoveVerified(s.id.Key, s.id.Instance) {
 			verified = v
 		}
 	}
@@ -294,7 +294,7 @@ func (r *Reconciler) ownedVolume(ctx context.Context, s *sandboxScope, name stri
 
 // removeMoveVolumes removes the staging and verified volumes of a move.
 func (r *Reconciler) removeMoveVolumes(ctx context.Context, s *sandboxScope) error {
-	for _, name := range []string{naming.MoveStaging(s.id.Key), naming.MoveVerified(s.id.Key)} {
+	for _, name := range []string{naming.MoveStaging(s.id.Key, s.id.Instance), naming.MoveVerified(s.id.Key, s.id.Instance)} {
 		v, err := r.ownedVolume(ctx, s, name)
 		if err != nil {
 			return err
@@ -342,7 +342,7 @@ func (r *Reconciler) fillMoved(ctx context.Context, s *sandboxScope, into docker
 // removeFilled removes the volume a moved tree was filled into: the
 // staging volume (with the move's record), or the workspace volume.
 func (r *Reconciler) removeFilled(ctx context.Context, s *sandboxScope, into docker.VolumeSpec) error {
-	if into.Name == naming.MoveStaging(s.id.Key) {
+	if into.Name == naming.MoveStaging(s.id.Key, s.id.Instance) {
 		return r.removeMoveVolumes(ctx, s)
 	}
 	return r.removeOwnedVolume(ctx, s)

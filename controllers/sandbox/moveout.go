@@ -73,7 +73,7 @@ func (r *Reconciler) holdsAny(ctx context.Context, s *sandboxScope) (bool, error
 	if !errors.Is(err, docker.ErrNotFound) {
 		return err == nil, err
 	}
-	for _, name := range []string{naming.MoveStaging(s.id.Key), naming.MoveVerified(s.id.Key)} {
+	for _, name := range []string{naming.MoveStaging(s.id.Key, s.id.Instance), naming.MoveVerified(s.id.Key, s.id.Instance)} {
 		if v, err := r.ownedVolume(ctx, s, name); err != nil || v != nil {
 			return err == nil, err
 		}
@@ -82,10 +82,19 @@ func (r *Reconciler) holdsAny(ctx context.Context, s *sandboxScope) (bool, error
 }
 
 // recordNode writes, in per-node mode, the node whose engine runs the
-// sandbox once it is Ready there; a sandbox that arrived says so.
-func (r *Reconciler) recordNode(s *sandboxScope) {
+// sandbox once it is Ready there; a sandbox that arrived says so once the
+// records of its move here are gone (settleMove), whichever path its
+// reconcile took: a reconcile that finds its container Ready may not pass
+// through moveIn.
+func (r *Reconciler) recordNode(ctx context.Context, s *sandboxScope) {
 	if !r.Config.PerNode || s.moving || !meta.IsStatusConditionTrue(s.sbx.Status.Conditions, afev1.ContainerReadyCondition) {
 		return
+	}
+	if node := s.sbx.Status.Node; node != "" && node != r.Config.Instance {
+		if err := r.settleMove(ctx, s); err != nil {
+			logf.FromContext(ctx).Error(err, "Remove the records of the move here; status.node is written once they are gone")
+			return
+		}
 	}
 	s.sbx.Status.Node = r.Config.Instance
 }

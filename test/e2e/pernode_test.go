@@ -746,7 +746,7 @@ spec:
 		for k, v := range labels {
 			create = append(create, "--label", k+"="+v)
 		}
-		Expect(exec.Command("docker", append(create, naming.MoveVerified(key))...).Run()).To(Succeed())
+		Expect(exec.Command("docker", append(create, naming.MoveVerified(key, nodes[1]))...).Run()).To(Succeed())
 		moveTo("pool-3")
 		readyOn(nodes[2], "2")
 		Expect(sends()).To(Equal(2))
