@@ -156,7 +156,7 @@ func (s *Server) serveHolds(w http.ResponseWriter, r *http.Request, sbx *afev1.S
 	holds := ct != nil && ct.Running
 	if !holds {
 		id := sandboxspec.IdentityOf(sbx, s.opts.Instance)
-		v, err := s.engine.InspectVolume(ctx, naming.MoveVerified(id.Key))
+		v, err := s.engine.InspectVolume(ctx, naming.MoveVerified(id.Key, id.Instance))
 		if err != nil && !errors.Is(err, docker.ErrNotFound) {
 			writeError(w, err)
 			return

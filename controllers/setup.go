@@ -30,6 +30,9 @@ type Options = shared.Options
 // DefaultMaxRunsPerSandbox is --max-runs-per-sandbox when unset.
 const DefaultMaxRunsPerSandbox = shared.DefaultMaxRunsPerSandbox
 
+// DefaultMaxWorkspaceCopyBytes is --max-workspace-copy-bytes when unset.
+const DefaultMaxWorkspaceCopyBytes = shared.DefaultMaxWorkspaceCopyBytes
+
 // DefaultMaxPoolReplicas is --max-pool-replicas when unset.
 const DefaultMaxPoolReplicas = shared.DefaultMaxPoolReplicas
 

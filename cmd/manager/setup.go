@@ -77,6 +77,9 @@ func logSetupError(log logr.Logger, err error) {
 // and the egress subnets and denied addresses.
 func setupOptions(log logr.Logger, f *managerFlags) error {
 	opts := &f.opts
+	if opts.MaxWorkspaceCopyBytes < 0 {
+		return setupFailed(fmt.Errorf("--max-workspace-copy-bytes must be 0 or more, not %d", opts.MaxWorkspaceCopyBytes), "Invalid --max-workspace-copy-bytes")
+	}
 	if opts.MaxPoolReplicas < 0 {
 		return setupFailed(fmt.Errorf("--max-pool-replicas must be 0 or more, not %d", opts.MaxPoolReplicas), "Invalid --max-pool-replicas")
 	}

@@ -29,7 +29,7 @@ type snapshotJob struct {
 	source docker.Mount
 	// ticketUID is the UID of the sandbox's Ticket, if any.
 	ticketUID string
-	// maxBytes bounds the copy: the sandbox's resources.disk (0: none).
+	// maxBytes bounds the copy (shared.Options.CopyBytes; 0: nothing).
 	maxBytes int64
 	// user is the sandbox's uid:gid, the owner of its files: a sandbox
 	// restored from the snapshot with another user is given them.
@@ -42,7 +42,7 @@ type snapshotJob struct {
 // and no container of another Sandbox with an overlapping folder, which
 // could swap a component of the path.
 func (r *Reconciler) snapshotJobOf(ctx context.Context, sbx *afev1.Sandbox) (*snapshotJob, error) {
-	job := &snapshotJob{id: sandboxspec.IdentityOf(sbx, r.Config.Instance), image: sbx.Spec.Image, maxBytes: shared.DiskBytes(sbx)}
+	job := &snapshotJob{id: sandboxspec.IdentityOf(sbx, r.Config.Instance), image: sbx.Spec.Image, maxBytes: r.Config.CopyBytes(sbx)}
 	if ref := metav1.GetControllerOf(sbx); ref != nil && ref.Kind == "Ticket" {
 		job.ticketUID = string(ref.UID)
 	}

@@ -333,6 +333,7 @@ func (r *Reconciler) runPhases(ctx context.Context, s *sandboxScope) (ctrl.Resul
 		r.reconcileWorkspace,
 		r.reconcileEgress,
 		r.reconcileContainer,
+		r.settleArrived,
 		r.awaitProxy,
 		r.cleanupEgress,
 	}

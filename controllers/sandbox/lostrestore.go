@@ -108,11 +108,11 @@ func (r *Reconciler) restoreAfterNodeLost(ctx context.Context, s *sandboxScope, 
 		n, err = r.fetchSnapshot(ctx, s, snap, v.Name)
 	}
 	if errors.Is(err, tarbound.ErrTooLarge) || errors.Is(err, tarbound.ErrSparse) {
-		// A snapshot past the sandbox's disk limit is not restored: the
+		// A snapshot past the bound of its copy is not restored: the
 		// workspace starts empty.
-		log.Info("The ticket's newest snapshot holds more than resources.disk; the workspace starts empty", "snapshot", snap.Volume, "node", snap.Node)
+		log.Info("The ticket's newest snapshot holds more than its copy's bound; the workspace starts empty", "snapshot", snap.Volume, "node", snap.Node)
 		r.Recorder.Eventf(s.sbx, nil, corev1.EventTypeWarning, afev1.SnapshotTooLargeReason, "Restore",
-			"Snapshot %s on node %s holds more than resources.disk (%d bytes); the workspace starts empty", snap.Volume, snap.Node, shared.DiskBytes(s.sbx))
+			"Snapshot %s on node %s holds more than %s; the workspace starts empty", snap.Volume, snap.Node, r.Config.CopyBound(s.sbx))
 		if err := r.removeOwnedVolume(ctx, s); err != nil {
 			return nil, "", ctrl.Result{}, err
 		}
@@ -180,7 +180,7 @@ func (r *Reconciler) copyLocalSnapshot(ctx context.Context, s *sandboxScope, sna
 		Labels:   s.id.Labels(afev1.RoleSnapshotCopy),
 		From:     docker.Mount{Type: docker.MountVolume, Source: snapshot},
 		To:       docker.Mount{Type: docker.MountVolume, Source: volume},
-		MaxBytes: shared.DiskBytes(s.sbx),
+		MaxBytes: r.Config.CopyBytes(s.sbx),
 		Owners:   owners,
 	})
 }
@@ -202,7 +202,7 @@ func (r *Reconciler) fetchSnapshot(ctx context.Context, s *sandboxScope, snap sh
 		Labels:   s.id.Labels(afev1.RoleSnapshotCopy),
 		To:       docker.Mount{Type: docker.MountVolume, Source: volume},
 		Tree:     tree.Tree,
-		MaxBytes: shared.DiskBytes(s.sbx),
+		MaxBytes: r.Config.CopyBytes(s.sbx),
 		Owners:   owners,
 	})
 	if err == nil {

@@ -19,6 +19,9 @@ type memory struct {
 	written writtenIDs
 	// crashes spaces the recreations of crash-looping containers.
 	crashes crashBackoff
+	// moves spaces the transfers of a moved workspace that does not
+	// settle.
+	moves moveAttempts
 	// admitted is the allowlist this manager gave each proxy since its
 	// start: no need to ask the proxy again.
 	admitted admittedLists
@@ -45,6 +48,7 @@ const finalizedMemory = time.Minute
 func (r *Reconciler) forget(uid types.UID) {
 	r.mem.written.forget(uid)
 	r.mem.crashes.forget(uid)
+	r.mem.moves.forget(uid)
 	r.mem.admitted.forget(uid)
 	r.mem.legacyChecked.Delete(uid)
 	r.mem.egressGone.Delete(uid)

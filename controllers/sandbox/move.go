@@ -61,7 +61,7 @@ func (r *Reconciler) moveIn(ctx context.Context, s *sandboxScope) (*docker.Volum
 	case err == nil && s.id.OwnsAs(have.Labels, afev1.RoleSandbox):
 		// Moved: its container runs on the workspace moved here.
 		sbx.Status.ContainerID = have.ID
-		return nil, ctrl.Result{}, r.removeMoveVolumes(ctx, s)
+		return nil, ctrl.Result{}, r.settleMove(ctx, s)
 	case err != nil && !errors.Is(err, docker.ErrNotFound):
 		return nil, ctrl.Result{}, err
 	}
@@ -70,11 +70,16 @@ func (r *Reconciler) moveIn(ctx context.Context, s *sandboxScope) (*docker.Volum
 	s.moving = true
 	shared.SetCondition(sbx, afev1.ContainerReadyCondition, false, afev1.NodeDrainedReason,
 		"The sandbox is moving from node "+from+" with its workspace")
-	verified, err := r.ownedVolume(ctx, s, naming.MoveVerified(s.id.Key))
-	if err != nil {
-		return nil, ctrl.Result{}, err
+	verified, res, err := r.moveRecord(ctx, s)
+	if err != nil || !res.IsZero() {
+		return nil, res, err
 	}
 	if verified == nil {
+		// The WorkspaceReady condition of the attempt before stays.
+		if wait := r.mem.moves.wait(sbx.UID, time.Now()); wait > 0 {
+			log.V(1).Info("Waiting before the workspace is transferred again", "wait", wait)
+			return nil, ctrl.Result{RequeueAfter: wait}, nil
+		}
 		if res, err := r.takeMoved(ctx, s); err != nil || !res.IsZero() {
 			return nil, res, err
 		}
@@ -124,6 +129,14 @@ func (r *Reconciler) takeMoved(ctx context.Context, s *sandboxScope) (ctrl.Resul
 		return ctrl.Result{RequeueAfter: moveRetry}, nil
 	}
 	defer func() { _ = tree.Tree.Close() }()
+	r.mem.moves.begin(sbx.UID, time.Now())
+	return r.receiveMoved(ctx, s, tree, log)
+}
+
+// receiveMoved fills the moved tree into its volume and records it
+// verified, with a record of its own: a volume of the record's name made
+// by another in the meantime is a conflict, and what was filled goes.
+func (r *Reconciler) receiveMoved(ctx context.Context, s *sandboxScope, tree *shared.MovedWorkspace, log logr.Logger) (ctrl.Result, error) {
 	into, err := r.moveTarget(ctx, s)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -132,12 +145,18 @@ func (r *Reconciler) takeMoved(ctx context.Context, s *sandboxScope) (ctrl.Resul
 	if err != nil {
 		return ctrl.Result{RequeueAfter: moveRetry}, err
 	}
-	if _, err := r.Engine.EnsureVolume(ctx, docker.VolumeSpec{Name: naming.MoveVerified(s.id.Key), Labels: s.id.Labels(afev1.RoleSnapshotCopy)}); err != nil {
+	name := naming.MoveVerified(s.id.Key, s.id.Instance)
+	rec, err := r.Engine.EnsureVolume(ctx, docker.VolumeSpec{Name: name, Labels: s.id.Labels(afev1.RoleSnapshotCopy)})
+	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if !s.id.OwnsAs(rec.Labels, afev1.RoleSnapshotCopy) {
+		res, err := s.notAdopted(afev1.WorkspaceReadyCondition, "Volume", name)
+		return res, errors.Join(err, r.removeFilled(ctx, s, into))
+	}
 	log.Info("Took the workspace from the node its ticket left", "volume", into.Name, "bytes", n)
-	r.Recorder.Eventf(sbx, nil, corev1.EventTypeNormal, afev1.MovedReason, "Move",
-		"Workspace moved from node %s (%d bytes of tar, size and SHA-256 verified)", from, n)
+	r.Recorder.Eventf(s.sbx, nil, corev1.EventTypeNormal, afev1.MovedReason, "Move",
+		"Workspace moved from node %s (%d bytes of tar, size and SHA-256 verified)", s.sbx.Status.Node, n)
 	return ctrl.Result{}, nil
 }
 
@@ -156,7 +175,7 @@ func (r *Reconciler) moveTarget(ctx context.Context, s *sandboxScope) (docker.Vo
 	if v != nil {
 		return docker.VolumeSpec{Name: v.Name}, nil
 	}
-	staging := docker.VolumeSpec{Name: naming.MoveStaging(s.id.Key), Labels: s.id.Labels(afev1.RoleSnapshotCopy)}
+	staging := docker.VolumeSpec{Name: naming.MoveStaging(s.id.Key, s.id.Instance), Labels: s.id.Labels(afev1.RoleSnapshotCopy)}
 	got, err := r.Engine.EnsureVolume(ctx, staging)
 	if err != nil {
 		return docker.VolumeSpec{}, err
@@ -171,7 +190,7 @@ func (r *Reconciler) moveTarget(ctx context.Context, s *sandboxScope) (docker.Vo
 // verified: the volume itself, or, once its name is free on this engine,
 // a copy of the staging volume.
 func (r *Reconciler) placeMoved(ctx context.Context, s *sandboxScope, log logr.Logger) (*docker.Volume, ctrl.Result, error) {
-	staging, err := r.ownedVolume(ctx, s, naming.MoveStaging(s.id.Key))
+	staging, err := r.ownedVolume(ctx, s, naming.MoveStaging(s.id.Key, s.id.Instance))
 	if err != nil {
 		return nil, ctrl.Result{}, err
 	}
@@ -198,6 +217,8 @@ func (r *Reconciler) placeMoved(ctx context.Context, s *sandboxScope, log logr.L
 		Labels: s.id.Labels(afev1.RoleSnapshotCopy),
 		From:   docker.Mount{Type: docker.MountVolume, Source: staging.Name},
 		To:     docker.Mount{Type: docker.MountVolume, Source: v.Name},
+		// Bounded when it was filled; bounded again, as every copy is.
+		MaxBytes: r.Config.CopyBytes(s.sbx),
 	})
 	if err != nil {
 		return nil, ctrl.Result{}, errors.Join(fmt.Errorf("copy the moved workspace into %s: %w", v.Name, err), r.removeOwnedVolume(ctx, s))
@@ -207,6 +228,55 @@ func (r *Reconciler) placeMoved(ctx context.Context, s *sandboxScope, log logr.L
 		return nil, ctrl.Result{}, err
 	}
 	return v, ctrl.Result{}, nil
+}
+
+// moveRecord is the sandbox's own record that its moved workspace arrived
+// here whole; nil when there is none. A volume of the record's or the
+// staging volume's name that is not this sandbox's of this instance
+// (another instance's, on an engine the nodes share) is a conflict: it is
+// never taken for this sandbox's, nothing is transferred while it is
+// there, and the move is looked at again after shared.ConflictRetry.
+func (r *Reconciler) moveRecord(ctx context.Context, s *sandboxScope) (*docker.Volume, ctrl.Result, error) {
+	var verified *docker.Volume
+	for _, name := range []string{naming.MoveStaging(s.id.Key, s.id.Instance), naming.MoveVerified(s.id.Key, s.id.Instance)} {
+		v, err := r.Engine.InspectVolume(ctx, name)
+		if errors.Is(err, docker.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, ctrl.Result{}, err
+		}
+		if !s.id.OwnsAs(v.Labels, afev1.RoleSnapshotCopy) {
+			res, err := s.notAdopted(afev1.WorkspaceReadyCondition, "Volume", name)
+			return nil, res, err
+		}
+		if name == naming.MoveVerified(s.id.Key, s.id.Instance) {
+			verified = v
+		}
+	}
+	return verified, ctrl.Result{}, nil
+}
+
+// settleMove ends the move of a sandbox whose container runs here: the
+// records of its arrival go (on an engine the nodes share, a record left
+// behind would stand in the way of its next move), its transfers are
+// forgotten, and status.node may name this node (recordNode).
+func (r *Reconciler) settleMove(ctx context.Context, s *sandboxScope) error {
+	if err := r.removeMoveVolumes(ctx, s); err != nil {
+		return err
+	}
+	r.mem.moves.forget(s.sbx.UID)
+	s.moving = false
+	return nil
+}
+
+// settleArrived settles the move once this reconcile has the moved
+// container running (its ContainerReady condition).
+func (r *Reconciler) settleArrived(ctx context.Context, s *sandboxScope) (ctrl.Result, error) {
+	if !s.moving || !meta.IsStatusConditionTrue(s.sbx.Status.Conditions, afev1.ContainerReadyCondition) {
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{}, r.settleMove(ctx, s)
 }
 
 // ownedVolume is the volume of that name when it is this sandbox's helper
@@ -224,7 +294,7 @@ func (r *Reconciler) ownedVolume(ctx context.Context, s *sandboxScope, name stri
 
 // removeMoveVolumes removes the staging and verified volumes of a move.
 func (r *Reconciler) removeMoveVolumes(ctx context.Context, s *sandboxScope) error {
-	for _, name := range []string{naming.MoveStaging(s.id.Key), naming.MoveVerified(s.id.Key)} {
+	for _, name := range []string{naming.MoveStaging(s.id.Key, s.id.Instance), naming.MoveVerified(s.id.Key, s.id.Instance)} {
 		v, err := r.ownedVolume(ctx, s, name)
 		if err != nil {
 			return err
@@ -243,23 +313,16 @@ func (r *Reconciler) removeMoveVolumes(ctx context.Context, s *sandboxScope) err
 // the tree arrived whole; on any failure the volume is removed, and made
 // again by the next attempt.
 func (r *Reconciler) fillMoved(ctx context.Context, s *sandboxScope, into docker.VolumeSpec, tree *shared.MovedWorkspace) (int64, error) {
-	removeInto := func() error {
-		if into.Name == naming.MoveStaging(s.id.Key) {
-			return r.removeMoveVolumes(ctx, s)
-		}
-		return r.removeOwnedVolume(ctx, s)
-	}
 	owners, err := r.movedOwners(s, tree.User)
 	if err != nil {
-		return 0, errors.Join(err, removeInto())
+		return 0, errors.Join(err, r.removeFilled(ctx, s, into))
 	}
-	limit := shared.DiskBytes(s.sbx)
 	n, err := r.Engine.FillWorkspace(ctx, docker.FillSpec{
 		Name:     naming.Move(s.id.Key) + "-in",
 		Labels:   s.id.Labels(afev1.RoleSnapshotCopy),
 		To:       docker.Mount{Type: docker.MountVolume, Source: into.Name},
 		Tree:     tree.Tree,
-		MaxBytes: limit,
+		MaxBytes: r.Config.CopyBytes(s.sbx),
 		Owners:   owners,
 	})
 	if err == nil {
@@ -269,11 +332,20 @@ func (r *Reconciler) fillMoved(ctx context.Context, s *sandboxScope, into docker
 		return n, nil
 	}
 	if errors.Is(err, tarbound.ErrTooLarge) || errors.Is(err, tarbound.ErrSparse) {
-		err = fmt.Errorf("the workspace holds more than resources.disk (%d bytes, each file at its full size): %w", limit, err)
+		err = fmt.Errorf("the workspace holds more than %s, each file at its full size: %w", r.Config.CopyBound(s.sbx), err)
 	}
 	shared.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, false, afev1.NodeDrainedReason,
 		fmt.Sprintf("The workspace from node %s did not arrive whole; trying again: %v", s.sbx.Status.Node, err))
-	return n, errors.Join(fmt.Errorf("move the workspace from node %s: %w", s.sbx.Status.Node, err), removeInto())
+	return n, errors.Join(fmt.Errorf("move the workspace from node %s: %w", s.sbx.Status.Node, err), r.removeFilled(ctx, s, into))
+}
+
+// removeFilled removes the volume a moved tree was filled into: the
+// staging volume (with the move's record), or the workspace volume.
+func (r *Reconciler) removeFilled(ctx context.Context, s *sandboxScope, into docker.VolumeSpec) error {
+	if into.Name == naming.MoveStaging(s.id.Key, s.id.Instance) {
+		return r.removeMoveVolumes(ctx, s)
+	}
+	return r.removeOwnedVolume(ctx, s)
 }
 
 // movedOwners is the change of owner a moved workspace needs: a sandbox
@@ -291,67 +363,4 @@ func (r *Reconciler) movedOwners(s *sandboxScope, was string) (*docker.OwnerChan
 		return nil, err
 	}
 	return &docker.OwnerChange{From: docker.Owner{UID: fromUID, GID: fromGID}, To: docker.Owner{UID: toUID, GID: toGID}}, nil
-}
-
-// moveOut removes, on the node a sandbox's ticket left, what it ran there,
-// once the manager of the node it is placed on now says it holds the
-// sandbox (its workspace arrived whole there, or its container runs). It
-// looks again every moveRetry while this engine holds anything of it.
-func (r *Reconciler) moveOut(ctx context.Context, s *sandboxScope) (ctrl.Result, error) {
-	if r.Config.Moves == nil || !s.sbx.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil
-	}
-	if held, err := r.holdsAny(ctx, s); err != nil || !held {
-		return ctrl.Result{}, err
-	}
-	placed, err := shared.PlacedNode(ctx, r.Client, s.sbx)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if placed == "" || placed == r.Config.Instance {
-		return ctrl.Result{RequeueAfter: moveRetry}, nil // being placed
-	}
-	log := logf.FromContext(ctx).WithValues("node", placed)
-	holds, err := r.Config.Moves.Holds(ctx, placed, s.sbx)
-	if err != nil || !holds {
-		log.V(1).Info("The sandbox moved away is not held there yet", "error", err)
-		return ctrl.Result{RequeueAfter: moveRetry}, nil
-	}
-	if err := r.removeObjects(ctx, s); err != nil {
-		return ctrl.Result{}, err
-	}
-	r.forget(s.sbx.UID)
-	log.Info("Removed the objects of a sandbox that moved to another node")
-	return ctrl.Result{}, nil
-}
-
-// holdsAny is true when this engine has the sandbox's container (its own,
-// or a pool member renamed to its name), its workspace volume or its claim
-// record: each is checked as the sandbox's again before it is removed.
-// Its ticket's snapshots stay with the ticket.
-func (r *Reconciler) holdsAny(ctx context.Context, s *sandboxScope) (bool, error) {
-	ct, err := r.Engine.InspectContainer(ctx, s.containerName())
-	if err == nil && (s.id.Owns(ct.Labels) || ct.Labels[afev1.LabelRole] == afev1.RoleMember) {
-		return true, nil
-	}
-	if err != nil && !errors.Is(err, docker.ErrNotFound) {
-		return false, err
-	}
-	if _, err = shared.WorkspaceVolume(ctx, r.Engine, s.id); !errors.Is(err, docker.ErrNotFound) {
-		return err == nil, err
-	}
-	_, err = r.Engine.InspectVolume(ctx, naming.Claim(s.id.Key))
-	if errors.Is(err, docker.ErrNotFound) {
-		return false, nil
-	}
-	return err == nil, err
-}
-
-// recordNode writes, in per-node mode, the node whose engine runs the
-// sandbox once it is Ready there; a sandbox that arrived says so.
-func (r *Reconciler) recordNode(s *sandboxScope) {
-	if !r.Config.PerNode || s.moving || !meta.IsStatusConditionTrue(s.sbx.Status.Conditions, afev1.ContainerReadyCondition) {
-		return
-	}
-	s.sbx.Status.Node = r.Config.Instance
 }

@@ -84,21 +84,20 @@ func (r *Reconciler) restoreWorkspace(ctx context.Context, s *sandboxScope, volu
 		return err
 	}
 	started := time.Now()
-	limit := shared.DiskBytes(s.sbx)
 	n, err := r.Engine.CopyWorkspace(ctx, docker.CopySpec{
 		Name:     naming.Restore(s.id.Key),
 		Image:    s.sbx.Spec.Image,
 		Labels:   s.id.Labels(afev1.RoleSnapshotCopy),
 		From:     docker.Mount{Type: docker.MountVolume, Source: from},
 		To:       docker.Mount{Type: docker.MountVolume, Source: volume},
-		MaxBytes: limit,
+		MaxBytes: r.Config.CopyBytes(s.sbx),
 		Owners:   owners,
 	})
 	if errors.Is(err, tarbound.ErrTooLarge) || errors.Is(err, tarbound.ErrSparse) {
 		// Nothing of a snapshot past the bound is kept: the volume is
 		// removed, and made again for the next attempt.
 		shared.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, false, afev1.SnapshotTooLargeReason,
-			fmt.Sprintf("Snapshot volume %s holds more than resources.disk (%d bytes, each file at its full size); raise resources.disk or restore another snapshot", from, limit))
+			fmt.Sprintf("Snapshot volume %s holds more than %s, each file at its full size; restore another snapshot or raise that bound", from, r.Config.CopyBound(s.sbx)))
 		return errors.Join(fmt.Errorf("restore snapshot %s into %s: %w", from, volume, err), r.removeOwnedVolume(ctx, s))
 	}
 	if err != nil {

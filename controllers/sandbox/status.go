@@ -25,7 +25,7 @@ func (r *Reconciler) commit(ctx context.Context, s *sandboxScope) error {
 		return nil // gone, or about to be
 	}
 	if !deleting {
-		r.recordNode(s)
+		r.recordNode(ctx, s)
 	}
 	now := metav1.Now()
 	status.SummarizeSandbox(&sbx.Status, sbx.Generation, deleting, now)

@@ -298,9 +298,7 @@ func claimantsOf(records map[string][]claimRecord, labels map[string]string, rol
 	return uids
 }
 
-// DiskBytes is the sandbox's resources.disk in bytes, 0 when unset: the
-// bound of the copies into and out of its workspace (snapshots), as a
-// plain tar counts them (a sparse file at its full size).
+// DiskBytes is the sandbox's resources.disk in bytes, 0 when unset.
 func DiskBytes(sbx *afev1.Sandbox) int64 {
 	if d := sbx.Spec.Resources.Disk; d != nil {
 		return d.Value()

@@ -120,6 +120,11 @@ type Options struct {
 	// sandbox that names none (empty: runc).
 	Runtimes       []string
 	DefaultRuntime string
+	// MaxWorkspaceCopyBytes is --max-workspace-copy-bytes: the most any
+	// copy of a workspace may write (a move, a restore, a snapshot), each
+	// file at its full size, besides the sandbox's resources.disk; 0 leaves
+	// resources.disk alone to bound them (CopyBytes).
+	MaxWorkspaceCopyBytes int64
 }
 
 // MaxRunsPerSandboxOrDefault is MaxRunsPerSandbox, or its default.
@@ -171,6 +176,10 @@ func (o Options) EnvResolver(reader client.Reader) sandboxenv.Resolver {
 
 // DefaultMaxRunsPerSandbox is --max-runs-per-sandbox when unset.
 const DefaultMaxRunsPerSandbox = 16
+
+// DefaultMaxWorkspaceCopyBytes is --max-workspace-copy-bytes when unset:
+// 10 GiB.
+const DefaultMaxWorkspaceCopyBytes = 10 << 30
 
 // DefaultMaxPoolReplicas is --max-pool-replicas when unset.
 const DefaultMaxPoolReplicas = 50

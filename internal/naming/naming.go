@@ -87,12 +87,21 @@ func Move(key string) string { return "afe-" + key + "_move" }
 // MoveStaging is the volume a moved workspace is filled into while the
 // workspace volume's name is still taken on the engine (nodes that share
 // one engine): it is copied into the workspace volume once that is free.
-func MoveStaging(key string) string { return Move(key) + "_in" }
+// Its name is the receiving instance's own (moveInstance).
+func MoveStaging(key, instance string) string { return Move(key) + "_in-" + moveInstance(instance) }
 
 // MoveVerified is the empty volume whose creation records that a moved
-// workspace arrived whole: the node it left removes its copy once it
-// exists.
-func MoveVerified(key string) string { return Move(key) + "_ok" }
+// workspace arrived whole at instance: the node it left removes its copy
+// once it exists. On an engine the nodes share, each instance's record has
+// a name of its own, so that one left by an earlier move there is never
+// in the way of the next move's.
+func MoveVerified(key, instance string) string { return Move(key) + "_ok-" + moveInstance(instance) }
+
+// moveInstance is a short hash of an instance's name, which may be long.
+func moveInstance(instance string) string {
+	sum := sha256.Sum256([]byte(instance))
+	return hex.EncodeToString(sum[:6])
+}
 
 // SnapshotSend is the helper that reads a snapshot volume out for another
 // node's manager (a ticket made afresh after its node was lost restores

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"syscall"
@@ -24,6 +26,7 @@ import (
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/internal/localcp"
+	"afe.dev/sandbox/internal/naming"
 	"afe.dev/sandbox/test/dockertest"
 	"afe.dev/sandbox/test/testenv"
 	"afe.dev/sandbox/test/wsroot"
@@ -176,6 +179,8 @@ spec:
 				"--access-bind-address", fmt.Sprintf("127.0.0.1:%d", accessPorts[i]), "--access-register",
 				"--access-service", "afe-system/afe-access", "--access-service-port", fmt.Sprint(accessPorts[0]),
 				"--peer-bind-address", "127.0.0.1:0",
+				// A move's bound, which a sparse file passes (the two-moves spec).
+				"--max-workspace-copy-bytes", "67108864",
 				// No usage measuring: three more engine-wide disk usage
 				// requests would only slow the other suites' down.
 				"--usage-period", "-1s")
@@ -685,6 +690,88 @@ spec:
 		setState("Done", "drained")
 	})
 
+	It("moves a ticket twice in a row, each move one transfer, and refuses a sparse file past --max-workspace-copy-bytes with its attempts spaced", func() {
+		// A tenant moves its ticket by changing its nodeSelector; the
+		// placeholder Pod deleted has it placed again at once.
+		sends := func() int {
+			n := 0
+			for _, out := range logs {
+				for _, l := range strings.Split(string(out.Contents()), "\n") {
+					if strings.Contains(l, "Sending a workspace to the node its ticket moved to") && sendsOf.MatchString(l) {
+						n++
+					}
+				}
+			}
+			return n
+		}
+		moveTo := func(pool string) {
+			pkubectl("patch", "ticket", "twice", "-n", ns, "--type=merge", "-p", `{"spec":{"placement":{"nodeSelector":{"afe.dev/e2e-pool":"`+pool+`"}}}}`)
+			pkubectl("delete", "pod", "afe-placement-twice", "-n", ns, "--grace-period=0", "--force")
+		}
+		readyOn := func(node, moves string) {
+			EventuallyWithOffset(1, func(g Gomega) {
+				t := tickets()["twice"]
+				g.Expect(t.phase).To(Equal("Ready"), "%+v", t)
+				g.Expect(t.node).To(Equal(node))
+				g.Expect(pkubectl("get", "ticket", "twice", "-n", ns, "-o", "jsonpath={.status.moves}")).To(Equal(moves))
+				g.Expect(pkubectl("get", "sandbox", "twice", "-n", ns, "-o", "jsonpath={.status.node}")).To(Equal(node))
+			}, 3*time.Minute, time.Second).Should(Succeed())
+		}
+		pkubectlStdin(ticket("twice", "  placement:\n    nodeSelector: {afe.dev/e2e-pool: pool-1}\n"), "apply", "-n", ns, "-f", "-")
+		readyOn(nodes[0], "")
+		run := func(name, script string) {
+			pkubectlStdin(fmt.Sprintf("apiVersion: sandbox.afe.dev/v1alpha1\nkind: Run\nmetadata: {name: %s}\nspec:\n  sandboxRef: {name: twice}\n  script: %q\n", name, script),
+				"apply", "-n", ns, "-f", "-")
+			EventuallyWithOffset(1, func() string {
+				return pkubectl("get", "run", name, "-n", ns, "-o", "jsonpath={.status.phase}/{.status.exitCode}")
+			}, time.Minute, time.Second).Should(Equal("Completed/0"))
+		}
+		run("twice-write", "echo kept > /workspace/f")
+
+		By("a first move, to node " + nodes[1])
+		moveTo("pool-2")
+		readyOn(nodes[1], "1")
+		Expect(sends()).To(Equal(1))
+		By("a second move, to node " + nodes[2] + ", with an arrival record left on node " + nodes[1] + " (as a move cut short leaves it): it transfers once")
+		// The record as node 2's manager writes it: its workspace volume's
+		// labels, in the role of a move's helper volumes.
+		key := naming.Key(ns, "twice")
+		out, err := exec.Command("docker", "volume", "inspect", "-f", "{{json .Labels}}", naming.Volume(key)).Output()
+		Expect(err).NotTo(HaveOccurred())
+		labels := map[string]string{}
+		Expect(json.Unmarshal(out, &labels)).To(Succeed())
+		Expect(labels[afev1.LabelController]).To(Equal(nodes[1]))
+		labels[afev1.LabelRole] = afev1.RoleSnapshotCopy
+		create := []string{"volume", "create"}
+		for k, v := range labels {
+			create = append(create, "--label", k+"="+v)
+		}
+		Expect(exec.Command("docker", append(create, naming.MoveVerified(key, nodes[1]))...).Run()).To(Succeed())
+		moveTo("pool-3")
+		readyOn(nodes[2], "2")
+		Expect(sends()).To(Equal(2))
+		run("twice-check", "cat /workspace/f")
+		Expect(pkubectl("get", "run", "twice-check", "-n", ns, "-o", "jsonpath={.status.output}")).To(Equal("kept"))
+		Eventually(func() ([]string, error) {
+			return dockertest.Objects(afev1.LabelRole + "=" + afev1.RoleSnapshotCopy + "," + afev1.LabelNamespace + "=" + ns + "," + afev1.LabelSandbox + "=twice")
+		}, 30*time.Second, time.Second).Should(BeEmpty(), "no record or staging volume of either move is left")
+
+		By("a sparse file of 300 MB, a few KiB on disk, is refused past the managers' 64 MiB bound, not written whole")
+		run("twice-sparse", "truncate -s 300M /workspace/sparse && test $(du -k /workspace/sparse | cut -f1) -lt 1024")
+		moveTo("pool-1")
+		condition := func() string {
+			return pkubectl("get", "sandbox", "twice", "-n", ns, "-o",
+				`jsonpath={.status.conditions[?(@.type=="WorkspaceReady")].reason}: {.status.conditions[?(@.type=="WorkspaceReady")].message}`)
+		}
+		Eventually(condition, 2*time.Minute, 200*time.Millisecond).Should(And(HavePrefix(afev1.NodeDrainedReason+": "),
+			ContainSubstring("--max-workspace-copy-bytes (67108864 bytes)")))
+		refused := sends()
+		By("its transfers tried again after 2 s, then 4 s, not at the pace of the engine's events")
+		Consistently(sends, 9*time.Second, time.Second).Should(BeNumerically("<=", refused+2))
+		Expect(tickets()["twice"].phase).NotTo(Equal("Ready"))
+		setState("Done", "twice")
+	})
+
 	It("restores a ticket whose node was lost from its newest snapshot, which a manager that still answers keeps", func() {
 		pkubectlStdin(ticket("kept", ""), "apply", "-n", ns, "-f", "-")
 		Eventually(func(g Gomega) {
@@ -746,6 +833,9 @@ spec:
 		}
 	})
 })
+
+// sendsOf finds the sandbox "twice" in a manager's log line.
+var sendsOf = regexp.MustCompile(`"sandbox":\s*"twice"`)
 
 // freePort is a loopback port free a moment ago.
 func freePort() int {
