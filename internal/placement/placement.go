@@ -116,10 +116,11 @@ func ControlledBy(pod *corev1.Pod, tk *afev1.Ticket) bool {
 }
 
 // Unschedulable is the scheduler's message on a Pod it could not place yet,
-// and false while it has not tried.
+// and false while it has not tried (a Pod still gated, or just signed,
+// says SchedulingGated: not the scheduler's word).
 func Unschedulable(pod *corev1.Pod) (string, bool) {
 	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason != corev1.PodReasonSchedulingGated {
 			return c.Message, true
 		}
 	}
