@@ -95,8 +95,8 @@ type Check struct {
 // State is what the Pod (nil: none) is to the ticket, and, for a gated
 // placeholder not signed yet, how soon to look again: once that is past,
 // it is PodUnproven. Only a Pod the ticket controls, signed by a manager,
-// bound by the default scheduler (PodScheduled) and requesting at least
-// what the ticket's sandboxes may use is PodBound.
+// bound by the default scheduler (PodScheduled), requesting at least what
+// the ticket's sandboxes may use and not ended is PodBound.
 func (c Check) State(pod *corev1.Pod) (PodState, time.Duration) {
 	switch {
 	case pod == nil:
@@ -111,7 +111,7 @@ func (c Check) State(pod *corev1.Pod) (PodState, time.Duration) {
 		return PodUnproven, 0
 	case pod.Spec.NodeName == "":
 		return PodUnbound, 0
-	case !scheduled(pod) || !covers(podRequests(pod), c.Requests):
+	case !scheduled(pod) || !covers(podRequests(pod), c.Requests) || ended(pod):
 		return PodUnproven, 0
 	}
 	return PodBound, 0
@@ -140,6 +140,13 @@ func scheduled(pod *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// ended is true for a Pod whose containers are done (Failed or Succeeded:
+// an activeDeadlineSeconds its namespace's users can set, say): the
+// scheduler no longer counts its requests on the node.
+func ended(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded
 }
 
 // podRequests is the CPU and memory the Pod's containers request together.

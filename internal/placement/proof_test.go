@@ -83,6 +83,7 @@ func TestCheckState(t *testing.T) {
 		"signed, resized below the ticket's": {edit(bound(signed(made(time.Hour), key)), func(p *corev1.Pod) {
 			p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("100m")
 		}), PodUnproven, 0},
+		"signed, ended (its capacity freed)": {edit(bound(signed(made(time.Hour), key)), func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }), PodUnproven, 0},
 		"signed, requesting more than the ticket's": {edit(bound(signed(made(time.Hour), key)), func(p *corev1.Pod) {
 			p.Spec.Containers[0].Resources.Requests[corev1.ResourceMemory] = resource.MustParse("1Gi")
 		}), PodBound, 0},
