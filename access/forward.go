@@ -17,6 +17,7 @@ import (
 	accessv1 "afe.dev/sandbox/api/access/v1alpha1"
 	"afe.dev/sandbox/internal/metrics"
 	"afe.dev/sandbox/internal/peerca"
+	"afe.dev/sandbox/internal/placement"
 )
 
 // PeerOptions turn on forwarding between the managers of per-node mode.
@@ -29,6 +30,9 @@ type PeerOptions struct {
 	// AdvertiseAddress is the host:port the other managers dial; empty is
 	// the bound address, which must then name a host.
 	AdvertiseAddress string
+	// PlacementKey is the managers' key: a sandbox's node is read only
+	// from a placeholder Pod a manager signed with it (placement.Check).
+	PlacementKey placement.Key
 }
 
 // The identity of the caller a manager forwards a request for. They are

@@ -28,10 +28,32 @@ import (
 	"afe.dev/sandbox/controllers/shared"
 	"afe.dev/sandbox/internal/peerca"
 	"afe.dev/sandbox/internal/placement"
+	"afe.dev/sandbox/internal/ticketspec"
 	"afe.dev/sandbox/test/dockertest"
 )
 
 var coordinationLease = schema.GroupVersionKind{Group: "coordination.k8s.io", Version: "v1", Kind: "Lease"}
+
+// placementKey is the managers' key of the peer listeners here.
+var placementKey = placement.Key("the access suite's placement key")
+
+// placeholderOn makes the ticket's placeholder as a manager does (gated,
+// signed with placementKey, the gate lifted) and binds it to node through
+// the binding subresource, as kube-scheduler does.
+func placeholderOn(ctx context.Context, tk *afev1.Ticket, node string) *corev1.Pod {
+	pod := placement.Pod(tk, ticketspec.Sandboxes(tk), "x")
+	ExpectWithOffset(1, adminClient.Create(ctx, pod)).To(Succeed())
+	DeferCleanup(func() {
+		ExpectWithOffset(1, client.IgnoreNotFound(adminClient.Delete(context.Background(), pod, client.GracePeriodSeconds(0)))).To(Succeed())
+	})
+	patch := client.MergeFromWithOptions(pod.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	placementKey.Seal(pod, tk.UID)
+	ExpectWithOffset(1, adminClient.Patch(ctx, pod, patch)).To(Succeed())
+	binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name},
+		Target: corev1.ObjectReference{Kind: "Node", Name: node}}
+	ExpectWithOffset(1, adminClient.SubResource("binding").Create(ctx, pod, binding)).To(Succeed())
+	return pod
+}
 
 // The peer listener of per-node mode, on its own: a manager of node
 // peer-a, and callers with and without a manager's certificate of the
@@ -59,7 +81,7 @@ var _ = Describe("Peer listener", Ordered, func() {
 			BindAddress: "127.0.0.1:0",
 			Service:     types.NamespacedName{Namespace: ns, Name: "afe-access"},
 			Instance:    "peer-a",
-			Peer:        &access.PeerOptions{Authority: a, BindAddress: "127.0.0.1:0"},
+			Peer:        &access.PeerOptions{Authority: a, BindAddress: "127.0.0.1:0", PlacementKey: placementKey},
 		})
 		Expect(err).NotTo(HaveOccurred())
 		serverCtx, stop := context.WithCancel(context.Background())
@@ -150,13 +172,7 @@ var _ = Describe("Peer listener", Ordered, func() {
 			g.Expect(adminClient.Get(ctx, client.ObjectKeyFromObject(tk), tk)).To(Succeed())
 			g.Expect(tk.UID).NotTo(BeEmpty())
 		}).Should(Succeed())
-		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: nsB, Name: placement.PodName(tk.Name),
-				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(tk, afev1.GroupVersion.WithKind("Ticket"))}},
-			Spec: corev1.PodSpec{NodeName: "peer-c", Containers: []corev1.Container{{Name: "c", Image: "x"}}},
-		}
-		Expect(adminClient.Create(ctx, pod)).To(Succeed())
-		DeferCleanup(func() { Expect(client.IgnoreNotFound(adminClient.Delete(context.Background(), pod))).To(Succeed()) })
+		placeholderOn(ctx, tk, "peer-c")
 		Eventually(func(g Gomega) {
 			code, st, err := ask(b.ClientConfig("peer-a"), nsB, tk.Name, "bob")
 			g.Expect(err).NotTo(HaveOccurred())
@@ -165,6 +181,36 @@ var _ = Describe("Peer listener", Ordered, func() {
 			g.Expect(st.Details.Causes).To(ContainElement(HaveField("Type", metav1.CauseType(accessv1.ReasonSandboxNotReady))))
 			g.Expect(st.Message).To(ContainSubstring("placed on node peer-c, not on peer-a"))
 		}).Should(Succeed())
+	})
+
+	It("reads no node from a Pod of the placeholder's name no manager signed, whatever its controller reference", func() {
+		tk := &afev1.Ticket{ObjectMeta: metav1.ObjectMeta{Namespace: nsB, Name: "forged"},
+			Spec: afev1.TicketSpec{Sandbox: afev1.SandboxTemplateSpec{Image: dockertest.TestImage, User: "1000:1000"}}}
+		Expect(adminClient.Create(ctx, tk)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(adminClient.Delete(context.Background(), tk))).To(Succeed()) })
+		// A tenant's Pod: bound by hand, requesting nothing, naming the
+		// Ticket as its controller, with a signature of another Pod.
+		other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: nsB, Name: placement.PodName(tk.Name), UID: "another-pod"}}
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: nsB, Name: placement.PodName(tk.Name),
+				Labels:          map[string]string{placement.PlaceholderLabel: "true"},
+				Annotations:     map[string]string{placement.ProofAnnotation: placementKey.Sign(other, tk.UID)},
+				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(tk, afev1.GroupVersion.WithKind("Ticket"))}},
+			Spec: corev1.PodSpec{NodeName: "peer-c", Containers: []corev1.Container{{Name: "c", Image: "x"}}},
+		}
+		Expect(adminClient.Create(ctx, pod)).To(Succeed())
+		DeferCleanup(func() {
+			Expect(client.IgnoreNotFound(adminClient.Delete(context.Background(), pod, client.GracePeriodSeconds(0)))).To(Succeed())
+		})
+		notPlaced := func(g Gomega) {
+			code, st, err := ask(b.ClientConfig("peer-a"), nsB, tk.Name, "bob")
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(code).To(Equal(http.StatusConflict), "%+v", st)
+			g.Expect(st.Message).To(ContainSubstring("ticket forged of sandbox forged is not placed on a node yet"))
+		}
+		// Once the ticket's sandbox exists (a 404 before).
+		Eventually(notPlaced).Should(Succeed())
+		Consistently(notPlaced, "2s", "500ms").Should(Succeed())
 	})
 
 	// startPeers starts peer listeners of this engine's instance and of
@@ -185,7 +231,7 @@ var _ = Describe("Peer listener", Ordered, func() {
 				BindAddress: "127.0.0.1:0",
 				Service:     types.NamespacedName{Namespace: ns, Name: "afe-access"},
 				Instance:    node,
-				Peer:        &access.PeerOptions{Authority: authorities[node], BindAddress: "127.0.0.1:0"},
+				Peer:        &access.PeerOptions{Authority: authorities[node], BindAddress: "127.0.0.1:0", PlacementKey: placementKey},
 			})
 			Expect(err).NotTo(HaveOccurred())
 			serverCtx, stop := context.WithCancel(context.Background())
@@ -209,13 +255,7 @@ var _ = Describe("Peer listener", Ordered, func() {
 			Spec: afev1.TicketSpec{Sandbox: afev1.SandboxTemplateSpec{Image: dockertest.TestImage, User: "1000:1000"}}}
 		Expect(adminClient.Create(ctx, tk)).To(Succeed())
 		DeferCleanup(func() { Expect(client.IgnoreNotFound(adminClient.Delete(context.Background(), tk))).To(Succeed()) })
-		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: placement.PodName(tk.Name),
-				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(tk, afev1.GroupVersion.WithKind("Ticket"))}},
-			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "x"}}},
-		}
-		Expect(adminClient.Create(ctx, pod)).To(Succeed())
-		DeferCleanup(func() { Expect(client.IgnoreNotFound(adminClient.Delete(context.Background(), pod))).To(Succeed()) })
+		placeholderOn(ctx, tk, node)
 		// The ticket's sandbox, of its name.
 		sbx := &afev1.Sandbox{}
 		Eventually(func(g Gomega) {

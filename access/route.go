@@ -4,21 +4,22 @@ import (
 	"context"
 	"net/http"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	accessv1 "afe.dev/sandbox/api/access/v1alpha1"
 	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/controllers/shared"
 	"afe.dev/sandbox/internal/placement"
 )
 
 // In per-node mode a request about a sandbox is served by the manager of
 // the node its Ticket is placed on. The node is read from the Ticket's
 // placeholder Pod, and only from a Pod whose controller reference names
-// the Ticket's UID, bound by the scheduler: never from status.node, which
-// the Ticket's users may write.
+// the Ticket's UID, that a manager signed and kube-scheduler bound
+// (placement.Check): never from status.node, which the Ticket's users may
+// write, nor from a Pod they made.
 
 // action is what a manager does with a request.
 type action int
@@ -76,15 +77,23 @@ func (s *Server) placedNode(ctx context.Context, namespace, name string) (string
 		}
 		return "", err
 	}
-	pod := &corev1.Pod{}
-	err := s.reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: placement.PodName(tk.Name)}, pod)
-	if err != nil && !apierrors.IsNotFound(err) {
+	node, err := shared.PlacedOn(ctx, s.reader, s.placementKey(), tk)
+	if err != nil {
 		return "", err
 	}
-	if err != nil || !placement.ControlledBy(pod, tk) || pod.Spec.NodeName == "" {
+	if node == "" {
 		return "", notReady("ticket %s of sandbox %s is not placed on a node yet", tk.Name, name)
 	}
-	return pod.Spec.NodeName, nil
+	return node, nil
+}
+
+// placementKey is the managers' key the placeholders are verified with
+// (none without the peer channel: no Pod places anything).
+func (s *Server) placementKey() placement.Key {
+	if s.opts.Peer == nil {
+		return nil
+	}
+	return s.opts.Peer.PlacementKey
 }
 
 // sandboxOf names the sandbox a request is about: the object itself, or a

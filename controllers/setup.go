@@ -101,7 +101,7 @@ func addLoops(mgr ctrl.Manager, engine Engine, cfg shared.Config) (*background, 
 		Period: period, Enqueue: events.Enqueue, EnqueuePool: events.EnqueuePool}
 	if opts.PerNode {
 		bg.sweeper.Here = func(ctx context.Context, sbx *afev1.Sandbox) bool {
-			here, _, err := shared.SandboxHere(ctx, c, opts.Instance, sbx)
+			here, _, err := shared.SandboxHere(ctx, c, opts.Instance, opts.PlacementKey, sbx)
 			return here || err != nil // what cannot be read is looked at
 		}
 	}

@@ -94,6 +94,9 @@ func start(log logr.Logger, f *managerFlags) error {
 	if err := setupRecords(log, mgr, f); err != nil {
 		return err
 	}
+	if err := setupPlacementKey(ctx, mgr, f); err != nil {
+		return err
+	}
 	moves := setupMoves(f)
 	if err := controllers.SetupAll(ctx, mgr, engine, f.opts); err != nil {
 		return setupFailed(err, "Cannot set up the controllers")

@@ -334,6 +334,42 @@ func warnWorkspaceRoot(log logr.Logger, opts controllers.Options, localEngine bo
 	}
 }
 
+// setupPlacementKey, in per-node mode, reads (or makes) the managers' key,
+// the Secret placement.KeySecret of the --access-service's namespace: the
+// managers sign the placeholders they make with it, and trust the binding
+// of no other Pod. With --access-external-name (a local control plane) it
+// makes the namespace when missing, as setupPeerCA does.
+func setupPlacementKey(ctx context.Context, mgr ctrl.Manager, f *managerFlags) error {
+	if !f.opts.PerNode {
+		return nil
+	}
+	ns, _, _ := strings.Cut(f.accessService, "/")
+	if ns == "" {
+		return setupFailed(nil, "--access-service must be namespace/name", "value", f.accessService)
+	}
+	c, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
+	if err != nil {
+		return setupFailed(err, "Cannot make a client for the placement key")
+	}
+	var last error
+	err = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		if f.access.ExternalName != "" {
+			err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+			if err != nil && !apierrors.IsAlreadyExists(err) {
+				last = err
+				return false, nil
+			}
+		}
+		f.opts.PlacementKey, last = placement.LoadKey(ctx, c, ns)
+		return last == nil, nil
+	})
+	if err != nil {
+		return setupFailed(errors.Join(last, err), "Cannot read or make the placement key", "secret", ns+"/"+placement.KeySecret)
+	}
+	f.peer.PlacementKey = f.opts.PlacementKey
+	return nil
+}
+
 // peerCASecret is the Secret, in the access API Service's namespace, of
 // the CA the managers of per-node mode share.
 const peerCASecret = "afe-peer-ca"

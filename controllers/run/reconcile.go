@@ -200,6 +200,6 @@ func (r *Reconciler) here(ctx context.Context, run *afev1.Run) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	here, ticketed, err := shared.SandboxHere(ctx, r.Client, r.Config.Instance, sbx)
+	here, ticketed, err := shared.SandboxHere(ctx, r.Client, r.Config.Instance, r.Config.PlacementKey, sbx)
 	return here || !ticketed, err
 }

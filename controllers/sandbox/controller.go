@@ -215,7 +215,7 @@ func (r *Reconciler) here(ctx context.Context, s *sandboxScope) (bool, ctrl.Resu
 	if !r.Config.PerNode {
 		return true, ctrl.Result{}, nil
 	}
-	here, ticketed, err := shared.SandboxHere(ctx, r.Client, r.Config.Instance, s.sbx)
+	here, ticketed, err := shared.SandboxHere(ctx, r.Client, r.Config.Instance, r.Config.PlacementKey, s.sbx)
 	switch {
 	case err != nil || here:
 		return here, ctrl.Result{}, err

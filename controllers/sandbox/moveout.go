@@ -25,7 +25,7 @@ func (r *Reconciler) moveOut(ctx context.Context, s *sandboxScope) (ctrl.Result,
 	if held, err := r.holdsAny(ctx, s); err != nil || !held {
 		return ctrl.Result{}, err
 	}
-	placed, err := shared.PlacedNode(ctx, r.Client, s.sbx)
+	placed, err := shared.PlacedNode(ctx, r.Client, r.Config.PlacementKey, s.sbx)
 	if err != nil {
 		return ctrl.Result{}, err
 	}

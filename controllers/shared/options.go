@@ -10,6 +10,7 @@ import (
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/hostaddrs"
 	"afe.dev/sandbox/internal/hostgroups"
+	"afe.dev/sandbox/internal/placement"
 	"afe.dev/sandbox/internal/runlog"
 	"afe.dev/sandbox/internal/sandboxenv"
 	"afe.dev/sandbox/internal/sandboxspec"
@@ -115,6 +116,10 @@ type Options struct {
 	// PlaceholderImage is --placeholder-image: the image of the placeholder
 	// Pods (the controller's own, which pauses).
 	PlaceholderImage string
+	// PlacementKey, in per-node mode, is the managers' key (the Secret
+	// placement.KeySecret): they sign the placeholders they make with it,
+	// and trust the binding of no other Pod.
+	PlacementKey placement.Key
 	// Runtimes is --runtimes: the OCI runtimes a sandbox may run under
 	// (empty: runc only); DefaultRuntime is --default-runtime, that of a
 	// sandbox that names none (empty: runc).

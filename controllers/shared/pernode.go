@@ -2,6 +2,7 @@ package shared
 
 import (
 	"context"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -11,24 +12,35 @@ import (
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/internal/placement"
+	"afe.dev/sandbox/internal/ticketspec"
 )
 
 // PlaceholderOf reads the ticket's placeholder Pod and what it is to the
-// ticket.
-func PlaceholderOf(ctx context.Context, c client.Reader, tk *afev1.Ticket) (*corev1.Pod, placement.PodState, error) {
-	pod := &corev1.Pod{}
-	err := c.Get(ctx, types.NamespacedName{Namespace: tk.Namespace, Name: placement.PodName(tk.Name)}, pod)
+// ticket (placement.Check.State, with the managers' key): only a Pod a
+// manager signed and kube-scheduler bound is PodBound. again is how soon to
+// look again at a placeholder its maker has not signed yet.
+func PlaceholderOf(ctx context.Context, c client.Reader, key placement.Key, tk *afev1.Ticket) (pod *corev1.Pod, state placement.PodState, again time.Duration, err error) {
+	pod = &corev1.Pod{}
+	err = c.Get(ctx, types.NamespacedName{Namespace: tk.Namespace, Name: placement.PodName(tk.Name)}, pod)
 	switch {
 	case apierrors.IsNotFound(err):
-		return nil, placement.PodAbsent, nil
+		return nil, placement.PodAbsent, 0, nil
 	case err != nil:
-		return nil, placement.PodAbsent, err
-	case !placement.ControlledBy(pod, tk):
-		return pod, placement.PodForeign, nil
-	case pod.Spec.NodeName == "":
-		return pod, placement.PodUnbound, nil
+		return nil, placement.PodAbsent, 0, err
 	}
-	return pod, placement.PodBound, nil
+	check := placement.Check{Key: key, Ticket: tk, Requests: placement.Requests(ticketspec.Sandboxes(tk)), Now: time.Now()}
+	state, again = check.State(pod)
+	return pod, state, again, nil
+}
+
+// PlacedOn is the node the ticket's placeholder is bound to, empty when it
+// has no placeholder a manager signed and kube-scheduler bound.
+func PlacedOn(ctx context.Context, c client.Reader, key placement.Key, tk *afev1.Ticket) (string, error) {
+	pod, state, _, err := PlaceholderOf(ctx, c, key, tk)
+	if err != nil || state != placement.PodBound {
+		return "", err
+	}
+	return pod.Spec.NodeName, nil
 }
 
 // SandboxHere is the per-node gate (--per-node) of a Sandbox and of the
@@ -37,7 +49,7 @@ func PlaceholderOf(ctx context.Context, c client.Reader, tk *afev1.Ticket) (*cor
 // Sandbox of no Ticket (never placed). A Sandbox being deleted whose ticket
 // has no placeholder any more is finished by the node the ticket reports.
 // Each kind's gate is its reconciler's here method.
-func SandboxHere(ctx context.Context, c client.Reader, instance string, sbx *afev1.Sandbox) (here, ticketed bool, err error) {
+func SandboxHere(ctx context.Context, c client.Reader, instance string, key placement.Key, sbx *afev1.Sandbox) (here, ticketed bool, err error) {
 	tk, ticketed, err := TicketOf(ctx, c, sbx)
 	if err != nil || !ticketed {
 		return false, ticketed, err
@@ -48,28 +60,24 @@ func SandboxHere(ctx context.Context, c client.Reader, instance string, sbx *afe
 		// ran once the Sandbox is gone).
 		return !sbx.DeletionTimestamp.IsZero(), true, nil
 	}
-	pod, state, err := PlaceholderOf(ctx, c, tk)
+	node, err := PlacedOn(ctx, c, key, tk)
 	switch {
 	case err != nil:
 		return false, true, err
-	case state == placement.PodBound:
-		return pod.Spec.NodeName == instance, true, nil
+	case node != "":
+		return node == instance, true, nil
 	}
 	return !sbx.DeletionTimestamp.IsZero() && tk.Status.Node == instance, true, nil
 }
 
 // PlacedNode is the node the placeholder Pod of the Sandbox's Ticket is
 // bound to: empty when the Sandbox has no Ticket, or its Pod is not bound.
-func PlacedNode(ctx context.Context, c client.Reader, sbx *afev1.Sandbox) (string, error) {
+func PlacedNode(ctx context.Context, c client.Reader, key placement.Key, sbx *afev1.Sandbox) (string, error) {
 	tk, _, err := TicketOf(ctx, c, sbx)
 	if err != nil || tk == nil {
 		return "", err
 	}
-	pod, state, err := PlaceholderOf(ctx, c, tk)
-	if err != nil || state != placement.PodBound {
-		return "", err
-	}
-	return pod.Spec.NodeName, nil
+	return PlacedOn(ctx, c, key, tk)
 }
 
 // TicketOf is the Ticket the Sandbox's controller reference names, of that

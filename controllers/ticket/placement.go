@@ -67,8 +67,8 @@ func (r *Reconciler) here(ctx context.Context, s *ticketScope) (here bool, res c
 	if !r.Options.PerNode {
 		return true, ctrl.Result{}, nil
 	}
-	tk := s.tk
-	pod, state, err := shared.PlaceholderOf(ctx, r.Client, tk)
+	tk, key := s.tk, r.Options.PlacementKey
+	pod, state, again, err := shared.PlaceholderOf(ctx, r.Client, key, tk)
 	if err != nil {
 		return false, ctrl.Result{}, err
 	}
@@ -79,13 +79,20 @@ func (r *Reconciler) here(ctx context.Context, s *ticketScope) (here bool, res c
 		// API server, after the ticket. Had it been bound before, that
 		// read shows it; bound after, the placed manager's write came
 		// after the ticket read here, and the optimistic lock refuses
-		// this manager's.
-		if pod, state, err = shared.PlaceholderOf(ctx, r.APIReader, tk); err != nil {
+		// this manager's. That read also shows a Pod of the
+		// placeholder's name the cache does not hold (no label).
+		if pod, state, again, err = shared.PlaceholderOf(ctx, r.APIReader, key, tk); err != nil {
 			return false, ctrl.Result{}, err
 		}
 		d = r.decide(ctx, tk, pod, state)
 	}
-	return r.act(ctx, s, pod, state, d)
+	here, res, err = r.act(ctx, s, pod, state, d)
+	if again > 0 && res.IsZero() {
+		// A placeholder its maker has not signed yet: replaced if it
+		// stays so.
+		res.RequeueAfter = again
+	}
+	return here, res, err
 }
 
 // decide is this manager's placement decision for the ticket, with its
@@ -144,6 +151,8 @@ func (r *Reconciler) act(ctx context.Context, s *ticketScope, pod *corev1.Pod, s
 	case placement.Stuck:
 		shared.SetCondition(tk, afev1.TicketReadyCondition, false, afev1.NodeLostReason, fmt.Sprintf(
 			"Node %s is lost; the ticket's Folder workspace is a folder on that node and cannot move: waiting for the node to come back", d.Node))
+	case placement.Replace:
+		return false, ctrl.Result{RequeueAfter: releaseRetry}, r.replaceUnproven(ctx, tk, pod)
 	case placement.Move:
 		res, err := r.move(ctx, s, d.Node)
 		return false, res, err
@@ -165,14 +174,17 @@ func setUnplaced(tk *afev1.Ticket, reason, message string) {
 }
 
 // createPlaceholder makes the ticket's placeholder Pod, requesting what its
-// sandboxes and their proxies may use. A Pod refused (a ResourceQuota, a
-// LimitRange, Pod Security) is the ticket's condition, in the API server's
-// words.
+// sandboxes and their proxies may use, and signs it. A Pod refused (a
+// ResourceQuota, a LimitRange, Pod Security) is the ticket's condition, in
+// the API server's words.
 func (r *Reconciler) createPlaceholder(ctx context.Context, tk *afev1.Ticket) error {
 	pod := placement.Pod(tk, ticketspec.Sandboxes(tk), r.Options.PlaceholderImage)
 	err := r.Create(ctx, pod)
 	switch {
 	case err == nil:
+		if err := r.signPlaceholder(ctx, tk, pod); err != nil {
+			return err
+		}
 		logf.FromContext(ctx).Info("Created the placeholder Pod", "pod", pod.Name)
 		r.Recorder.Eventf(tk, pod, corev1.EventTypeNormal, "PlaceholderCreated", "Place", "Created placeholder Pod %s for kube-scheduler", pod.Name)
 	case apierrors.IsAlreadyExists(err):
@@ -183,6 +195,40 @@ func (r *Reconciler) createPlaceholder(ctx context.Context, tk *afev1.Ticket) er
 		return fmt.Errorf("create placeholder pod: %w", err)
 	}
 	setUnplaced(tk, afev1.SchedulingReason, fmt.Sprintf("Waiting for kube-scheduler to place the placeholder Pod %s", pod.Name))
+	return nil
+}
+
+// signPlaceholder signs the Pod this manager just made, as the API server
+// returned it (its UID), and lifts its scheduling gate, in one write of
+// that very version: a Pod changed or made again since is not signed (it
+// is replaced once placement.UnsignedGrace is past).
+func (r *Reconciler) signPlaceholder(ctx context.Context, tk *afev1.Ticket, pod *corev1.Pod) error {
+	patch := client.MergeFromWithOptions(pod.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	r.Options.PlacementKey.Seal(pod, tk.UID)
+	if err := r.Patch(ctx, pod, patch); err != nil {
+		return fmt.Errorf("sign placeholder pod: %w", err)
+	}
+	return nil
+}
+
+// replaceUnproven deletes a Pod of the placeholder's name that names the
+// Ticket as its controller but is not shown to be a manager's, bound by
+// kube-scheduler (placement.PodUnproven): anyone who may create Pods in the
+// namespace can write such a reference. Gone, it is handled as a deleted
+// placeholder, and the ticket's own is made.
+func (r *Reconciler) replaceUnproven(ctx context.Context, tk *afev1.Ticket, pod *corev1.Pod) error {
+	msg := fmt.Sprintf("Pod %s names this ticket as its controller, but no manager signed it or kube-scheduler did not bind it: deleted, it places nothing", pod.Name)
+	setUnplaced(tk, afev1.PlacementConflictReason, msg)
+	uid := pod.UID
+	err := r.Delete(ctx, pod, client.Preconditions{UID: &uid}, client.GracePeriodSeconds(0))
+	switch {
+	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		return nil // another manager's, or gone
+	case err != nil:
+		return fmt.Errorf("delete unproven placeholder pod: %w", err)
+	}
+	logf.FromContext(ctx).Info("Deleted a Pod of the placeholder's name no manager signed", "pod", pod.Name, "uid", uid, "node", pod.Spec.NodeName)
+	r.Recorder.Eventf(tk, pod, corev1.EventTypeWarning, afev1.PlacementConflictReason, "Replace", "%s", msg)
 	return nil
 }
 
@@ -250,7 +296,7 @@ func (r *Reconciler) removePlaceholder(ctx context.Context, tk *afev1.Ticket) er
 	if !r.Options.PerNode {
 		return nil
 	}
-	pod, state, err := shared.PlaceholderOf(ctx, r.Client, tk)
+	pod, state, _, err := shared.PlaceholderOf(ctx, r.Client, r.Options.PlacementKey, tk)
 	if err != nil || state == placement.PodAbsent || state == placement.PodForeign {
 		return err
 	}

@@ -8,10 +8,15 @@ const (
 	PodAbsent PodState = iota
 	// PodForeign means: a Pod of that name the Ticket does not control.
 	PodForeign
-	// PodUnbound means: the ticket's Pod, not placed yet.
+	// PodUnbound means: the ticket's Pod, not placed yet (or made by a
+	// manager that has not signed it yet).
 	PodUnbound
 	// PodBound means: the ticket's Pod, bound to a node.
 	PodBound
+	// PodUnproven means: a Pod that names the Ticket as its controller but
+	// no manager is shown to have made, or that kube-scheduler did not bind
+	// as it was made (Check.State): its binding places nothing.
+	PodUnproven
 )
 
 // Input is what a manager knows of a ticket when it decides.
@@ -59,6 +64,9 @@ const (
 	Release
 	// Stuck means: placed on a lost node with a workspace that cannot move.
 	Stuck
+	// Replace means: a Pod that claims to be the placeholder is not shown to
+	// be a manager's: delete it (that UID), so that the ticket's own is made.
+	Replace
 	// Move means: the placeholder was evicted or deleted while its node is
 	// Ready: this manager, whose node it was, lets the Runs in flight end,
 	// then has the ticket placed anew; the next node's manager takes the
@@ -89,8 +97,13 @@ func Decide(in Input) Decision {
 	switch in.Pod {
 	case PodBound:
 		placed = in.PodNode
-	case PodAbsent, PodForeign:
+	case PodAbsent, PodForeign, PodUnproven:
 		placed = in.ReportedNode
+	}
+	if in.Pod == PodUnproven && !in.Ended {
+		// Whoever made it, its binding is not the scheduler's placement
+		// of this ticket: gone, it is handled as a deleted placeholder.
+		return Decision{Action: Replace}
 	}
 	if in.Pod == PodForeign && placed == "" && !in.Ended {
 		return Decision{Action: Conflict}

@@ -4,8 +4,9 @@
 // --instance) then creates the ticket's sandboxes on its own engine.
 //
 // A placeholder's binding is trusted only on a Pod the Ticket controls (its
-// controller reference names the Ticket's UID): a Pod of the same name made
-// by anyone else places nothing. Ticket.status.node is a report; it decides
+// controller reference names the Ticket's UID) that a manager signed, and
+// that kube-scheduler bound (proof.go): a Pod of the same name made by
+// anyone else places nothing, whatever its owner references. Ticket.status.node is a report; it decides
 // only which manager finishes what a lost placement left.
 package placement
 
@@ -91,6 +92,8 @@ func Pod(tk *afev1.Ticket, sandboxes []afev1.Sandbox, image string) *corev1.Pod 
 					SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 				},
 			}},
+			// kube-scheduler leaves it until its maker signs it (Key.Seal).
+			SchedulingGates:               []corev1.PodSchedulingGate{{Name: ProofGate}},
 			AutomountServiceAccountToken:  ptr.To(false),
 			EnableServiceLinks:            ptr.To(false),
 			TerminationGracePeriodSeconds: ptr.To[int64](0),
@@ -113,10 +116,11 @@ func ControlledBy(pod *corev1.Pod, tk *afev1.Ticket) bool {
 }
 
 // Unschedulable is the scheduler's message on a Pod it could not place yet,
-// and false while it has not tried.
+// and false while it has not tried (a Pod still gated, or just signed,
+// says SchedulingGated: not the scheduler's word).
 func Unschedulable(pod *corev1.Pod) (string, bool) {
 	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason != corev1.PodReasonSchedulingGated {
 			return c.Message, true
 		}
 	}

@@ -98,6 +98,11 @@ func TestUnschedulable(t *testing.T) {
 	if _, ok := Unschedulable(pod); ok {
 		t.Fatal("a Pod the scheduler has not looked at is unschedulable")
 	}
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonSchedulingGated,
+		Message: "Scheduling is blocked due to non-empty scheduling gates"}}
+	if _, ok := Unschedulable(pod); ok {
+		t.Fatal("a Pod gated until it is signed is unschedulable")
+	}
 	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Message: "0/3 nodes are available: 3 Insufficient cpu."}}
 	if msg, ok := Unschedulable(pod); !ok || !strings.Contains(msg, "Insufficient cpu") {
 		t.Fatalf("Unschedulable = %q, %v", msg, ok)

@@ -469,6 +469,49 @@ spec:
 		setState("Done", "squatter")
 	})
 
+	It("places nothing through a Pod a tenant made naming the ticket as its controller, and replaces it with the ticket's own", func() {
+		// The node is cordoned: only a Pod bound past kube-scheduler can
+		// be there.
+		cordoned := nodes[2]
+		pkubectl("cordon", cordoned)
+		DeferCleanup(func() { pkubectl("uncordon", cordoned) })
+		pkubectlStdin(fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: afe-placement-forged
+  labels: {sandbox.afe.dev/placeholder: "true"}
+spec:
+  nodeName: %s
+  containers: [{name: c, image: x}]
+`, cordoned), "apply", "-n", ns, "-f", "-")
+		forgedUID := pkubectl("get", "pod", "afe-placement-forged", "-n", ns, "-o", "jsonpath={.metadata.uid}")
+		pkubectlStdin(ticket("forged", ""), "apply", "-n", ns, "-f", "-")
+		Eventually(func() string { return tickets()["forged"].reason }, time.Minute, time.Second).Should(Equal(afev1.PlacementConflictReason))
+		uid := pkubectl("get", "ticket", "forged", "-n", ns, "-o", "jsonpath={.metadata.uid}")
+		pkubectl("patch", "pod", "afe-placement-forged", "-n", ns, "--type=merge", "-p", fmt.Sprintf(
+			`{"metadata":{"ownerReferences":[{"apiVersion":"sandbox.afe.dev/v1alpha1","kind":"Ticket","name":"forged","uid":"%s","controller":true}]}}`, uid))
+
+		// Never on the cordoned node; the forged Pod deleted, and the
+		// ticket's own, signed, bound by the scheduler elsewhere.
+		Eventually(func(g Gomega) {
+			Expect(tickets()["forged"].node).NotTo(Equal(cordoned))
+			Expect(onEngine()[cordoned]).To(BeEmpty())
+			pod := pkubectl("get", "pod", "afe-placement-forged", "-n", ns, "--ignore-not-found", "-o",
+				`jsonpath={.metadata.uid}|{.spec.nodeName}|{.metadata.annotations.sandbox\.afe\.dev/placeholder-proof}`)
+			f := strings.Split(pod, "|")
+			g.Expect(f).To(HaveLen(3))
+			g.Expect(f[0]).NotTo(Equal(forgedUID))
+			g.Expect(f[1]).NotTo(BeEmpty())
+			g.Expect(f[2]).NotTo(BeEmpty())
+			t := tickets()["forged"]
+			g.Expect(t.phase).To(Equal("Ready"))
+			g.Expect(t.node).To(Equal(f[1]))
+		}, time.Minute, 500*time.Millisecond).Should(Succeed())
+		Expect(pkubectl("get", "events", "-n", ns, "--field-selector", "involvedObject.name=forged,reason="+afev1.PlacementConflictReason,
+			"-o", "jsonpath={.items[*].message}")).To(ContainSubstring("no manager signed it"))
+		setState("Done", "forged")
+	})
+
 	It("tells a Sandbox without a Ticket that it is not placed, and makes nothing for it", func() {
 		pkubectlStdin(fmt.Sprintf("apiVersion: sandbox.afe.dev/v1alpha1\nkind: Sandbox\nmetadata: {name: alone}\nspec: {image: %s}\n", dockertest.TestImage),
 			"apply", "-n", ns, "-f", "-")
