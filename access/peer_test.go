@@ -40,7 +40,7 @@ var placementKey = placement.Key("the access suite's placement key")
 // placeholderOn makes the ticket's placeholder as a manager does (gated,
 // signed with placementKey, the gate lifted) and binds it to node through
 // the binding subresource, as kube-scheduler does.
-func placeholderOn(ctx context.Context, tk *afev1.Ticket, node string) *corev1.Pod {
+func placeholderOn(ctx context.Context, tk *afev1.Ticket, node string) {
 	pod := placement.Pod(tk, ticketspec.Sandboxes(tk), "x")
 	ExpectWithOffset(1, adminClient.Create(ctx, pod)).To(Succeed())
 	DeferCleanup(func() {
@@ -52,7 +52,6 @@ func placeholderOn(ctx context.Context, tk *afev1.Ticket, node string) *corev1.P
 	binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name},
 		Target: corev1.ObjectReference{Kind: "Node", Name: node}}
 	ExpectWithOffset(1, adminClient.SubResource("binding").Create(ctx, pod, binding)).To(Succeed())
-	return pod
 }
 
 // The peer listener of per-node mode, on its own: a manager of node

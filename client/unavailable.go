@@ -9,7 +9,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/apimachinery/pkg/util/httpstream" //nolint:staticcheck // client-go's spdy.Upgrader still names these types
 	"k8s.io/client-go/transport/spdy"
 
 	accessv1 "afe.dev/sandbox/api/access/v1alpha1"
