@@ -16,7 +16,7 @@ import (
 // of another such network still connects meanwhile. Under each runtime.
 func TestFloodStaysWithinTheBound(t *testing.T) {
 	engine := requireHost(t)
-	const n = 150
+	const n = 100
 	l := Limits{Rate: 1, Burst: 20, Max: 20}
 	for _, rt := range dockertest.Runtimes() {
 		t.Run(rt, func(t *testing.T) {

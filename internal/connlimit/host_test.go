@@ -92,7 +92,7 @@ func makePair(t *testing.T, engine *docker.Client, runtime, name string, clients
 // a request and its answer, and returns how many were answered.
 func flood(t *testing.T, client, server string, n int) int {
 	t.Helper()
-	script := fmt.Sprintf(`i=0; while [ $i -lt %d ]; do (printf 'GET / HTTP/1.0\r\n\r\n' | timeout 3 nc %s 3128 | grep -c '^HTTP/') & i=$((i+1)); done; wait`, n, server)
+	script := fmt.Sprintf(`i=0; while [ $i -lt %d ]; do (printf 'GET / HTTP/1.0\r\n\r\n' | timeout 2 nc %s 3128 | grep -c '^HTTP/') & i=$((i+1)); done; wait`, n, server)
 	out, _ := exec.Command("docker", "exec", client, "sh", "-c", script).CombinedOutput()
 	return strings.Count(string(out), "1\n")
 }
