@@ -1,6 +1,7 @@
 package connlimit
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -32,7 +33,8 @@ func TestLimitsAndTable(t *testing.T) {
 	if _, err := New("default", Limits{Rate: 10}); err == nil {
 		t.Error("New with a rate and no burst or maximum: want an error")
 	}
-	for instance, want := range map[string]string{"default": "afe-default", "node-1.x_y": "afe-node-1.x_y", "": "", "a b": "", "x;flush ruleset": "", "-a": ""} {
+	for instance, want := range map[string]string{"default": "afe-default", "node-1.x_y": "afe-node-1.x_y", "": "", "a b": "", "x;flush ruleset": "", "-a": "",
+		"node-" + strings.Repeat("n", 195): "afe-node-" + strings.Repeat("n", 195), strings.Repeat("n", 201): ""} {
 		got, err := Table(instance)
 		if got != want || (err != nil) != (want == "") {
 			t.Errorf("Table(%q) = %q, %v; want %q", instance, got, err, want)

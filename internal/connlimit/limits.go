@@ -55,7 +55,7 @@ func (l Limits) Bound(timeWait time.Duration) int {
 }
 
 // instanceName is what an instance may be to name a table.
-var instanceName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
+var instanceName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,199}$`)
 
 // Table is the name of the nftables table of the controller instance
 // (table ip afe-<instance>): the rules of another instance are never
