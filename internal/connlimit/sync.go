@@ -31,11 +31,7 @@ func (h *Host) Sync(ctx context.Context, mark uint64, nets, proxies []string) er
 	var script string
 	changes := map[string][2][]string{}
 	for set, want := range map[string][]string{SetNetworks: nets, SetProxies: proxies} {
-		out, err := runNft(ctx, "", "-j", "list", "set", "ip", h.table, set)
-		if err != nil {
-			return err
-		}
-		have, err := parseElements(out)
+		have, err := h.Elements(ctx, set)
 		if err != nil {
 			return err
 		}
@@ -93,4 +89,17 @@ func canonicalAll(list []string) []string {
 		}
 	}
 	return out
+}
+
+// Elements are the elements of the set (SetNetworks, SetProxies) of the
+// instance's table, as nft lists them.
+func (h *Host) Elements(ctx context.Context, set string) ([]string, error) {
+	if h == nil {
+		return nil, nil
+	}
+	out, err := runNft(ctx, "", "-j", "list", "set", "ip", h.table, set)
+	if err != nil {
+		return nil, err
+	}
+	return parseElements(out)
 }
