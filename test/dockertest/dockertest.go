@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/connlimit"
 	"afe.dev/sandbox/test/testenv"
 )
 
@@ -143,8 +144,17 @@ func stderrOf(err error) string {
 	return ""
 }
 
-// RemoveAll removes every container, volume and network carrying the label.
+// RemoveAll removes every container, volume and network carrying the
+// label; for an instance's label (afe.controller=NAME), also its conntrack
+// bound's table on the host, which its manager leaves when it stops
+// (internal/connlimit), lest a later network on a subnet it held be
+// bounded by a table nobody keeps.
 func RemoveAll(label string) {
+	if instance, ok := strings.CutPrefix(label, "afe.controller="); ok {
+		if table, err := connlimit.Table(instance); err == nil {
+			_ = exec.Command("nft", "delete", "table", "ip", table).Run()
+		}
+	}
 	objects, _ := Objects(label)
 	for _, o := range objects {
 		if kind, name, _ := strings.Cut(o, "/"); kind == "container" {
