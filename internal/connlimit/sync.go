@@ -35,15 +35,15 @@ func (h *Host) Sync(ctx context.Context, mark uint64, nets, proxies []string) er
 		if err != nil {
 			return err
 		}
-		add, del := plan(have, canonicalAll(want), func(e string) bool { return h.added[set+" "+e] > mark })
+		want = canonicalAll(want)
+		add, del := plan(have, want, func(e string) bool { return h.added[set+" "+e] > mark })
 		script += elements("delete", h.table, set, del) + elements("add", h.table, set, add)
-		changes[set] = [2][]string{add, del}
+		changes[set] = [2][]string{want, del}
 	}
-	if script == "" {
-		return nil
-	}
-	if _, err := runNft(ctx, script, "-f", "-"); err != nil {
-		return err
+	if script != "" {
+		if _, err := runNft(ctx, script, "-f", "-"); err != nil {
+			return err
+		}
 	}
 	for set, c := range changes {
 		h.record(set, c[0], c[1])
@@ -51,14 +51,18 @@ func (h *Host) Sync(ctx context.Context, mark uint64, nets, proxies []string) er
 	return nil
 }
 
-// record notes in added what a Sync added and deleted (under the lock,
-// once its script ran: nft applies a script as one transaction).
-func (h *Host) record(set string, add, del []string) {
+// record notes in added what a Sync left in the set (under the lock, once
+// its script ran: nft applies a script as one transaction): the wanted
+// elements are there, as of no addition since any mark (0), so that
+// adding one again costs nothing; the deleted ones are not.
+func (h *Host) record(set string, want, del []string) {
 	for _, e := range del {
 		delete(h.added, set+" "+e)
 	}
-	for _, e := range add {
-		h.added[set+" "+e] = h.gen
+	for _, e := range want {
+		if _, ok := h.added[set+" "+e]; !ok {
+			h.added[set+" "+e] = 0
+		}
 	}
 }
 

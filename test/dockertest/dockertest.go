@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"afe.dev/sandbox/docker"
-	"afe.dev/sandbox/internal/connlimit"
 	"afe.dev/sandbox/test/testenv"
 )
 
@@ -150,10 +149,9 @@ func stderrOf(err error) string {
 // (internal/connlimit), lest a later network on a subnet it held be
 // bounded by a table nobody keeps.
 func RemoveAll(label string) {
-	if instance, ok := strings.CutPrefix(label, "afe.controller="); ok {
-		if table, err := connlimit.Table(instance); err == nil {
-			_ = exec.Command("nft", "delete", "table", "ip", table).Run()
-		}
+	if instance, ok := strings.CutPrefix(label, "afe.controller="); ok && instance != "" {
+		// connlimit.Table's name (connlimit's tests use this package).
+		_ = exec.Command("nft", "delete", "table", "ip", "afe-"+instance).Run()
 	}
 	objects, _ := Objects(label)
 	for _, o := range objects {
