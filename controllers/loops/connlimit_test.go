@@ -30,24 +30,7 @@ func TestSweepKeepsTheConntrackBoundToTheInstance(t *testing.T) {
 	}
 	ctx := context.Background()
 	instance := fmt.Sprintf("test-sweep-%d", time.Now().UnixNano())
-	label := "afe.test=" + instance
-	t.Cleanup(func() { dockertest.RemoveAll(label) })
-	labels := func(role string) map[string]string {
-		return map[string]string{"afe.test": instance, afev1.LabelController: instance, afev1.LabelRole: role}
-	}
-	network, err := engine.EnsureNetwork(ctx, docker.NetworkSpec{Name: instance + "-net", Labels: labels(afev1.RoleNetwork), Internal: true, NoHostAddress: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	egress, err := engine.EnsureNetwork(ctx, docker.NetworkSpec{Name: instance + "-egress", Labels: map[string]string{"afe.test": instance}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := engine.RunContainer(ctx, docker.ContainerSpec{Name: instance + "-proxy", Image: dockertest.TestImage, Labels: labels(afev1.RoleProxy),
-		Network: egress.Name, User: "1000:1000", Command: []string{"sleep", "600"}, CapDrop: []string{"ALL"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	network, egress, proxy := instanceObjects(t, engine, instance)
 
 	h, err := connlimit.New(instance, connlimit.Limits{Rate: 10, Burst: 100, Max: 256})
 	if err != nil {
@@ -88,4 +71,30 @@ func TestSweepKeepsTheConntrackBoundToTheInstance(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("once they are gone", nil, nil)
+}
+
+// instanceObjects are a sandbox network of the instance, an egress
+// network, and a container on it labelled as the instance's proxy; they
+// go with the test.
+func instanceObjects(t *testing.T, engine *docker.Client, instance string) (network, egress *docker.Network, proxy *docker.Container) {
+	t.Helper()
+	ctx := context.Background()
+	t.Cleanup(func() { dockertest.RemoveAll("afe.test=" + instance) })
+	labels := func(role string) map[string]string {
+		return map[string]string{"afe.test": instance, afev1.LabelController: instance, afev1.LabelRole: role}
+	}
+	network, err := engine.EnsureNetwork(ctx, docker.NetworkSpec{Name: instance + "-net", Labels: labels(afev1.RoleNetwork), Internal: true, NoHostAddress: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	egress, err = engine.EnsureNetwork(ctx, docker.NetworkSpec{Name: instance + "-egress", Labels: map[string]string{"afe.test": instance}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err = engine.RunContainer(ctx, docker.ContainerSpec{Name: instance + "-proxy", Image: dockertest.TestImage, Labels: labels(afev1.RoleProxy),
+		Network: egress.Name, User: "1000:1000", Command: []string{"sleep", "600"}, CapDrop: []string{"ALL"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return network, egress, proxy
 }
