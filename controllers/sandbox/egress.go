@@ -193,12 +193,8 @@ func (r *Reconciler) ensureProxy(ctx context.Context, s *sandboxScope, want dock
 	if have != nil && !r.ownsProxy(s, have) {
 		return s.notAdopted(afev1.EgressReadyCondition, "Container", want.Name)
 	}
-	if have != nil && s.claimed == nil {
-		// A proxy this process did not make (a restart) is bounded here
-		// once; a claimed member's was when its pool made it.
-		if err := shared.BoundProxy(ctx, r.Config.ConnLimits, have, want.ExtraNetworks[0]); err != nil {
-			return ctrl.Result{}, err
-		}
+	if err := r.boundFoundProxy(ctx, s, have, want.ExtraNetworks[0]); err != nil {
+		return ctrl.Result{}, err
 	}
 	if have != nil && have.Labels[afev1.LabelSpecHash] == want.Labels[afev1.LabelSpecHash] {
 		kept, res, err := r.keepProxy(ctx, s, have, allow)
@@ -241,6 +237,17 @@ func (r *Reconciler) ensureProxy(ctx context.Context, s *sandboxScope, want dock
 	}()
 	s.proxyProbe = probe
 	return ctrl.Result{}, nil
+}
+
+// boundFoundProxy puts the proxy this reconcile found under the host's
+// conntrack bound: one this process did not make (a restart) once, the
+// others at the cost of a lookup. A claimed member's was bounded when its
+// pool made it: the claim adds nothing.
+func (r *Reconciler) boundFoundProxy(ctx context.Context, s *sandboxScope, have *docker.Container, egressNetwork string) error {
+	if have == nil || s.claimed != nil {
+		return nil
+	}
+	return shared.BoundProxy(ctx, r.Config.ConnLimits, have, egressNetwork)
 }
 
 // proxyRecreation is the reason and message (its %s the proxy's name) of
