@@ -98,7 +98,8 @@ func addLoops(mgr ctrl.Manager, engine Engine, cfg shared.Config) (*background, 
 		period = max(opts.ResyncPeriod, 10*time.Second)
 	}
 	bg.sweeper = &loops.Sweeper{Client: c, Cache: mgr.GetCache(), Engine: engine, Instance: opts.Instance,
-		Period: period, Enqueue: events.Enqueue, EnqueuePool: events.EnqueuePool}
+		Period: period, Enqueue: events.Enqueue, EnqueuePool: events.EnqueuePool,
+		ConnLimits: opts.ConnLimits, EgressNetwork: opts.EgressNetwork}
 	if opts.PerNode {
 		bg.sweeper.Here = func(ctx context.Context, sbx *afev1.Sandbox) bool {
 			here, _, err := shared.SandboxHere(ctx, c, opts.Instance, opts.PlacementKey, sbx)

@@ -23,6 +23,7 @@ import (
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/connlimit"
 	"afe.dev/sandbox/internal/hostgroups"
 	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/internal/subnets"
@@ -42,6 +43,8 @@ var (
 	// egressNetwork stands for the outside world: the suite's test servers
 	// live there, under names such as allowed.test.
 	egressNetwork = fmt.Sprintf("afe-envtest-egress-%d", os.Getpid())
+	// testConnLimits is the manager's conntrack bound (its table on the host).
+	testConnLimits *connlimit.Host
 )
 
 // The suite's user policy: testDeniedGID is on --deny-gids, and uids and
@@ -133,6 +136,13 @@ var _ = BeforeSuite(func() {
 	})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(startTestServers(engine)).To(Succeed())
+	// The conntrack bound as the manager installs it, with limits no spec
+	// comes near; AfterSuite's RemoveAll deletes its table.
+	testConnLimits, err = connlimit.New(instance, connlimit.Limits{Rate: 1000, Burst: 10000, Max: 10000})
+	Expect(err).NotTo(HaveOccurred())
+	egress, err := engine.InspectNetwork(context.Background(), egressNetwork)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(testConnLimits.Install(context.Background(), egress.Bridge)).To(Succeed())
 	// The user policy as the manager computes it, plus testDeniedGID (a gid
 	// the allowed ranges admit, so only the deny list refuses it).
 	denyGIDs, err := hostgroups.NewDenyList(strconv.Itoa(testDeniedGID), hostgroups.SocketPath(engine.Host()), "/etc/group")
@@ -159,6 +169,7 @@ var _ = BeforeSuite(func() {
 		MaxConcurrentReconciles: 4,
 		MaxPoolReplicas:         testMaxPoolReplicas,
 		EgressNetwork:           egressNetwork,
+		ConnLimits:              testConnLimits,
 		EgressAllowPrivate:      true, // the test servers have private addresses
 		// The manager's default: each of the suite's processes, and any
 		// other controller on the engine, shares it.

@@ -80,7 +80,7 @@ func (c *Client) InspectNetwork(ctx context.Context, name string) (*Network, err
 
 func fromInspect(n network.Inspect) Network {
 	out := Network{ID: n.ID, Name: n.Name, Labels: n.Labels, Internal: n.Internal, Driver: n.Driver,
-		NoHostAddress: n.Options[bridgeInhibitIPv4] == "true"}
+		NoHostAddress: n.Options[bridgeInhibitIPv4] == "true", Bridge: bridgeName(n)}
 	for _, cfg := range n.IPAM.Config {
 		if cfg.Subnet != "" {
 			out.Subnets = append(out.Subnets, cfg.Subnet)
@@ -91,6 +91,24 @@ func fromInspect(n network.Inspect) Network {
 	}
 	return out
 }
+
+// bridgeName is the host's device of a bridge network: the name its
+// options give (docker0 for the default bridge), else the engine's own
+// br-<first 12 characters of the ID>.
+func bridgeName(n network.Inspect) string {
+	switch {
+	case n.Driver != "bridge":
+		return ""
+	case n.Options[bridgeNameOption] != "":
+		return n.Options[bridgeNameOption]
+	case len(n.ID) >= 12:
+		return "br-" + n.ID[:12]
+	}
+	return ""
+}
+
+// bridgeNameOption names a bridge network's device on the host.
+const bridgeNameOption = "com.docker.network.bridge.name"
 
 // ListNetworks returns the networks carrying all the labels (every network
 // with none).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -72,6 +73,10 @@ func TestNetworkWithAChosenSubnet(t *testing.T) {
 	}
 	if len(n.Subnets) != 1 || n.Subnets[0] != subnet.String() {
 		t.Fatalf("subnets %v, want [%s]", n.Subnets, subnet)
+	}
+	// The host's device of the network, where the conntrack bound applies.
+	if _, err := os.Stat("/sys/class/net/" + n.Bridge); n.Bridge == "" || err != nil {
+		t.Fatalf("bridge %q of the network is not a device of the host: %v", n.Bridge, err)
 	}
 	for _, gw := range n.Gateways {
 		if a, err := netip.ParseAddr(gw); err != nil || !subnet.Contains(a) {

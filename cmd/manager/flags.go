@@ -9,6 +9,7 @@ import (
 
 	"afe.dev/sandbox/access"
 	"afe.dev/sandbox/controllers"
+	"afe.dev/sandbox/internal/connlimit"
 	"afe.dev/sandbox/internal/hostgroups"
 	"afe.dev/sandbox/internal/runlog"
 	"afe.dev/sandbox/internal/sandboxspec"
@@ -32,6 +33,7 @@ type managerFlags struct {
 	envPassthrough string
 	egressDenyIPs  string
 	egressSubnets  string
+	connLimits     connlimit.Limits
 
 	denyGIDs, groupFile      string
 	allowedUIDs, allowedGIDs string
@@ -81,6 +83,9 @@ func (f *managerFlags) bindSandboxes(fs *flag.FlagSet) {
 	fs.BoolVar(&opts.EgressAllowPrivate, "egress-allow-private", false, "Let egress proxies reach private, loopback and link-local addresses; never the engine host's own (docs/security.md).")
 	fs.StringVar(&f.egressDenyIPs, "egress-deny-ips", "", "Comma-separated addresses or CIDRs of the engine's host that egress proxies refuse besides those the manager finds (the gateways of the engine's networks, and the host's interfaces when the manager runs in the host's network namespace): for a remote engine, or a manager in a pod.")
 	fs.StringVar(&f.egressSubnets, "egress-subnets", subnets.Default, "Comma-separated IPv4 CIDRs the internal networks of sandboxes with egress get their subnets from, a /29 each (the default holds 16384); they must not overlap the engine's default address pools or the host's routes (checked at start). Empty leaves the subnets to the engine's pools (about 30 networks with its defaults).")
+	fs.IntVar(&f.connLimits.Rate, "sandbox-conn-rate", 10, "New connections a second each sandbox (by its address on its network) and each proxy (by its address on --egress-network) may open through the engine host's conntrack table, which every tenant and the engine share; the manager installs the bound with the host's nft and must then run as root in the engine host's network namespace (make run). 0 turns the bound off (docs/security.md).")
+	fs.IntVar(&f.connLimits.Burst, "sandbox-conn-burst", 100, "New connections each sandbox and proxy may open at once above --sandbox-conn-rate.")
+	fs.IntVar(&f.connLimits.Max, "sandbox-conn-max", 256, "Connections each sandbox and proxy may hold open at once in the host's conntrack table (closing ones, in TIME_WAIT, are bounded by the rate instead). Each takes at most rate x the host's TIME_WAIT timeout + burst + max entries of the table.")
 	fs.StringVar(&opts.WorkspaceRoot, "workspace-root", "", "The host folder Folder workspaces live under, in a folder per namespace (<root>/<namespace>/...); empty refuses Folder workspaces.")
 	fs.BoolVar(&opts.WorkspaceRootAllowSuid, "workspace-root-allow-suid", false, "Allow Folder workspaces although --workspace-root is not on a file system mounted nosuid,nodev: a setuid program or a device file a workload leaves in its folder then works for the host's users. Without it such a root refuses Folder workspaces (WorkspaceRootUnsafe).")
 	fs.BoolVar(&opts.WorkspaceRootShared, "workspace-root-shared", false, "The Docker engine sees --workspace-root at the same path as the controller. Needed for Folder workspaces when the engine is not on a local unix socket (tcp://, ssh://): they are refused otherwise.")

@@ -87,6 +87,9 @@ func start(log logr.Logger, f *managerFlags) error {
 	if err := checkEngine(ctx, log, engine, f.opts); err != nil {
 		return err
 	}
+	if err := setupConnLimits(ctx, log, engine, f); err != nil {
+		return err
+	}
 	mgr, err := newManager(f)
 	if err != nil {
 		return setupFailed(err, "Cannot create the manager")

@@ -17,6 +17,7 @@ import (
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/controllers/shared"
 	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/connlimit"
 	"afe.dev/sandbox/internal/naming"
 )
 
@@ -42,6 +43,11 @@ type Sweeper struct {
 	// EnqueuePool asks for a reconcile of the SandboxPool namespace/name
 	// (nil: pools are not looked at).
 	EnqueuePool func(namespace, name string)
+	// ConnLimits is the host's conntrack bound, kept to the instance's
+	// networks and proxies (nil: none); EgressNetwork is where the
+	// proxies' addresses are read.
+	ConnLimits    *connlimit.Host
+	EgressNetwork string
 }
 
 // NeedLeaderElection is true: only the leader removes objects.
@@ -59,6 +65,9 @@ func (s *Sweeper) Start(ctx context.Context) error {
 		}
 		if err := s.orphanedMembers(ctx); err != nil && ctx.Err() == nil {
 			log.Error(err, "Sweep of the members of pools that are gone")
+		}
+		if err := s.syncConnLimits(ctx); err != nil && ctx.Err() == nil {
+			log.Error(err, "Sync of the conntrack bound's table", "table", s.ConnLimits.TableName())
 		}
 		select {
 		case <-ctx.Done():

@@ -363,8 +363,12 @@ func (r *Reconciler) makeEgress(ctx context.Context, s *poolScope, m sandboxspec
 	if subnets == nil {
 		subnets = &r.ownSubnets
 	}
-	if _, err := subnets.Create(ctx, r.Engine, r.Config.EgressSubnets, sandboxspec.MemberNetwork(m)); err != nil {
+	network, err := subnets.Create(ctx, r.Engine, r.Config.EgressSubnets, sandboxspec.MemberNetwork(m))
+	if err != nil {
 		return fmt.Errorf("make the member's network: %w", err)
+	}
+	if err := shared.BoundNetwork(ctx, r.Config.ConnLimits, network); err != nil {
+		return err
 	}
 	opts := r.proxyOptions(s)
 	spec := sandboxspec.MemberProxy(&s.pool.Spec.Template, m, opts, sandboxspec.NoHosts(opts))
@@ -374,6 +378,9 @@ func (r *Reconciler) makeEgress(ctx context.Context, s *poolScope, m sandboxspec
 	proxy, err := r.Engine.RunContainer(ctx, spec)
 	if err != nil {
 		return fmt.Errorf("start the member's proxy: %w", err)
+	}
+	if err := shared.BoundProxy(ctx, r.Config.ConnLimits, proxy, s.egressNetwork); err != nil {
+		return err
 	}
 	if err := shared.WaitProxy(ctx, r.Engine, proxy); err != nil {
 		return fmt.Errorf("proxy %s does not answer: %w", proxy.Name, err)

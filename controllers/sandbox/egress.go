@@ -139,6 +139,9 @@ func (r *Reconciler) reconcileNetwork(ctx context.Context, s *sandboxScope) (*do
 		res, err := s.notAdopted(afev1.EgressReadyCondition, "Network", netSpec.Name)
 		return nil, res, err
 	}
+	if err := shared.BoundNetwork(ctx, r.Config.ConnLimits, network); err != nil {
+		return nil, ctrl.Result{}, err
+	}
 	return network, ctrl.Result{}, nil
 }
 
@@ -190,6 +193,9 @@ func (r *Reconciler) ensureProxy(ctx context.Context, s *sandboxScope, want dock
 	if have != nil && !r.ownsProxy(s, have) {
 		return s.notAdopted(afev1.EgressReadyCondition, "Container", want.Name)
 	}
+	if err := r.boundFoundProxy(ctx, s, have, want.ExtraNetworks[0]); err != nil {
+		return ctrl.Result{}, err
+	}
 	if have != nil && have.Labels[afev1.LabelSpecHash] == want.Labels[afev1.LabelSpecHash] {
 		kept, res, err := r.keepProxy(ctx, s, have, allow)
 		if kept || err != nil || !res.IsZero() {
@@ -213,6 +219,9 @@ func (r *Reconciler) ensureProxy(ctx context.Context, s *sandboxScope, want dock
 	about := s.sbx.DeepCopy() // the Event's object, apart from the one the phases change
 	go func() {
 		created, err := r.Engine.RunContainer(ctx, want)
+		if err == nil {
+			err = shared.BoundProxy(ctx, r.Config.ConnLimits, created, want.ExtraNetworks[0])
+		}
 		if err == nil && reason != "" {
 			r.Recorder.Eventf(about, nil, corev1.EventTypeNormal, reason, "Create", what, want.Name)
 		}
@@ -228,6 +237,17 @@ func (r *Reconciler) ensureProxy(ctx context.Context, s *sandboxScope, want dock
 	}()
 	s.proxyProbe = probe
 	return ctrl.Result{}, nil
+}
+
+// boundFoundProxy puts the proxy this reconcile found under the host's
+// conntrack bound: one this process did not make (a restart) once, the
+// others at the cost of a lookup. A claimed member's was bounded when its
+// pool made it: the claim adds nothing.
+func (r *Reconciler) boundFoundProxy(ctx context.Context, s *sandboxScope, have *docker.Container, egressNetwork string) error {
+	if have == nil || s.claimed != nil {
+		return nil
+	}
+	return shared.BoundProxy(ctx, r.Config.ConnLimits, have, egressNetwork)
 }
 
 // proxyRecreation is the reason and message (its %s the proxy's name) of

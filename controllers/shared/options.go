@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/connlimit"
 	"afe.dev/sandbox/internal/hostaddrs"
 	"afe.dev/sandbox/internal/hostgroups"
 	"afe.dev/sandbox/internal/placement"
@@ -39,6 +40,10 @@ type Options struct {
 	// host every proxy refuses, for those the manager cannot see (a remote
 	// engine, or a manager outside the host's network namespace).
 	EgressDenyIPs []netip.Prefix
+	// ConnLimits bounds what each sandbox network and proxy takes of the
+	// engine host's conntrack table (--sandbox-conn-rate, -burst, -max),
+	// installed at start; nil: no bound.
+	ConnLimits *connlimit.Host
 	// EgressSubnets is --egress-subnets: the ranges the sandboxes' internal
 	// networks get their /29 subnets from. Empty leaves the choice to the
 	// engine's default address pools.

@@ -34,4 +34,7 @@ type Network struct {
 	NoHostAddress bool
 	// Driver is the network's driver (bridge, host, null, macvlan...).
 	Driver string
+	// Bridge is the host's bridge device of a bridge network (docker0,
+	// br-<id>); empty for other drivers.
+	Bridge string
 }

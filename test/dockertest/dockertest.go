@@ -143,8 +143,16 @@ func stderrOf(err error) string {
 	return ""
 }
 
-// RemoveAll removes every container, volume and network carrying the label.
+// RemoveAll removes every container, volume and network carrying the
+// label; for an instance's label (afe.controller=NAME), also its conntrack
+// bound's table on the host, which its manager leaves when it stops
+// (internal/connlimit), lest a later network on a subnet it held be
+// bounded by a table nobody keeps.
 func RemoveAll(label string) {
+	if instance, ok := strings.CutPrefix(label, "afe.controller="); ok && instance != "" {
+		// connlimit.Table's name (connlimit's tests use this package).
+		_ = exec.Command("nft", "delete", "table", "ip", "afe-"+instance).Run()
+	}
 	objects, _ := Objects(label)
 	for _, o := range objects {
 		if kind, name, _ := strings.Cut(o, "/"); kind == "container" {

@@ -1,0 +1,108 @@
+package connlimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+)
+
+// Host keeps the instance's table in the network namespace this process
+// runs in, with the host's nft command: the engine host's own when the
+// manager runs there as root (make run). A nil *Host is the bound turned
+// off: its methods do nothing.
+type Host struct {
+	table  string
+	limits Limits
+
+	mu sync.Mutex
+	// gen counts the additions; added holds, for each element known to
+	// be in the table ("set element"), the gen of its addition.
+	gen   uint64
+	added map[string]uint64
+}
+
+// New is the Host of the controller instance, nil when the limits are off.
+func New(instance string, l Limits) (*Host, error) {
+	if !l.Enabled() {
+		return nil, nil
+	}
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	table, err := Table(instance)
+	if err != nil {
+		return nil, err
+	}
+	return &Host{table: table, limits: l, added: map[string]uint64{}}, nil
+}
+
+// TableName is the name of the instance's table ("" when off).
+func (h *Host) TableName() string {
+	if h == nil {
+		return ""
+	}
+	return h.table
+}
+
+// Install makes the table, or brings it to the limits keeping its
+// elements, after checking that this process sees the engine's bridge
+// (the host's network namespace): rules made anywhere else would bound
+// nothing.
+func (h *Host) Install(ctx context.Context, bridge string) error {
+	if h == nil {
+		return nil
+	}
+	if bridge == "" {
+		return errors.New("the egress network has no bridge on this host")
+	}
+	if _, err := os.Stat(filepath.Join("/sys/class/net", bridge)); err != nil {
+		return fmt.Errorf("the engine's bridge %s is not in this process's network namespace (not the engine's host): %w", bridge, err)
+	}
+	_, err := runNft(ctx, Ruleset(h.table, h.limits), "-f", "-")
+	return err
+}
+
+// AddNetwork bounds the sources of the network's subnets; a subnet already
+// added by this process costs nothing.
+func (h *Host) AddNetwork(ctx context.Context, subnets []string) error {
+	return h.add(ctx, SetNetworks, subnets)
+}
+
+// AddProxy bounds a proxy's address on the egress network.
+func (h *Host) AddProxy(ctx context.Context, addr string) error {
+	return h.add(ctx, SetProxies, []string{addr})
+}
+
+// add puts the IPv4 elements into the set; IPv6 ones are left out (no
+// sandbox network has IPv6).
+func (h *Host) add(ctx context.Context, set string, elems []string) error {
+	if h == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var todo []string
+	for _, e := range elems {
+		c, err := Canonical(e)
+		if err != nil {
+			continue
+		}
+		if _, ok := h.added[set+" "+c]; !ok {
+			todo = append(todo, c)
+		}
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	if _, err := runNft(ctx, elements("add", h.table, set, todo), "-f", "-"); err != nil {
+		return err
+	}
+	h.gen++
+	for _, c := range todo {
+		h.added[set+" "+c] = h.gen
+	}
+	return nil
+}
