@@ -74,6 +74,10 @@ images: ## Build the egress proxy image and the test images, offline.
 runsc: ## Install gVisor's runsc (Debian's package) and register it with the local engine as the runtime runsc (daemon.json, SIGHUP).
 	hack/install-runsc.sh
 
+.PHONY: nft
+nft: ## Install Debian's nftables (nft) when missing: the manager run as root bounds each sandbox's share of the host's conntrack table with it (--sandbox-conn-rate).
+	hack/install-nft.sh
+
 .PHONY: promtool
 promtool: ## Install Debian's prometheus package (promtool, prometheus) when missing.
 	hack/install-prometheus.sh
@@ -96,7 +100,7 @@ test-rules: promtool ## The alerts' tests: promtool on config/prometheus/tests (
 TEST_RUNTIMES ?= runc,runsc
 
 .PHONY: test
-test: manifests generate docs fmt vet lint test-rules python-deps envtest images runsc build crash-manager docker-build kubectl-afe ginkgo ## The whole suite: unit, docker, envtest + Docker, e2e.
+test: manifests generate docs fmt vet lint test-rules python-deps nft envtest images runsc build crash-manager docker-build kubectl-afe ginkgo ## The whole suite: unit, docker, envtest + Docker, e2e.
 	@if [ -n "$$CI" ]; then git diff --exit-code -- config/crd config/rbac api docs/reference.md || { echo "generated files are stale: run 'make manifests generate docs' and commit"; exit 1; }; fi
 	@# The controllers' suite runs its specs in TEST_PROCS processes (each
 	@# with its own API server, manager and --instance), then the other
@@ -140,14 +144,14 @@ fuzz: ## Run every fuzz target (its own count of executions, or FUZZTIME); the c
 	done
 
 .PHONY: test-chaos
-test-chaos: envtest images build ## A longer crash-convergence churn (CHURN_SEED, CHURN_TICKETS, CHURN_STEPS, CHURN_KILLS).
+test-chaos: envtest images nft build ## A longer crash-convergence churn (CHURN_SEED, CHURN_TICKETS, CHURN_STEPS, CHURN_KILLS).
 	KUBEBUILDER_ASSETS=$(ENVTEST_DIR) AFE_MANAGER_BIN=$(LOCALBIN)/manager \
 	CHURN_TICKETS=$${CHURN_TICKETS:-60} CHURN_STEPS=$${CHURN_STEPS:-400} CHURN_KILLS=$${CHURN_KILLS:-15} \
 		go test ./test/e2e/ -count=1 -timeout 30m -v -ginkgo.focus="Crash convergence" -ginkgo.v 2>&1 | grep -E "churn:|SUCCESS|FAIL|Passed"
 
 BENCH_ARGS ?=
 .PHONY: bench
-bench: manifests envtest images runsc build kubectl-afe ## The benchmark: the controller against the docker CLI, and runsc against runc, as bin/bench/results.md, results.json and figures (PNG, SVG) (BENCH_ARGS, e.g. "-idle 200 -profile").
+bench: manifests envtest images nft runsc build kubectl-afe ## The benchmark: the controller against the docker CLI, and runsc against runc, as bin/bench/results.md, results.json and figures (PNG, SVG) (BENCH_ARGS, e.g. "-idle 200 -profile").
 	go run ./hack/bench -assets $(ENVTEST_DIR) -manager $(LOCALBIN)/manager -plugin $(LOCALBIN)/kubectl-afe -out $(LOCALBIN)/bench $(BENCH_ARGS)
 
 # The fast tier: what needs neither Docker nor images, in well under 90 s.
@@ -185,7 +189,7 @@ LOCALCP_ARGS = --manifests config/rbac/access_roles.yaml --workspace-root $(LOCA
 RUN_RUNTIMES ?= $(shell docker info --format '{{range $$k, $$v := .Runtimes}}{{$$k}} {{end}}' 2>/dev/null | grep -qw runsc && echo --runtimes=runc,runsc)
 
 .PHONY: run
-run: manifests generate build kubectl-afe envtest images ## Run the controller; without KUBECONFIG on a local control plane kept under bin/local (NODES=3: a manager per node).
+run: manifests generate build kubectl-afe envtest images nft ## Run the controller; without KUBECONFIG on a local control plane kept under bin/local (NODES=3: a manager per node).
 ifeq ($(KUBECONFIG),)
 	go build -o $(LOCALBIN)/localcp ./hack/localcp
 ifeq ($(filter-out 0,$(NODES)),)
