@@ -144,7 +144,10 @@ type sandboxScope struct {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	sbx := &afev1.Sandbox{}
 	if err := r.Get(ctx, req.NamespacedName, sbx); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, r.vanished(ctx, req.NamespacedName)
+		}
+		return ctrl.Result{}, err
 	}
 	if r.mem.wasFinalized(sbx.UID) {
 		// A stale copy of a Sandbox already gone, even one from before its
@@ -175,7 +178,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // has it written after its first status, which says it is Ready: the
 // claim waits on one API write instead of two. What a Sandbox deleted in
 // between claimed is removed by this reconcile when its write finds the
-// Sandbox gone (deletedUnfinalized), or else, after a crash, by the sweep
+// Sandbox gone (deletedUnfinalized); by the reconcile that finds it gone
+// when a delete that began before the write removes it all the same
+// (vanished.go); or else, after a crash, by the sweep
 // (loops.Sweeper): its claim record names a Sandbox UID that no longer
 // exists, then no record binds its member, as after a finalizer removed by
 // hand. A sandbox made cold has it before any object of its own is made
@@ -189,6 +194,7 @@ func (r *Reconciler) ensureFinalizer(ctx context.Context, s *sandboxScope) error
 		s.sbx.Finalizers, s.sbx.Status = finalizers, *status
 		return err
 	}
+	r.mem.finalized.remember(s.sbx)
 	s.before = s.sbx.DeepCopy()
 	s.sbx.Status = *status
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -35,6 +36,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *sandboxScope) (ctrl
 		return ctrl.Result{}, err
 	}
 	r.forget(s.sbx.UID)
+	r.mem.finalized.forget(client.ObjectKeyFromObject(s.sbx), s.sbx.UID)
 	r.mem.rememberFinalized(s.sbx.UID)
 	// No Event: the Sandbox is gone, and its ticket's CleanedUp condition
 	// says so.
@@ -54,6 +56,7 @@ func (r *Reconciler) deletedUnfinalized(ctx context.Context, s *sandboxScope) er
 	}
 	logf.FromContext(ctx).Info("Removed the Docker objects of a Sandbox deleted before its finalizer was written")
 	r.forget(s.sbx.UID)
+	r.mem.finalized.forget(client.ObjectKeyFromObject(s.sbx), s.sbx.UID)
 	r.mem.rememberFinalized(s.sbx.UID)
 	return nil
 }

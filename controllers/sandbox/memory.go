@@ -38,6 +38,9 @@ type memory struct {
 	// and there is nothing left to do. It is the one record that outlives
 	// the Sandbox, for finalizedMemory.
 	finalizedAt sync.Map
+	// finalized holds, by name, the Sandboxes whose finalizer this process
+	// wrote, until their deletion is seen through (vanished.go).
+	finalized finalizedCopies
 }
 
 // finalizedMemory is how long a finalized UID is remembered.
