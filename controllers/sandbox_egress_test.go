@@ -463,8 +463,6 @@ var _ = Describe("Sandbox egress", func() {
 	})
 })
 
-// proxyDenyIPs is the list of host addresses the proxy container was given
-// (AFE_EGRESS_DENY_IPS); none when it is gone.
 // proxyDenyIPs is the list of addresses the running squid of the proxy
 // refuses, read from the configuration it runs with (the allowlist changes
 // in place: the container's environment is its creation's).
@@ -473,12 +471,14 @@ func proxyDenyIPs(name string) []string {
 	if err != nil {
 		return nil
 	}
+	// The entrypoint writes a list ACL one entry a line (squid ORs them).
+	var ips []string
 	for _, l := range strings.Split(string(out), "\n") {
 		if list, ok := strings.CutPrefix(l, "acl afe_host dst "); ok {
-			return strings.Fields(list)
+			ips = append(ips, strings.Fields(list)...)
 		}
 	}
-	return nil
+	return ips
 }
 
 // engineRuntime is the OCI runtime the engine runs the container under.
