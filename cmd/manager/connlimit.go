@@ -31,11 +31,18 @@ func setupConnLimits(ctx context.Context, log logr.Logger, engine *docker.Client
 	if err != nil {
 		return setupFailed(err, "Invalid conntrack bound")
 	}
-	egress, err := engine.InspectNetwork(ctx, f.opts.EgressNetwork)
-	if err != nil {
-		return setupFailed(err, "Cannot read the egress network", "network", f.opts.EgressNetwork)
+	// The egress network's bridge shows that this is the engine host's
+	// network namespace. An engine not answering yet, or an egress network
+	// not made yet, is no reason not to start (the sandboxes say
+	// EngineUnavailable or EgressNetworkMissing until they are there): the
+	// table is installed then without that check.
+	bridge := ""
+	if egress, err := engine.InspectNetwork(ctx, f.opts.EgressNetwork); err != nil {
+		log.Error(err, "Cannot read the egress network: the conntrack bound is installed without checking for its bridge", "network", f.opts.EgressNetwork)
+	} else {
+		bridge = egress.Bridge
 	}
-	if err := limits.Install(ctx, egress.Bridge); err != nil {
+	if err := limits.Install(ctx, bridge); err != nil {
 		return setupFailed(err, "Cannot install the conntrack bound in the engine host's network namespace: run the manager as root on the engine's host, or pass --sandbox-conn-rate=0 to run without it (docs/security.md)")
 	}
 	f.opts.ConnLimits = limits

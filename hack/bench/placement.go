@@ -121,8 +121,8 @@ func (b *bench) startPlacementPlane(ctx context.Context) (*placementPlane, error
 }
 
 // connect starts the scheduler and makes the plane's bench, with a client
-// free of client-side rate limits (N Tickets are created at once) and the
-// namespace.
+// free of client-side rate limits (N Tickets are created at once), its
+// namespace and the managers'.
 func (p *placementPlane) connect(ctx context.Context, b *bench) error {
 	if err := p.cp.StartScheduler(b.cfg.Assets); err != nil {
 		return err
@@ -134,7 +134,12 @@ func (p *placementPlane) connect(ctx context.Context, b *bench) error {
 		return err
 	}
 	p.b = &bench{cfg: b.cfg, log: b.log, c: c, engine: b.engine, instance: b.instance, ns: b.ns}
-	return p.b.createNamespace(ctx)
+	if err := p.b.createNamespace(ctx); err != nil {
+		return err
+	}
+	// The managers' namespace (the default --access-service's), where
+	// per-node managers keep their placement key, as a cluster has it.
+	return p.b.createNamespaceNamed(ctx, "afe-system")
 }
 
 // stop removes every Docker object of the nodes' managers, whatever

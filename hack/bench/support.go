@@ -52,7 +52,12 @@ func waitHTTP(url string, timeout time.Duration) error {
 }
 
 func (b *bench) createNamespace(ctx context.Context) error {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: b.ns}}
+	return b.createNamespaceNamed(ctx, b.ns)
+}
+
+// createNamespaceNamed makes the namespace name unless it exists.
+func (b *bench) createNamespaceNamed(ctx context.Context, name string) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if err := b.c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}

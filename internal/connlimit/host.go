@@ -2,7 +2,6 @@ package connlimit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -49,17 +48,17 @@ func (h *Host) TableName() string {
 
 // Install makes the table, or brings it to the limits keeping its
 // elements, after checking that this process sees the engine's bridge
-// (the host's network namespace): rules made anywhere else would bound
-// nothing.
+// (the host's network namespace: rules made anywhere else would bound
+// nothing), when that bridge is known ("" when the engine could not be
+// asked).
 func (h *Host) Install(ctx context.Context, bridge string) error {
 	if h == nil {
 		return nil
 	}
-	if bridge == "" {
-		return errors.New("the egress network has no bridge on this host")
-	}
-	if _, err := os.Stat(filepath.Join("/sys/class/net", bridge)); err != nil {
-		return fmt.Errorf("the engine's bridge %s is not in this process's network namespace (not the engine's host): %w", bridge, err)
+	if bridge != "" {
+		if _, err := os.Stat(filepath.Join("/sys/class/net", bridge)); err != nil {
+			return fmt.Errorf("the engine's bridge %s is not in this process's network namespace (not the engine's host): %w", bridge, err)
+		}
 	}
 	_, err := runNft(ctx, Ruleset(h.table, h.limits), "-f", "-")
 	return err

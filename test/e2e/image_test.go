@@ -79,6 +79,9 @@ var _ = Describe("The controller image", func() {
 			"-v", own.Kubeconfig+":/etc/afe/kubeconfig:ro",
 			"-e", "KUBECONFIG=/etc/afe/kubeconfig",
 			image, "--instance", inst, "--metrics-bind-address", "0", "--health-probe-bind-address", "0",
+			// As config/manager: a manager in a container has neither the
+			// host's network namespace nor nft for the conntrack bound.
+			"--sandbox-conn-rate=0",
 		).CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), string(out))
 		defer dockertest.RemoveAll(afev1.LabelController + "=" + inst)
