@@ -124,9 +124,16 @@ var _ = Describe("Tenant isolation", func() {
 			"--label", afev1.LabelSandbox + "=" + name,
 			"--label", afev1.LabelRole + "=" + afev1.RoleSandbox,
 		}
-		out, err := exec.Command("docker", append(append([]string{"run", "-d", "--network", "none", "--name", naming.Container(key)}, stale...),
-			dockertest.TestImage, "sleep", "600")...).CombinedOutput()
-		Expect(err).NotTo(HaveOccurred(), string(out))
+		// The sweep may remove it between its creation and its start (it
+		// is an orphan until the Sandbox exists): made again then.
+		Eventually(func() (string, error) {
+			out, err := exec.Command("docker", append(append([]string{"run", "-d", "--network", "none", "--name", naming.Container(key)}, stale...),
+				dockertest.TestImage, "sleep", "600")...).CombinedOutput()
+			if err != nil {
+				_ = exec.Command("docker", "rm", "-f", naming.Container(key)).Run()
+			}
+			return string(out), err
+		}, "30s", "100ms").Should(Not(BeEmpty()))
 		sbx := newSandbox(ns, name)
 		Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
 		DeferCleanup(func() { deleteAndWaitGone(ctx, sbx) })
