@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -182,9 +183,17 @@ func labelled(ctx context.Context, e *docker.Client, labels map[string]string) (
 // removeLabelled removes every Docker object carrying one of the label
 // sets: every set's containers first, then the networks and the volumes,
 // since a network of one set may hold the containers of another (the
-// bench's egress network, the CLI baseline's proxies).
+// bench's egress network, the CLI baseline's proxies); for an instance's
+// set, its conntrack table too.
 func removeLabelled(ctx context.Context, e *docker.Client, sets ...map[string]string) error {
 	var errs []error
+	for _, labels := range sets {
+		if instance := labels[afev1.LabelController]; instance != "" {
+			// The conntrack bound's table, which a manager leaves when it
+			// stops (internal/connlimit); none when it ran without one.
+			_ = exec.CommandContext(ctx, "nft", "delete", "table", "ip", "afe-"+instance).Run()
+		}
+	}
 	for _, labels := range sets {
 		cs, err := e.ListContainers(ctx, labels)
 		errs = append(errs, err)
