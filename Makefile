@@ -100,29 +100,54 @@ test-rules: promtool ## The alerts' tests: promtool on config/prometheus/tests (
 TEST_RUNTIMES ?= runc,runsc
 
 .PHONY: test
-test: manifests generate docs fmt vet lint test-rules python-deps nft envtest images runsc build crash-manager docker-build kubectl-afe ginkgo ## The whole suite: unit, docker, envtest + Docker, e2e.
+test: test-clock manifests generate docs fmt vet lint test-rules python-deps nft envtest images runsc build crash-manager docker-build kubectl-afe ginkgo ## The whole suite: unit, docker, envtest + Docker, e2e; then what it cost against its budget.
 	@if [ -n "$$CI" ]; then git diff --exit-code -- config/crd config/rbac api docs/reference.md || { echo "generated files are stale: run 'make manifests generate docs' and commit"; exit 1; }; fi
+	@echo "prerequisites $$(date +%s)" >> $(LOCALBIN)/test-stamps
 	@# The controllers' suite runs its specs in TEST_PROCS processes (each
-	@# with its own API server, manager and --instance), then the other
-	@# packages, two at a time. Not beside it: several of them start an API
-	@# server, a manager and containers of their own, and with the
-	@# controllers' three on two cores every suite starved (Runs of `true`
-	@# took 49 s under runsc, the access suite 12 minutes instead of 2).
-	@# The e2e suite, the longest, is named first: go test starts the
-	@# packages in the order given, so the others run beside it in the
-	@# second slot. Each spec's time is in bin/controllers-report.json and
-	@# bin/e2e-report.json.
+	@# with its own API server, manager and --instance), its Serial specs
+	@# last on the first alone. The e2e suite, the longest of the other
+	@# packages, starts as the Serial specs do (the suite makes
+	@# AFE_SERIAL_MARKER then), in two processes (its own-plane specs in the
+	@# second: test/e2e/e2e_suite_test.go), and the other packages, two at a time, as
+	@# the controllers' suite ends: not before, as several of them start an
+	@# API server, a manager and containers of their own, and beside the
+	@# controllers' three processes on two cores every suite starved (Runs
+	@# of `true` took 49 s under runsc, the access suite 12 minutes
+	@# instead of 2), then the fuzz targets, while the e2e suite goes on.
+	@# Each spec's time is in bin/controllers-report.json and
+	@# bin/e2e-report.json; hack/testbudget prints them against the budget.
 	export KUBEBUILDER_ASSETS=$(ENVTEST_DIR) AFE_MANAGER_BIN=$(LOCALBIN)/manager AFE_KUBECTL_AFE_BIN=$(LOCALBIN)/kubectl-afe \
-		AFE_E2E_REPORT=$(LOCALBIN)/e2e-report.json \
+		AFE_E2E_REPORT=$(LOCALBIN)/e2e-report.json AFE_SERIAL_MARKER=$(LOCALBIN)/controllers-serial \
 		AFE_MANAGER_CRASHPOINTS_BIN=$(LOCALBIN)/manager-crashpoints \
 		AFE_CONTROLLER_IMAGE=$(IMG) AFE_REQUIRE_DOCKER=1 AFE_TEST_RUNTIMES=$(TEST_RUNTIMES); \
-	controllers=0; $(GINKGO) -p --procs=$(TEST_PROCS) --timeout=35m --no-color --output-dir=$(LOCALBIN) \
-		--json-report=controllers-report.json ./controllers > $(LOCALBIN)/controllers-test.log 2>&1 || controllers=$$?; \
-	cat $(LOCALBIN)/controllers-test.log; \
-	others=0; go test -p 2 ./test/e2e $$(go list ./... | grep -v -e '/controllers$$' -e '/test/e2e$$') -count=1 -timeout 25m || others=$$?; \
-	echo "controllers (ginkgo, $(TEST_PROCS) processes): exit $$controllers; the other packages: exit $$others"; \
-	[ $$controllers = 0 ] && [ $$others = 0 ]
-	$(MAKE) --no-print-directory fuzz
+	rm -f $$AFE_SERIAL_MARKER $(LOCALBIN)/*-report.json; \
+	{ $(GINKGO) -p --procs=$(TEST_PROCS) --timeout=35m --no-color --output-dir=$(LOCALBIN) \
+		--json-report=controllers-report.json ./controllers > $(LOCALBIN)/controllers-test.log 2>&1 \
+		&& echo 0 > $(LOCALBIN)/controllers-exit || echo $$? > $(LOCALBIN)/controllers-exit; } & ginkgo=$$!; \
+	while [ ! -e $$AFE_SERIAL_MARKER ] && kill -0 $$ginkgo 2>/dev/null; do sleep 1; done; \
+	go test ./test/e2e -count=1 -timeout 25m -args -ginkgo.label-filter='!own-plane' > $(LOCALBIN)/go-test-e2e.log 2>&1 & e2e=$$!; \
+	AFE_E2E_REPORT=$(LOCALBIN)/e2e-own-plane-report.json go test ./test/e2e -count=1 -timeout 25m -args -ginkgo.label-filter=own-plane \
+		> $(LOCALBIN)/go-test-e2e-own-plane.log 2>&1 & e2e_own=$$!; \
+	wait $$ginkgo; controllers=$$(cat $(LOCALBIN)/controllers-exit); cat $(LOCALBIN)/controllers-test.log; \
+	echo "controllers $$(date +%s)" >> $(LOCALBIN)/test-stamps; \
+	others=0; go test -p 2 $$(go list ./... | grep -v -e '/controllers$$' -e '/test/e2e$$') -count=1 -timeout 25m 2>&1 | tee $(LOCALBIN)/go-test.log || others=$$?; \
+	echo "packages $$(date +%s)" >> $(LOCALBIN)/test-stamps; \
+	fuzz=0; $(MAKE) --no-print-directory fuzz || fuzz=$$?; \
+	echo "fuzz $$(date +%s)" >> $(LOCALBIN)/test-stamps; \
+	e2e_exit=0; wait $$e2e || e2e_exit=$$?; wait $$e2e_own || e2e_exit=$$?; cat $(LOCALBIN)/go-test-e2e.log $(LOCALBIN)/go-test-e2e-own-plane.log; \
+	echo "e2e $$(date +%s)" >> $(LOCALBIN)/test-stamps; \
+	echo "controllers (ginkgo, $(TEST_PROCS) processes): exit $$controllers; e2e: exit $$e2e_exit; the other packages: exit $$others; fuzz: exit $$fuzz"; \
+	[ $$controllers = 0 ] && [ $$e2e_exit = 0 ] && [ $$others = 0 ] && [ $$fuzz = 0 ]
+	@go run ./hack/testbudget -stamps $(LOCALBIN)/test-stamps -go-test $(LOCALBIN)/go-test.log \
+		-go-test test/e2e=$(LOCALBIN)/go-test-e2e.log -go-test "test/e2e own-plane=$(LOCALBIN)/go-test-e2e-own-plane.log" \
+		-ginkgo controllers=$(LOCALBIN)/controllers-report.json -ginkgo test/e2e=$(LOCALBIN)/e2e-report.json \
+		-ginkgo "test/e2e own-plane=$(LOCALBIN)/e2e-own-plane-report.json"
+
+# test-clock starts the clock of make test's budget (bin/test-stamps):
+# named first, it runs before the other prerequisites.
+.PHONY: test-clock
+test-clock:
+	@mkdir -p $(LOCALBIN) && echo "start $$(date +%s)" > $(LOCALBIN)/test-stamps
 
 # Each target runs for a number of executions (a few seconds each here), not
 # a duration: Go 1.26 can fail a duration-bound run with a spurious "context

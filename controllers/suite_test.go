@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -214,3 +215,20 @@ func testProxyImage() string {
 	}
 	return "afe/egress-proxy:dev"
 }
+
+// serialMarker is AFE_SERIAL_MARKER: a file the suite makes as its first
+// Serial spec starts. Ginkgo runs the Serial specs last, on process 1 alone,
+// once every parallel spec has ended, so the other processes' cores are
+// free from then on: `make test` starts the e2e suite beside them then.
+var (
+	serialMarker     = os.Getenv("AFE_SERIAL_MARKER")
+	serialMarkerOnce sync.Once
+)
+
+var _ = BeforeEach(func() {
+	if serialMarker != "" && CurrentSpecReport().IsSerial {
+		serialMarkerOnce.Do(func() {
+			Expect(os.WriteFile(serialMarker, nil, 0o644)).To(Succeed())
+		})
+	}
+})

@@ -33,6 +33,15 @@ var (
 	metricsAddr string
 )
 
+// ownPlane labels the specs `make test` runs in a second process of this
+// suite beside the first (go test -args -ginkgo.label-filter=own-plane, and
+// '!own-plane' in the first), so that the suite takes half the time. Such a
+// spec runs on a control plane and managers of its own, and names its
+// Tickets, Sandboxes and pools as no spec of the other process does: the
+// engine's objects are named after namespace and name alone, so the two
+// processes' objects must never share those.
+var ownPlane = Label("own-plane")
+
 func TestE2E(t *testing.T) {
 	RegisterFailHandler(Fail)
 	suite, reporter := GinkgoConfiguration()

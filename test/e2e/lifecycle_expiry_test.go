@@ -21,8 +21,9 @@ import (
 )
 
 // A control plane and a manager of the test's own, so that --finished-ttl
-// applies to every Run and Ticket here and to nothing of the other specs.
-var _ = Describe("Deadlines, expiry and idle suspension through kubectl and the plugin", func() {
+// applies to every Run and Ticket here and to nothing of the other specs;
+// names no other spec uses (ownPlane).
+var _ = Describe("Deadlines, expiry and idle suspension through kubectl and the plugin", ownPlane, func() {
 	It("ends a ticket at its deadline, expires finished Tickets and Runs, never suspends under a Run, and keeps a suspended container stopped", func() {
 		const (
 			finishedTTL = 15 * time.Second
@@ -86,69 +87,69 @@ var _ = Describe("Deadlines, expiry and idle suspension through kubectl and the 
 		By("a ticket past spec.lifecycle.activeDeadlineSeconds ends Finished, its Failed condition's reason DeadlineExceeded")
 		Expect(k(`apiVersion: sandbox.afe.dev/v1alpha1
 kind: Ticket
-metadata: {name: late}
+metadata: {name: overdue}
 spec:
   lifecycle: {activeDeadlineSeconds: `+fmt.Sprint(deadline)+`}
   sandbox: {image: `+dockertest.TestImage+`}
-`, "apply", "-f", "-")).To(ContainSubstring("ticket.sandbox.afe.dev/late created"))
-		Eventually(func() string { return k("", "get", "sandbox", "-o", "name") }).Should(Equal("sandbox.sandbox.afe.dev/late"))
-		k("", "wait", "--for=condition=Ready", "sandbox/late", "--timeout=60s")
+`, "apply", "-f", "-")).To(ContainSubstring("ticket.sandbox.afe.dev/overdue created"))
+		Eventually(func() string { return k("", "get", "sandbox", "-o", "name") }).Should(Equal("sandbox.sandbox.afe.dev/overdue"))
+		k("", "wait", "--for=condition=Ready", "sandbox/overdue", "--timeout=60s")
 		Expect(dockertest.Objects(instLabel)).NotTo(BeEmpty(), "the ticket's sandbox is on the engine")
 		// A Run in flight at the deadline, with a TTL of its own that keeps
 		// it past --finished-ttl to be read.
 		Expect(k(`apiVersion: sandbox.afe.dev/v1alpha1
 kind: Run
-metadata: {name: late-forever}
+metadata: {name: overdue-forever}
 spec:
-  sandboxRef: {name: late}
+  sandboxRef: {name: overdue}
   script: sleep 300
   ttlSecondsAfterFinished: 600
-`, "apply", "-f", "-")).To(ContainSubstring("run.sandbox.afe.dev/late-forever created"))
-		k("", "wait", "--for=jsonpath={.status.phase}=Running", "run/late-forever", "--timeout=60s")
-		k("", "wait", "--for=jsonpath={.status.phase}=Finished", "ticket/late", "--timeout=120s")
+`, "apply", "-f", "-")).To(ContainSubstring("run.sandbox.afe.dev/overdue-forever created"))
+		k("", "wait", "--for=jsonpath={.status.phase}=Running", "run/overdue-forever", "--timeout=60s")
+		k("", "wait", "--for=jsonpath={.status.phase}=Finished", "ticket/overdue", "--timeout=120s")
 		// Read at once: --finished-ttl deletes the ticket from finishedTime on.
 		var tk afev1.Ticket
-		get(&tk, "ticket/late")
-		Expect(k("", "get", "ticket/late", "-o",
+		get(&tk, "ticket/overdue")
+		Expect(k("", "get", "ticket/overdue", "-o",
 			`jsonpath={.spec.state} {.status.phase} {.status.conditions[?(@.type=="Failed")].status} {.status.conditions[?(@.type=="Failed")].reason} {.status.conditions[?(@.type=="CleanedUp")].status}`)).
 			To(Equal("Active Finished True DeadlineExceeded True"), "the user's spec.state is left as it is")
 		Eventually(func() string {
-			return k("", "get", "events", "--field-selector", "involvedObject.kind=Ticket,involvedObject.name=late,reason=DeadlineExceeded", "-o", "name")
+			return k("", "get", "events", "--field-selector", "involvedObject.kind=Ticket,involvedObject.name=overdue,reason=DeadlineExceeded", "-o", "name")
 		}).ShouldNot(BeEmpty(), "a DeadlineExceeded Event of the ticket")
-		Eventually(func() string { return phase("run/late-forever") }).Should(Equal(string(afev1.RunFailed)))
-		Expect(k("", "get", "run/late-forever", "-o", `jsonpath={.status.conditions[?(@.type=="Completed")].reason}`)).
+		Eventually(func() string { return phase("run/overdue-forever") }).Should(Equal(string(afev1.RunFailed)))
+		Expect(k("", "get", "run/overdue-forever", "-o", `jsonpath={.status.conditions[?(@.type=="Completed")].reason}`)).
 			To(Equal(afev1.TicketFinishedReason))
-		Eventually(func() bool { return gone("sandbox/late") }).Should(BeTrue(), "the ticket's sandbox is deleted")
+		Eventually(func() bool { return gone("sandbox/overdue") }).Should(BeTrue(), "the ticket's sandbox is deleted")
 		Eventually(func() ([]string, error) { return dockertest.Objects(instLabel) }).Should(BeEmpty(),
 			"nothing of the instance is left on the engine")
 
 		By("--finished-ttl deletes the finished ticket, not before its TTL")
 		Expect(tk.Status.FinishedTime).NotTo(BeNil())
 		Expect(tk.Status.FinishedTime.Sub(tk.CreationTimestamp.Time)).To(BeNumerically(">=", deadline*time.Second), "not before the deadline")
-		Eventually(func() bool { return gone("ticket/late") }, 120*time.Second, 250*time.Millisecond).Should(BeTrue())
+		Eventually(func() bool { return gone("ticket/overdue") }, 120*time.Second, 250*time.Millisecond).Should(BeTrue())
 		Expect(time.Since(tk.Status.FinishedTime.Time)).To(BeNumerically(">=", finishedTTL), "not before --finished-ttl")
-		Expect(phase("run/late-forever")).To(Equal(string(afev1.RunFailed)), "a Run's own ttlSecondsAfterFinished keeps it past --finished-ttl")
+		Expect(phase("run/overdue-forever")).To(Equal(string(afev1.RunFailed)), "a Run's own ttlSecondsAfterFinished keeps it past --finished-ttl")
 
 		Expect(k(`apiVersion: sandbox.afe.dev/v1alpha1
 kind: Sandbox
-metadata: {name: napper}
+metadata: {name: dozer}
 spec:
   image: `+dockertest.TestImage+`
   lifecycle: {idleTimeoutSeconds: `+fmt.Sprint(idle)+`}
-`, "apply", "-f", "-")).To(ContainSubstring("sandbox.sandbox.afe.dev/napper created"))
-		defer func() { k("", "delete", "sandbox/napper", "--wait=true", "--timeout=60s") }()
-		k("", "wait", "--for=condition=Ready", "sandbox/napper", "--timeout=60s")
-		container := "afe-default.napper"
+`, "apply", "-f", "-")).To(ContainSubstring("sandbox.sandbox.afe.dev/dozer created"))
+		defer func() { k("", "delete", "sandbox/dozer", "--wait=true", "--timeout=60s") }()
+		k("", "wait", "--for=condition=Ready", "sandbox/dozer", "--timeout=60s")
+		container := "afe-default.dozer"
 
 		By("a Run three times longer than the idle timeout: the sandbox is not suspended under it")
-		long, err := gexec.Start(afe("run", "napper", "--", "sh", "-c", fmt.Sprintf("sleep %d; echo slept", 3*idle)), GinkgoWriter, GinkgoWriter)
+		long, err := gexec.Start(afe("run", "dozer", "--", "sh", "-c", fmt.Sprintf("sleep %d; echo slept", 3*idle)), GinkgoWriter, GinkgoWriter)
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(long.Err, 60*time.Second).Should(gbytes.Say(`run/\S+ created`))
 		longRun := "run/" + createdRun.FindStringSubmatch(string(long.Err.Contents()))[1]
 		k("", "wait", "--for=jsonpath={.status.phase}=Running", longRun, "--timeout=60s")
 		started, err := dockertest.Inspect(container)
 		Expect(err).NotTo(HaveOccurred())
-		Consistently(func() string { return phase("sandbox/napper") + " " + running(container) },
+		Consistently(func() string { return phase("sandbox/dozer") + " " + running(container) },
 			time.Duration(2*idle)*time.Second, 500*time.Millisecond).Should(Equal("Ready true"))
 		Eventually(long, 60*time.Second).Should(gexec.Exit(0))
 		Expect(string(long.Out.Contents())).To(Equal("slept\n"))
@@ -164,9 +165,9 @@ spec:
 		Expect(after.State.Pid).To(Equal(started.State.Pid), "the container was not stopped and started again under the Run")
 
 		By("suspended once idle for the timeout after the Run ended")
-		Eventually(func() string { return phase("sandbox/napper") }, 60*time.Second, 250*time.Millisecond).Should(Equal(string(afev1.SandboxSuspended)))
+		Eventually(func() string { return phase("sandbox/dozer") }, 60*time.Second, 250*time.Millisecond).Should(Equal(string(afev1.SandboxSuspended)))
 		var sbx afev1.Sandbox
-		get(&sbx, "sandbox/napper")
+		get(&sbx, "sandbox/dozer")
 		Expect(sbx.Status.SuspendedTime).NotTo(BeNil())
 		GinkgoWriter.Printf("idle suspension %s after the Run ended (idle timeout %ds)\n",
 			sbx.Status.SuspendedTime.Sub(run.Status.CompletionTime.Time), idle)
@@ -188,17 +189,17 @@ spec:
 		By("docker start behind the controller's back: stopped again, the same container, no recreation")
 		Expect(exec.Command("docker", "start", container).Run()).To(Succeed())
 		Eventually(func() string { return running(container) }, 60*time.Second, 250*time.Millisecond).Should(Equal("false"))
-		Consistently(func() string { return phase("sandbox/napper") + " " + running(container) },
+		Consistently(func() string { return phase("sandbox/dozer") + " " + running(container) },
 			4*time.Second, 500*time.Millisecond).Should(Equal("Suspended false"))
 		stopped, err := dockertest.Inspect(container)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(stopped.ID).To(Equal(started.ID), "not recreated")
-		Expect(k("", "get", "sandbox/napper", "-o", "jsonpath={.status.recreations}")).To(BeEmpty(), "not a loss")
-		Expect(k("", "get", "sandbox/napper", "-o", "jsonpath={.status.containerID}")).To(Equal(started.ID))
+		Expect(k("", "get", "sandbox/dozer", "-o", "jsonpath={.status.recreations}")).To(BeEmpty(), "not a loss")
+		Expect(k("", "get", "sandbox/dozer", "-o", "jsonpath={.status.containerID}")).To(Equal(started.ID))
 
 		By("side by side, a Run's own longer ttlSecondsAfterFinished keeps it past --finished-ttl, then deletes it")
 		// On the suspended sandbox: the Run resumes it.
-		short, err := gexec.Start(afe("run", "napper", "--", "echo", "short"), GinkgoWriter, GinkgoWriter)
+		short, err := gexec.Start(afe("run", "dozer", "--", "echo", "short"), GinkgoWriter, GinkgoWriter)
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(short, 120*time.Second).Should(gexec.Exit(0))
 		Expect(string(short.Out.Contents())).To(Equal("short\n"))
@@ -207,7 +208,7 @@ spec:
 kind: Run
 metadata: {name: kept}
 spec:
-  sandboxRef: {name: napper}
+  sandboxRef: {name: dozer}
   command: ["true"]
   ttlSecondsAfterFinished: `+fmt.Sprint(keptTTL)+`
 `, "apply", "-f", "-")).To(ContainSubstring("run.sandbox.afe.dev/kept created"))

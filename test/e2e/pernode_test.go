@@ -36,7 +36,7 @@ import (
 // kube-scheduler, three Node objects of 2 CPUs (no kubelet: the scheduler
 // only binds), and one manager binary per node, each with --per-node and
 // the node's name as its --instance, all on this machine's engine.
-var _ = Describe("Per-node mode", Ordered, Label("per-node"), func() {
+var _ = Describe("Per-node mode", Ordered, Label("per-node"), ownPlane, func() {
 	var (
 		pcp      *localcp.ControlPlane
 		nodes    []string
