@@ -199,9 +199,12 @@ spec:
 		Expect(out).To(Equal("tick 1\ntick 2\ntick 3\n"))
 
 		By("recording the shell and the exec as Events naming the user")
-		events := mustKubectl("get", "events.events.k8s.io", "-n", ns, "--field-selector", "reason=Exec", "-o", "jsonpath={range .items[*]}{.note}{\"\\n\"}{end}")
-		Expect(events).To(ContainSubstring(`User "afe-admin" ran "/bin/sh" (tty false): exit code 0`))
-		Expect(events).To(ContainSubstring(`User "afe-admin" ran "sh" "-c" "cat; cat /tmp/afe-shell-marker; echo to-stderr >&2; exit 5" (tty false): exit code 5`))
+		// Written after the exec's status is sent to the client.
+		Eventually(func() string {
+			return mustKubectl("get", "events.events.k8s.io", "-n", ns, "--field-selector", "reason=Exec", "-o", "jsonpath={range .items[*]}{.note}{\"\\n\"}{end}")
+		}, time.Minute, time.Second).Should(And(
+			ContainSubstring(`User "afe-admin" ran "/bin/sh" (tty false): exit code 0`),
+			ContainSubstring(`User "afe-admin" ran "sh" "-c" "cat; cat /tmp/afe-shell-marker; echo to-stderr >&2; exit 5" (tty false): exit code 5`)))
 	})
 
 	It("copies a file and a tree up into /workspace and back down with kubectl afe cp, with no Docker CLI and no engine in reach", func() {
