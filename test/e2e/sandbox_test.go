@@ -285,28 +285,32 @@ spec:
 	})
 
 	It("serves its metrics", func() {
-		text := scrapeMetrics()
-		for series, added := range map[string]float64{
-			`afe_sandbox_ready_seconds_count{egress="false"}`: 1,
-			`afe_runs_total{ok="false",phase="TimedOut"}`:     1,
-			`afe_runs_total{ok="false",phase="Failed"}`:       1,
-		} {
-			Expect(sampleOf(text, series)-sampleOf(metricsBefore, series)).To(Equal(added), series)
-		}
-		for _, series := range []string{
-			`afe_runs_total{ok="false",phase="Completed"}`,
-			`afe_runs_total{ok="true",phase="Completed"}`,
-		} {
-			Expect(sampleOf(text, series)).To(BeNumerically(">", sampleOf(metricsBefore, series)), series)
-		}
-		for _, series := range []string{
-			`afe_run_duration_seconds_bucket{phase="Completed",le=`,
-			`afe_docker_requests_total{operation="container_create"}`,
-			`afe_docker_requests_total{operation="container_exec_create"}`,
-			`controller_runtime_reconcile_total{controller="sandbox"`,
-		} {
-			Expect(text).To(ContainSubstring(series))
-		}
+		// A Run's end is counted after its status is written: scraped
+		// until the counts are there.
+		Eventually(func(g Gomega) {
+			text := scrapeMetrics()
+			for series, added := range map[string]float64{
+				`afe_sandbox_ready_seconds_count{egress="false"}`: 1,
+				`afe_runs_total{ok="false",phase="TimedOut"}`:     1,
+				`afe_runs_total{ok="false",phase="Failed"}`:       1,
+			} {
+				g.Expect(sampleOf(text, series)-sampleOf(metricsBefore, series)).To(Equal(added), series)
+			}
+			for _, series := range []string{
+				`afe_runs_total{ok="false",phase="Completed"}`,
+				`afe_runs_total{ok="true",phase="Completed"}`,
+			} {
+				g.Expect(sampleOf(text, series)).To(BeNumerically(">", sampleOf(metricsBefore, series)), series)
+			}
+			for _, series := range []string{
+				`afe_run_duration_seconds_bucket{phase="Completed",le=`,
+				`afe_docker_requests_total{operation="container_create"}`,
+				`afe_docker_requests_total{operation="container_exec_create"}`,
+				`controller_runtime_reconcile_total{controller="sandbox"`,
+			} {
+				g.Expect(text).To(ContainSubstring(series))
+			}
+		}, 30*time.Second, time.Second).Should(Succeed())
 	})
 
 	It("ends logs -f of a Run that ends without ever executing, with its status and exit code", func() {
