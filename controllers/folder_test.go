@@ -108,7 +108,9 @@ func creations(ns, name string) (count func() int, stop func()) {
 	engine, err := docker.New("")
 	Expect(err).NotTo(HaveOccurred())
 	ctx, cancel := context.WithCancel(context.Background())
-	evs, errs := engine.Events(ctx, map[string]string{afev1.LabelNamespace: ns, afev1.LabelSandbox: name, afev1.LabelRole: afev1.RoleSandbox}, time.Time{})
+	// From now, whenever the stream opens: the engine replays what came
+	// since, so nothing made after this returns is missed.
+	evs, errs := engine.Events(ctx, map[string]string{afev1.LabelNamespace: ns, afev1.LabelSandbox: name, afev1.LabelRole: afev1.RoleSandbox}, time.Now())
 	var n atomic.Int32
 	var broken atomic.Bool
 	go func() {
@@ -131,8 +133,6 @@ func creations(ns, name string) (count func() int, stop func()) {
 			}
 		}
 	}()
-	// The stream is subscribed to before anything is looked at.
-	time.Sleep(300 * time.Millisecond)
 	count = func() int {
 		if broken.Load() {
 			return -1

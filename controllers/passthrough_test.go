@@ -72,9 +72,19 @@ var _ = Describe("Environment passthrough", func() {
 		By("finding the canary nowhere: not in the sandbox, its Run, its status, nor any Event")
 		Expect(all).NotTo(ContainSubstring(canary))
 		Expect(got.Status.Output).NotTo(ContainSubstring(canary))
+		// Events are written on their own, after what they tell: the list
+		// is read once it holds the Run's end (its Completed Event).
 		events := &corev1.EventList{}
-		Expect(k8sClient.List(ctx, events, client.InNamespace(ns))).To(Succeed())
-		Expect(events.Items).NotTo(BeEmpty())
+		Eventually(func(g Gomega) []string {
+			g.Expect(k8sClient.List(ctx, events, client.InNamespace(ns))).To(Succeed())
+			var reasons []string
+			for _, e := range events.Items {
+				if e.InvolvedObject.UID == got.UID {
+					reasons = append(reasons, e.Reason)
+				}
+			}
+			return reasons
+		}).Should(ContainElement("Completed"))
 		for _, e := range events.Items {
 			Expect(e.Message).NotTo(ContainSubstring(canary))
 			Expect(e.Message).NotTo(ContainSubstring(testPassthroughValue))

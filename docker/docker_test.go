@@ -268,7 +268,8 @@ func TestEventsReportDeathAndDestroy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	labels := testLabels(t)
-	events, errs := engine.Events(ctx, labels, time.Time{})
+	// From now: the stream may open after the container is made.
+	events, errs := engine.Events(ctx, labels, time.Now())
 	name := uniqueName()
 	if _, err := engine.RunContainer(ctx, ContainerSpec{
 		Name: name, Image: testImage, Labels: labels, Network: "none", Command: []string{"sleep", "600"},

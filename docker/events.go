@@ -28,11 +28,21 @@ func (c *Client) Events(ctx context.Context, labels map[string]string, since tim
 // made it, until ctx ends or the connection breaks (an error on the second
 // channel).
 func (c *Client) NetworkEvents(ctx context.Context) (<-chan Event, <-chan error) {
+	return c.networkEvents(ctx, time.Time{})
+}
+
+// networkEvents is NetworkEvents from since (the zero time: from when the
+// stream opens).
+func (c *Client) networkEvents(ctx context.Context, since time.Time) (<-chan Event, <-chan error) {
 	f := filters.NewArgs(filters.Arg("type", string(events.NetworkEventType)))
 	for _, a := range []EventAction{ActionCreate, ActionDestroy} {
 		f.Add("event", string(a))
 	}
-	return c.events(ctx, events.ListOptions{Filters: f})
+	opts := events.ListOptions{Filters: f}
+	if !since.IsZero() {
+		opts.Since = fmt.Sprintf("%d.%09d", since.Unix(), since.Nanosecond())
+	}
+	return c.events(ctx, opts)
 }
 
 func (c *Client) events(ctx context.Context, opts events.ListOptions) (<-chan Event, <-chan error) {

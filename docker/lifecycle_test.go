@@ -13,7 +13,8 @@ func TestStopStartKeepsTheContainerAndCountsRunningExecs(t *testing.T) {
 	defer cancel()
 	labels := testLabels(t)
 	name := uniqueName()
-	events, errs := engine.Events(ctx, labels, time.Time{})
+	// From now: the stream may open after the container is made.
+	events, errs := engine.Events(ctx, labels, time.Now())
 	// Init forwards the SIGTERM, as in a sandbox container.
 	c, err := engine.RunContainer(ctx, ContainerSpec{
 		Name: name, Image: testImage, Labels: labels, Network: "none", Init: true, Command: []string{"sleep", "600"},

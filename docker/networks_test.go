@@ -127,7 +127,8 @@ func TestNetworksTellTheHostsAddresses(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	labels := testLabels(t)
-	events, errs := engine.NetworkEvents(ctx)
+	// From now: the stream may open after the networks are made.
+	events, errs := engine.networkEvents(ctx, time.Now())
 	name := labels["afe.test"]
 	withHost, err := engine.EnsureNetwork(ctx, NetworkSpec{Name: name + "-host", Labels: labels})
 	if err != nil {

@@ -135,10 +135,13 @@ func (r *Reconciler) execute(ctx context.Context, run *afev1.Run, a *attempt, ui
 	o.finished = time.Now()
 	ended(o.finished)
 	a.outcome = o
-	a.done.Store(true)
+	// The attempt's record is queued before its end is visible: a
+	// reconcile that sees it done may write the Run's end (and a Flush
+	// of the telemetry after it commits this record first).
 	if !o.abandoned {
 		r.recordAttempt(run, a, uid)
 	}
+	a.done.Store(true)
 	if !o.abandoned {
 		r.execs.ended(run)
 		r.nudgeWaiting(ctx, run) // its slot is free

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -39,16 +40,27 @@ func Acts(e Event) bool {
 // controller did and when.
 type Recorder struct {
 	cmd    *exec.Cmd
+	label  string
 	mu     sync.Mutex
 	events []Event
 	done   chan struct{}
 	stop   sync.Once
 }
 
+// sentinelLabel marks the container Stop makes to know that the stream
+// caught up; its events are not returned.
+const sentinelLabel = "afe.test.events-sentinel"
+
 // RecordEvents starts recording the container events of the label
-// ("key=value"). Stop ends it.
+// ("key=value"). Stop ends it. The stream starts a second before the call
+// (the engine replays what it has kept since), so that nothing done after
+// it returns is missed while the stream opens: events of the label from
+// that second may be in the record too, which a label of the caller's own,
+// or a look at the namespace's, leaves out.
 func RecordEvents(label string) (*Recorder, error) {
-	cmd := exec.Command("docker", "events", "--filter", "type=container", "--filter", "label="+label, "--format", "{{json .}}")
+	since := time.Now().Add(-time.Second)
+	cmd := exec.Command("docker", "events", "--filter", "type=container", "--filter", "label="+label,
+		"--since", fmt.Sprintf("%d.%09d", since.Unix(), since.Nanosecond()), "--format", "{{json .}}")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -56,7 +68,7 @@ func RecordEvents(label string) (*Recorder, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("docker events: %w", err)
 	}
-	r := &Recorder{cmd: cmd, done: make(chan struct{})}
+	r := &Recorder{cmd: cmd, label: label, done: make(chan struct{})}
 	go func() {
 		defer close(r.done)
 		sc := bufio.NewScanner(out)
@@ -79,9 +91,6 @@ func RecordEvents(label string) (*Recorder, error) {
 			r.mu.Unlock()
 		}
 	}()
-	// The engine sends events from the moment the stream is open; give it
-	// that moment before the caller acts.
-	time.Sleep(200 * time.Millisecond)
 	return r, nil
 }
 
@@ -89,12 +98,46 @@ func RecordEvents(label string) (*Recorder, error) {
 // returns them in the engine's order. It may be called again.
 func (r *Recorder) Stop() []Event {
 	r.stop.Do(func() {
-		time.Sleep(500 * time.Millisecond)
+		r.catchUp()
 		_ = r.cmd.Process.Kill()
 		<-r.done
 		_ = r.cmd.Wait()
 	})
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]Event(nil), r.events...)
+	var events []Event
+	for _, e := range r.events {
+		if _, sentinel := e.Labels[sentinelLabel]; !sentinel {
+			events = append(events, e)
+		}
+	}
+	return events
+}
+
+// catchUp waits until the stream brought the events up to now: it creates
+// a container (never started) carrying the recorded label and waits, 30 s
+// at most, for its creation's event, which comes after every earlier one;
+// then removes it. When it cannot create one, it waits a moment.
+func (r *Recorder) catchUp() {
+	mark := fmt.Sprint(time.Now().UnixNano())
+	out, err := exec.Command("docker", "create", "--label", r.label, "--label", sentinelLabel+"="+mark,
+		"--network", "none", TestImage, "/afe-never-started").CombinedOutput()
+	if err != nil {
+		time.Sleep(time.Second)
+		return
+	}
+	defer func() { _ = exec.Command("docker", "rm", "-f", strings.TrimSpace(string(out))).Run() }()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		select {
+		case <-r.done:
+			return // the stream ended
+		default:
+		}
+		r.mu.Lock()
+		arrived := slices.ContainsFunc(r.events, func(e Event) bool { return e.Labels[sentinelLabel] == mark })
+		r.mu.Unlock()
+		if arrived {
+			return
+		}
+	}
 }

@@ -111,9 +111,8 @@ spec:
   image: afe/busybox:dev
   workspace: {type: Folder, hostPath: %s}
 `, ws), "apply", "-f", "-")
-		Eventually(own.reason("sandbox/folder", afev1.WorkspaceReadyCondition)).Should(Equal(afev1.WorkspaceRootUnsafeReason))
-		Expect(own.get("sandbox/folder", `{.status.conditions[?(@.type=="WorkspaceReady")].message}`)()).
-			To(And(ContainSubstring("mount -o remount,bind,nosuid,nodev"), ContainSubstring("--workspace-root-allow-suid")))
+		Eventually(own.condition("sandbox/folder", afev1.WorkspaceReadyCondition)).Should(And(HavePrefix(afev1.WorkspaceRootUnsafeReason+": "),
+			ContainSubstring("mount -o remount,bind,nosuid,nodev"), ContainSubstring("--workspace-root-allow-suid")))
 		Expect(dockertest.Objects(afev1.LabelController + "=" + inst + "," + afev1.LabelSandbox + "=folder")).To(BeEmpty())
 		stopManager(mgr)
 

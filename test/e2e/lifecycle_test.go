@@ -91,9 +91,19 @@ spec:
 		// Then a command of the user's (kubectl afe shell is one), which
 		// only the engine's exec events show and only the status records.
 		time.Sleep(3 * time.Second)
+		execStarted := time.Now()
 		Expect(exec.Command("docker", "exec", container, "true").Run()).To(Succeed())
 		runEnded := time.Now()
-		time.Sleep(3 * time.Second)
+		// The status records the exec (rounded up to the second) before
+		// the manager is killed; the Run's activity, 3 s earlier, is not
+		// that late.
+		Eventually(func() (time.Time, error) {
+			return time.Parse(time.RFC3339, k("", "get", "sandbox/napper", "-o", "jsonpath={.status.lastActivityTime}"))
+		}, 30*time.Second, 200*time.Millisecond).Should(BeTemporally(">=", execStarted.Truncate(time.Second)),
+			"status.lastActivityTime records the docker exec")
+		// The restart comes a few seconds into the idle timeout, so that a
+		// timer started again at it is told apart from the recorded one.
+		time.Sleep(time.Until(runEnded.Add(3 * time.Second)))
 		mgr.Kill()
 		Eventually(mgr).Should(gexec.Exit())
 		start()

@@ -103,36 +103,40 @@ spec:
 		mustKubectl("patch", "-n", ns, "ticket/watched", "--type=merge", "-p", `{"spec":{"state":"Done"}}`)
 		mustKubectl("wait", "-n", ns, "--for=jsonpath={.status.phase}="+string(afev1.TicketFinished), "ticket/watched", "--timeout=90s")
 		Eventually(prom.values).WithArguments(`afe_ticket_done_to_cleaned_seconds_count`).Should(ContainElement(BeNumerically(">", 0)))
-		time.Sleep(3 * time.Second) // a few more scrapes and rule evaluations
-		end := time.Now()
-
-		served := prom.metricNames()
-		for _, name := range []string{"afe_sandbox_status", "afe_sandbox_status_recreations", "afe_docker_up", "afe_access_requests_total"} {
-			Expect(served).To(HaveKey(name))
-		}
 
 		By("evaluating every panel's query over the life")
-		vars := strings.NewReplacer("$__rate_interval", "15s", "$__interval", "1s", "$namespace", ".*",
-			"$__range", strconv.Itoa(int(end.Sub(start).Seconds())+1)+"s")
+		// Scrapes and rule evaluations go on: what has no data yet is
+		// looked at again, over the life up to then.
 		// Queries that may have no data after this life: it has no egress.
 		mayBeEmpty := func(expr string) bool { return strings.Contains(expr, `egress="true"`) }
-		var failures []string
-		for _, q := range dashboardQueries() {
-			expr := vars.Replace(q.expr)
-			for _, name := range metricNamesIn(expr) {
-				if !served[name] {
-					failures = append(failures, fmt.Sprintf("%s: %s names %s, which the manager does not serve", q.panel, q.expr, name))
+		queries := dashboardQueries()
+		var served map[string]bool
+		Eventually(func(g Gomega) {
+			end := time.Now()
+			served = prom.metricNames()
+			for _, name := range []string{"afe_sandbox_status", "afe_sandbox_status_recreations", "afe_docker_up", "afe_access_requests_total"} {
+				g.Expect(served).To(HaveKey(name))
+			}
+			vars := strings.NewReplacer("$__rate_interval", "15s", "$__interval", "1s", "$namespace", ".*",
+				"$__range", strconv.Itoa(int(end.Sub(start).Seconds())+1)+"s")
+			var failures []string
+			for _, q := range queries {
+				expr := vars.Replace(q.expr)
+				for _, name := range metricNamesIn(expr) {
+					if !served[name] {
+						failures = append(failures, fmt.Sprintf("%s: %s names %s, which the manager does not serve", q.panel, q.expr, name))
+					}
+				}
+				series, err := prom.rangeQuery(expr, start, end)
+				switch {
+				case err != nil:
+					failures = append(failures, fmt.Sprintf("%s: %s: %v", q.panel, q.expr, err))
+				case !hasNumber(series) && !mayBeEmpty(expr):
+					failures = append(failures, fmt.Sprintf("%s: %s has no data after a ticket's life", q.panel, q.expr))
 				}
 			}
-			series, err := prom.rangeQuery(expr, start, end)
-			switch {
-			case err != nil:
-				failures = append(failures, fmt.Sprintf("%s: %s: %v", q.panel, q.expr, err))
-			case !hasNumber(series) && !mayBeEmpty(expr):
-				failures = append(failures, fmt.Sprintf("%s: %s has no data after a ticket's life", q.panel, q.expr))
-			}
-		}
-		Expect(failures).To(BeEmpty(), strings.Join(failures, "\n"))
+			g.Expect(failures).To(BeEmpty(), strings.Join(failures, "\n"))
+		}, 30*time.Second, time.Second).Should(Succeed())
 
 		By("loading and evaluating every alert, on series the manager serves")
 		rules := prom.rules()

@@ -52,6 +52,12 @@ func (c *ownCluster) reason(obj, cond string) func() string {
 	return c.get(obj, `{.status.conditions[?(@.type=="`+cond+`")].reason}`)
 }
 
+// condition polls "reason: message" of one of an object's conditions, read
+// together: a reason with the message of another write is never seen.
+func (c *ownCluster) condition(obj, cond string) func() string {
+	return c.get(obj, `{.status.conditions[?(@.type=="`+cond+`")].reason}: {.status.conditions[?(@.type=="`+cond+`")].message}`)
+}
+
 // startManager starts the manager binary with the kubeconfig (the
 // cluster's, unless another identity is given), its metrics and probes off
 // unless args set them (the last of a repeated flag wins); its stderr goes

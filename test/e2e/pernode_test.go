@@ -112,6 +112,13 @@ spec:
 		}
 		return m
 	}
+	// eventually waits for Events of the namespace matching the field
+	// selector: the recorder writes them on its own, after what they tell.
+	eventually := func(selector string) {
+		EventuallyWithOffset(1, func() []string {
+			return strings.Fields(pkubectl("get", "events", "-n", ns, "--field-selector", selector, "-o", "name"))
+		}, time.Minute, time.Second).ShouldNot(BeEmpty(), "events %s", selector)
+	}
 	setState := func(state string, names ...string) {
 		for _, n := range names {
 			pkubectl("patch", "ticket", n, "-n", ns, "--type=merge", "-p", `{"spec":{"state":"`+state+`"}}`)
@@ -303,8 +310,7 @@ spec:
 			g.Expect(engine[lost]).To(BeEmpty(), "the lost node's manager removed what it ran")
 			g.Expect(append(engine[nodes[0]], engine[nodes[1]]...)).To(ConsistOf(keep))
 		}, 4*time.Minute, time.Second).Should(Succeed())
-		events := pkubectl("get", "events", "-n", ns, "--field-selector", "reason="+afev1.NodeLostReason, "-o", "name")
-		Expect(strings.Fields(events)).NotTo(BeEmpty())
+		eventually("reason=" + afev1.NodeLostReason)
 		setState("Done", keep...)
 		Expect(localcp.SetNodeReady(context.Background(), pcp.Config, lost, true)).To(Succeed())
 	})
@@ -393,7 +399,8 @@ spec:
 			g.Expect(t.phase).To(Equal("Ready"))
 			g.Expect(t.node).To(Equal(nodes[2]))
 		}, 2*time.Minute, time.Second).Should(Succeed())
-		Expect(onEngine()[nodes[2]]).To(Equal([]string{"selected"}))
+		// The earlier tickets' containers on that node may still be going.
+		Eventually(func() []string { return onEngine()[nodes[2]] }, time.Minute, time.Second).Should(Equal([]string{"selected"}))
 
 		By("a selector no node matches keeps it Pending with the scheduler's words")
 		pkubectlStdin(ticket("nowhere", "  placement:\n    nodeSelector: {afe.dev/e2e-pool: none}\n"), "apply", "-n", ns, "-f", "-")
@@ -467,6 +474,19 @@ spec:
 			g.Expect(tickets()["squatter"].phase).To(Equal("Ready"))
 		}, 2*time.Minute, time.Second).Should(Succeed())
 		setState("Done", "squatter")
+		// Gone from the engine before the next spec looks at a node's
+		// containers.
+		Eventually(func() []string {
+			var of []string
+			for node, names := range onEngine() {
+				for _, n := range names {
+					if n == "squatter" {
+						of = append(of, node)
+					}
+				}
+			}
+			return of
+		}, time.Minute, time.Second).Should(BeEmpty(), "the nodes where squatter's sandbox container still is")
 	})
 
 	It("places nothing through a Pod a tenant made naming the ticket as its controller, and replaces it with the ticket's own", func() {
@@ -492,10 +512,12 @@ spec:
 			`{"metadata":{"ownerReferences":[{"apiVersion":"sandbox.afe.dev/v1alpha1","kind":"Ticket","name":"forged","uid":"%s","controller":true}]}}`, uid))
 
 		// Never on the cordoned node; the forged Pod deleted, and the
-		// ticket's own, signed, bound by the scheduler elsewhere.
+		// ticket's own, signed, bound by the scheduler elsewhere. The
+		// global Expect fails the spec at once, the first time the ticket
+		// or its sandbox is seen there, not only at the end.
 		Eventually(func(g Gomega) {
-			Expect(tickets()["forged"].node).NotTo(Equal(cordoned))
-			Expect(onEngine()[cordoned]).To(BeEmpty())
+			Expect(tickets()["forged"].node).NotTo(Equal(cordoned), "never placed on the cordoned node")
+			Expect(onEngine()[cordoned]).NotTo(ContainElement("forged"), "never placed on the cordoned node")
 			pod := pkubectl("get", "pod", "afe-placement-forged", "-n", ns, "--ignore-not-found", "-o",
 				`jsonpath={.metadata.uid}|{.spec.nodeName}|{.metadata.annotations.sandbox\.afe\.dev/placeholder-proof}`)
 			f := strings.Split(pod, "|")
@@ -507,8 +529,10 @@ spec:
 			g.Expect(t.phase).To(Equal("Ready"))
 			g.Expect(t.node).To(Equal(f[1]))
 		}, time.Minute, 500*time.Millisecond).Should(Succeed())
-		Expect(pkubectl("get", "events", "-n", ns, "--field-selector", "involvedObject.name=forged,reason="+afev1.PlacementConflictReason,
-			"-o", "jsonpath={.items[*].message}")).To(ContainSubstring("no manager signed it"))
+		Eventually(func() string {
+			return pkubectl("get", "events", "-n", ns, "--field-selector", "involvedObject.name=forged,reason="+afev1.PlacementConflictReason,
+				"-o", "jsonpath={.items[*].message}")
+		}, time.Minute, time.Second).Should(ContainSubstring("no manager signed it"))
 		setState("Done", "forged")
 	})
 
@@ -725,8 +749,8 @@ spec:
 		Expect(logs).To(HaveSuffix("19999\n20000\nwritten\n"))
 
 		By("the move is told, and nothing of the sandbox is left on node " + from)
-		Expect(pkubectl("get", "events", "-n", ns, "--field-selector", "reason=NodeDrained", "-o", "name")).NotTo(BeEmpty())
-		Expect(pkubectl("get", "events", "-n", ns, "--field-selector", "reason=Moved,involvedObject.name=drained", "-o", "name")).NotTo(BeEmpty())
+		eventually("reason=NodeDrained")
+		eventually("reason=Moved,involvedObject.name=drained")
 		Eventually(func() ([]string, error) {
 			return dockertest.Objects(afev1.LabelController + "=" + from + "," + afev1.LabelSandboxUID + "=" + sbxUID)
 		}, time.Minute, time.Second).Should(BeEmpty())
@@ -844,16 +868,16 @@ spec:
 			g.Expect(t.phase).To(Equal("Ready"), "%+v", t)
 			g.Expect(t.node).NotTo(Equal(lost))
 			g.Expect(pkubectl("get", "ticket", "kept", "-n", ns, "-o", "jsonpath={.status.requeues}/{.status.lastRequeueReason}")).To(Equal("1/NodeLost"))
+			// Its reason and message read together: one condition's.
 			g.Expect(pkubectl("get", "sandbox", "kept", "-n", ns, "-o",
-				`jsonpath={.status.conditions[?(@.type=="WorkspaceReady")].reason}`)).To(Equal(afev1.RestoredFromSnapshotReason))
+				`jsonpath={.status.conditions[?(@.type=="WorkspaceReady")].reason}: {.status.conditions[?(@.type=="WorkspaceReady")].message}`)).
+				To(And(HavePrefix(afev1.RestoredFromSnapshotReason+": "), ContainSubstring("of node "+lost)))
 		}, 4*time.Minute, time.Second).Should(Succeed())
-		Expect(pkubectl("get", "sandbox", "kept", "-n", ns, "-o",
-			`jsonpath={.status.conditions[?(@.type=="WorkspaceReady")].message}`)).To(ContainSubstring("of node " + lost))
 
 		By("the workspace is the newest snapshot's, its files the new sandbox's user's")
 		run("kept-check", "  script: cd /workspace && cat a d/link && test ! -e b && touch a && echo owned\n")
 		Expect(mustAfe(alice, "", "logs", "kept-check")).To(Equal("two\ntwo\nowned\n"))
-		Expect(pkubectl("get", "events", "-n", ns, "--field-selector", "reason=Restored,involvedObject.name=kept", "-o", "name")).NotTo(BeEmpty())
+		eventually("reason=Restored,involvedObject.name=kept")
 		By("and no helper that read the snapshot out is left")
 		Eventually(func() ([]string, error) {
 			return dockertest.Objects(afev1.LabelController + "=" + lost + "," + afev1.LabelRole + "=" + afev1.RoleSnapshotCopy)

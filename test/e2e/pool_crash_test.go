@@ -136,38 +136,42 @@ var _ = Describe("Warm pools across a real crash", func() {
 
 // expectMembersOnce checks the pool's members on the engine: claimed ones
 // each bound by one claim record, none of them under two names, and no
-// member workspace without its member.
+// member workspace without its member. The pool controller runs on: a
+// member in the making has its workspace before its container, so the
+// engine is looked at until it shows all of this (a minute at most).
 func expectMembersOnce(label string, claimed int) {
-	members := map[string]int{}
-	bound := 0
-	for _, line := range dockerLines("ps", "-a", "--filter", "label="+label, "--filter", "label="+afev1.LabelRole+"="+afev1.RoleMember,
-		"--format", `{{.Names}} {{.Label "`+afev1.LabelMemberName+`"}}`) {
-		f := strings.Fields(line)
-		ExpectWithOffset(1, f).To(HaveLen(2), line)
-		members[f[1]]++
-		if f[0] != f[1] {
-			bound++
+	EventuallyWithOffset(1, func(g Gomega) {
+		members := map[string]int{}
+		bound := 0
+		for _, line := range dockerLines("ps", "-a", "--filter", "label="+label, "--filter", "label="+afev1.LabelRole+"="+afev1.RoleMember,
+			"--format", `{{.Names}} {{.Label "`+afev1.LabelMemberName+`"}}`) {
+			f := strings.Fields(line)
+			g.Expect(f).To(HaveLen(2), line)
+			members[f[1]]++
+			if f[0] != f[1] {
+				bound++
+			}
 		}
-	}
-	for name, n := range members {
-		ExpectWithOffset(1, n).To(Equal(1), "member %s is one container", name)
-	}
-	ExpectWithOffset(1, bound).To(Equal(claimed), "claimed members: %v", members)
-	proxies := map[string]int{}
-	for _, m := range dockerLines("ps", "-a", "--filter", "label="+label, "--filter", "label="+afev1.LabelRole+"="+afev1.RoleProxy,
-		"--format", `{{.Label "`+afev1.LabelMemberName+`"}}`) {
-		proxies[m]++
-		ExpectWithOffset(1, members).To(HaveKey(m), "the proxy of member %s has its member", m)
-		ExpectWithOffset(1, proxies[m]).To(Equal(1), "member %s has one proxy", m)
-	}
-	records := dockerLines("volume", "ls", "-q", "--filter", "label="+label, "--filter", "label="+afev1.LabelRole+"="+afev1.RoleClaim)
-	ExpectWithOffset(1, records).To(HaveLen(claimed), "one claim record per claimed member")
-	for _, v := range dockerLines("volume", "ls", "--filter", "label="+label, "--filter", "label="+afev1.LabelRole+"="+afev1.RoleWorkspace,
-		"--format", `{{.Label "`+afev1.LabelMemberName+`"}}`) {
-		if v != "" {
-			ExpectWithOffset(1, members).To(HaveKey(v), "the workspace of member %s has its member", v)
+		for name, n := range members {
+			g.Expect(n).To(Equal(1), "member %s is one container", name)
 		}
-	}
+		g.Expect(bound).To(Equal(claimed), "claimed members: %v", members)
+		proxies := map[string]int{}
+		for _, m := range dockerLines("ps", "-a", "--filter", "label="+label, "--filter", "label="+afev1.LabelRole+"="+afev1.RoleProxy,
+			"--format", `{{.Label "`+afev1.LabelMemberName+`"}}`) {
+			proxies[m]++
+			g.Expect(members).To(HaveKey(m), "the proxy of member %s has its member", m)
+			g.Expect(proxies[m]).To(Equal(1), "member %s has one proxy", m)
+		}
+		records := dockerLines("volume", "ls", "-q", "--filter", "label="+label, "--filter", "label="+afev1.LabelRole+"="+afev1.RoleClaim)
+		g.Expect(records).To(HaveLen(claimed), "one claim record per claimed member")
+		for _, v := range dockerLines("volume", "ls", "--filter", "label="+label, "--filter", "label="+afev1.LabelRole+"="+afev1.RoleWorkspace,
+			"--format", `{{.Label "`+afev1.LabelMemberName+`"}}`) {
+			if v != "" {
+				g.Expect(members).To(HaveKey(v), "the workspace of member %s has its member", v)
+			}
+		}
+	}, time.Minute, time.Second).Should(Succeed())
 }
 
 // dockerLines runs the docker CLI and returns its output's lines.

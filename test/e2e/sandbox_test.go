@@ -199,9 +199,12 @@ spec:
 		Expect(out).To(Equal("tick 1\ntick 2\ntick 3\n"))
 
 		By("recording the shell and the exec as Events naming the user")
-		events := mustKubectl("get", "events.events.k8s.io", "-n", ns, "--field-selector", "reason=Exec", "-o", "jsonpath={range .items[*]}{.note}{\"\\n\"}{end}")
-		Expect(events).To(ContainSubstring(`User "afe-admin" ran "/bin/sh" (tty false): exit code 0`))
-		Expect(events).To(ContainSubstring(`User "afe-admin" ran "sh" "-c" "cat; cat /tmp/afe-shell-marker; echo to-stderr >&2; exit 5" (tty false): exit code 5`))
+		// Written after the exec's status is sent to the client.
+		Eventually(func() string {
+			return mustKubectl("get", "events.events.k8s.io", "-n", ns, "--field-selector", "reason=Exec", "-o", "jsonpath={range .items[*]}{.note}{\"\\n\"}{end}")
+		}, time.Minute, time.Second).Should(And(
+			ContainSubstring(`User "afe-admin" ran "/bin/sh" (tty false): exit code 0`),
+			ContainSubstring(`User "afe-admin" ran "sh" "-c" "cat; cat /tmp/afe-shell-marker; echo to-stderr >&2; exit 5" (tty false): exit code 5`)))
 	})
 
 	It("copies a file and a tree up into /workspace and back down with kubectl afe cp, with no Docker CLI and no engine in reach", func() {
@@ -282,28 +285,32 @@ spec:
 	})
 
 	It("serves its metrics", func() {
-		text := scrapeMetrics()
-		for series, added := range map[string]float64{
-			`afe_sandbox_ready_seconds_count{egress="false"}`: 1,
-			`afe_runs_total{ok="false",phase="TimedOut"}`:     1,
-			`afe_runs_total{ok="false",phase="Failed"}`:       1,
-		} {
-			Expect(sampleOf(text, series)-sampleOf(metricsBefore, series)).To(Equal(added), series)
-		}
-		for _, series := range []string{
-			`afe_runs_total{ok="false",phase="Completed"}`,
-			`afe_runs_total{ok="true",phase="Completed"}`,
-		} {
-			Expect(sampleOf(text, series)).To(BeNumerically(">", sampleOf(metricsBefore, series)), series)
-		}
-		for _, series := range []string{
-			`afe_run_duration_seconds_bucket{phase="Completed",le=`,
-			`afe_docker_requests_total{operation="container_create"}`,
-			`afe_docker_requests_total{operation="container_exec_create"}`,
-			`controller_runtime_reconcile_total{controller="sandbox"`,
-		} {
-			Expect(text).To(ContainSubstring(series))
-		}
+		// A Run's end is counted after its status is written: scraped
+		// until the counts are there.
+		Eventually(func(g Gomega) {
+			text := scrapeMetrics()
+			for series, added := range map[string]float64{
+				`afe_sandbox_ready_seconds_count{egress="false"}`: 1,
+				`afe_runs_total{ok="false",phase="TimedOut"}`:     1,
+				`afe_runs_total{ok="false",phase="Failed"}`:       1,
+			} {
+				g.Expect(sampleOf(text, series)-sampleOf(metricsBefore, series)).To(Equal(added), series)
+			}
+			for _, series := range []string{
+				`afe_runs_total{ok="false",phase="Completed"}`,
+				`afe_runs_total{ok="true",phase="Completed"}`,
+			} {
+				g.Expect(sampleOf(text, series)).To(BeNumerically(">", sampleOf(metricsBefore, series)), series)
+			}
+			for _, series := range []string{
+				`afe_run_duration_seconds_bucket{phase="Completed",le=`,
+				`afe_docker_requests_total{operation="container_create"}`,
+				`afe_docker_requests_total{operation="container_exec_create"}`,
+				`controller_runtime_reconcile_total{controller="sandbox"`,
+			} {
+				g.Expect(text).To(ContainSubstring(series))
+			}
+		}, 30*time.Second, time.Second).Should(Succeed())
 	})
 
 	It("ends logs -f of a Run that ends without ever executing, with its status and exit code", func() {
