@@ -115,7 +115,10 @@ func markedProcesses(container, marker string) []string {
 }
 
 // Workload containment (docs/threat-model.md): a Run ends at its deadline
-// whatever its processes do.
+// whatever its processes do. Serial: the workloads here (fork bombs,
+// fork-hoppers, floods of processes) measure what they do to the engine
+// and the host's process table against bounds of seconds, which the other
+// processes' specs on two cores would stretch.
 var _ = Describe("Run deadlines against hostile workloads", Serial, func() {
 	forEachRuntime(func(runtime string) {
 		var ctx context.Context
@@ -216,6 +219,8 @@ func (k killless) Exec(ctx context.Context, container string, spec docker.ExecSp
 	return k.Engine.Exec(ctx, container, spec)
 }
 
+// Serial, as the deadlines above: EndProcesses is held to KillGrace and a
+// second.
 var _ = Describe("Run deadline fallback", Serial, func() {
 	forEachRuntime(func(runtime string) {
 		It("removes the sandbox container when processes of the attempt survive every kill", func() {

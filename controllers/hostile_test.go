@@ -25,7 +25,10 @@ import (
 )
 
 // Workloads that try to take the machine down stop at the sandbox's limits,
-// and the controller and other sandboxes keep working meanwhile.
+// and the controller and other sandboxes keep working meanwhile. Serial:
+// they measure what a workload does to the engine (a memory hog at its
+// limit stayed Running 60 s while another process's OOM loop ran beside
+// it on two cores), so no other spec of this suite runs beside them.
 var _ = Describe("Hostile workloads", Serial, func() {
 	forEachRuntime(func(runtime string) {
 		var ctx context.Context

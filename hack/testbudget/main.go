@@ -109,7 +109,7 @@ func run(w io.Writer, in inputs) error {
 		}
 		specs = append(specs, suiteSpecs...)
 	}
-	fmt.Fprintf(w, "make test against its budget (docs/development.md, %q; %s):\n", strings.TrimLeft(budgetHeading, "# "), day)
+	_, _ = fmt.Fprintf(w, "make test against its budget (docs/development.md, %q; %s):\n", strings.TrimLeft(budgetHeading, "# "), day)
 	report(w, budgets, phases, packages, slowest(specs, in.top))
 	return nil
 }
@@ -135,15 +135,15 @@ func report(w io.Writer, budgets map[string]time.Duration, phases, packages []ti
 		over += line(w, t, b, ok)
 	}
 	if quick > 0 {
-		fmt.Fprintf(w, "  and %d more packages, each under a second\n", quick)
+		_, _ = fmt.Fprintf(w, "  and %d more packages, each under a second\n", quick)
 	}
 	if over > 0 {
-		fmt.Fprintf(w, "%d over budget: find what was added (the specs below), or make the case for a new budget in docs/development.md\n", over)
+		_, _ = fmt.Fprintf(w, "%d over budget: find what was added (the specs below), or make the case for a new budget in docs/development.md\n", over)
 	}
 	if len(specs) > 0 {
-		fmt.Fprintf(w, "the %d slowest specs:\n", len(specs))
+		_, _ = fmt.Fprintf(w, "the %d slowest specs:\n", len(specs))
 		for i, s := range specs {
-			fmt.Fprintf(w, "  %2d. %8s  %s: %s\n", i+1, round(s.Took), s.Package, s.Text)
+			_, _ = fmt.Fprintf(w, "  %2d. %8s  %s: %s\n", i+1, round(s.Took), s.Package, s.Text)
 		}
 	}
 }
@@ -153,12 +153,12 @@ func line(w io.Writer, t timing, budget time.Duration, ok bool) int {
 	text := fmt.Sprintf("  %-34s %8s", t.Name, round(t.Took))
 	switch {
 	case !ok:
-		fmt.Fprintln(w, text+"   (no budget)")
+		_, _ = fmt.Fprintln(w, text+"   (no budget)")
 	case t.Took > budget:
-		fmt.Fprintf(w, "%s / %-8s OVER by %s\n", text, round(budget), round(t.Took-budget))
+		_, _ = fmt.Fprintf(w, "%s / %-8s OVER by %s\n", text, round(budget), round(t.Took-budget))
 		return 1
 	default:
-		fmt.Fprintf(w, "%s / %s\n", text, round(budget))
+		_, _ = fmt.Fprintf(w, "%s / %s\n", text, round(budget))
 	}
 	return 0
 }
