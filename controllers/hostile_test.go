@@ -188,17 +188,30 @@ var _ = Describe("Hostile workloads", Serial, func() {
 			}
 			Expect(k8sClient.Create(ctx, hog)).To(Succeed())
 			waitRunPhase(ctx, hog, afev1.RunRunning)
-			Eventually(func(g Gomega) {
-				// cgroup v1 and v2 both count the kills as "oom_kill N".
+			// cgroup v1 and v2 both count the kills as "oom_kill N".
+			oomKills := func(g Gomega) int {
 				out, err := exec.Command("docker", "exec", victim.Status.ContainerName, "cat", "/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events").CombinedOutput()
-				g.Expect(string(out)).To(MatchRegexp(`(?m)^oom_kill [1-9]`), "the victim hits its memory limit: %v", err)
+				m := regexp.MustCompile(`(?m)^oom_kill (\d+)`).FindStringSubmatch(string(out))
+				g.Expect(m).NotTo(BeNil(), "no oom_kill count: %s %v", out, err)
+				n, _ := strconv.Atoi(m[1])
+				return n
+			}
+			var first int
+			Eventually(func(g Gomega) {
+				first = oomKills(g)
+				g.Expect(first).To(BeNumerically(">", 0), "the victim hits its memory limit")
 			}, "10s", "100ms").Should(Succeed())
 			for i := range 3 {
 				bystanderWorks(fmt.Sprintf("during-pressure-%d", i))
 			}
 			Expect(getRun(ctx, hog)(Default).Status.Phase).To(Equal(afev1.RunRunning), "the pressure lasted through the bystander's Runs")
-			got := waitRunPhaseWithin(ctx, hog, afev1.RunTimedOut, time.Duration(*hog.Spec.TimeoutSeconds)*time.Second+runctrl.KillGrace+30*time.Second)
-			Expect(got.Status.Output).To(ContainSubstring("oom-137"))
+			Expect(oomKills(Default)).To(BeNumerically(">", first), "the victim sat at its limit, killed again and again, meanwhile")
+			// Its deadline is the containment specs' matter: deleted here,
+			// it is ended at once (a minute of the Serial specs less).
+			Expect(k8sClient.Delete(ctx, hog)).To(Succeed())
+			Eventually(func() bool {
+				return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(hog), &afev1.Run{}))
+			}, time.Minute).Should(BeTrue())
 		})
 
 		It("refuses a file larger than resources.fileSize with EFBIG", func() {
