@@ -108,12 +108,13 @@ test: test-clock manifests generate docs fmt vet lint test-rules python-deps nft
 	@# last on the first alone. The e2e suite, the longest of the other
 	@# packages, starts as the Serial specs do (the suite makes
 	@# AFE_SERIAL_MARKER then), in two processes (its own-plane specs in the
-	@# second: test/e2e/e2e_suite_test.go), and the other packages, two at a time, as
-	@# the controllers' suite ends: not before, as several of them start an
-	@# API server, a manager and containers of their own, and beside the
-	@# controllers' three processes on two cores every suite starved (Runs
-	@# of `true` took 49 s under runsc, the access suite 12 minutes
-	@# instead of 2), then the fuzz targets, while the e2e suite goes on.
+	@# second: test/e2e/e2e_suite_test.go), and the other packages, three
+	@# at a time, and the fuzz targets beside them, as the controllers'
+	@# suite ends: not before, as several of them start an API server, a
+	@# manager and containers of their own, and beside the controllers'
+	@# three processes on two cores every suite starved (Runs of `true`
+	@# took 49 s under runsc, the access suite 12 minutes instead of 2).
+	@# Beside the e2e suite they left the cores half idle (vmstat).
 	@# Each spec's time is in bin/controllers-report.json and
 	@# bin/e2e-report.json; hack/testbudget prints them against the budget.
 	export KUBEBUILDER_ASSETS=$(ENVTEST_DIR) AFE_MANAGER_BIN=$(LOCALBIN)/manager AFE_KUBECTL_AFE_BIN=$(LOCALBIN)/kubectl-afe \
@@ -130,9 +131,10 @@ test: test-clock manifests generate docs fmt vet lint test-rules python-deps nft
 		> $(LOCALBIN)/go-test-e2e-own-plane.log 2>&1 & e2e_own=$$!; \
 	wait $$ginkgo; controllers=$$(cat $(LOCALBIN)/controllers-exit); cat $(LOCALBIN)/controllers-test.log; \
 	echo "controllers $$(date +%s)" >> $(LOCALBIN)/test-stamps; \
-	others=0; go test -p 2 $$(go list ./... | grep -v -e '/controllers$$' -e '/test/e2e$$') -count=1 -timeout 25m 2>&1 | tee $(LOCALBIN)/go-test.log || others=$$?; \
+	$(MAKE) --no-print-directory fuzz > $(LOCALBIN)/fuzz.log 2>&1 & fuzz_pid=$$!; \
+	others=0; go test -p 3 $$(go list ./... | grep -v -e '/controllers$$' -e '/test/e2e$$') -count=1 -timeout 25m 2>&1 | tee $(LOCALBIN)/go-test.log || others=$$?; \
 	echo "packages $$(date +%s)" >> $(LOCALBIN)/test-stamps; \
-	fuzz=0; $(MAKE) --no-print-directory fuzz || fuzz=$$?; \
+	fuzz=0; wait $$fuzz_pid || fuzz=$$?; cat $(LOCALBIN)/fuzz.log; \
 	echo "fuzz $$(date +%s)" >> $(LOCALBIN)/test-stamps; \
 	e2e_exit=0; wait $$e2e || e2e_exit=$$?; wait $$e2e_own || e2e_exit=$$?; cat $(LOCALBIN)/go-test-e2e.log $(LOCALBIN)/go-test-e2e-own-plane.log; \
 	echo "e2e $$(date +%s)" >> $(LOCALBIN)/test-stamps; \
