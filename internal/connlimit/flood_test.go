@@ -3,6 +3,9 @@ package connlimit
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,4 +77,79 @@ func floodWithin(t *testing.T, l Limits, client, server, addr string, n int) {
 	if got < l.Burst/2 {
 		t.Fatalf("bounded flood: %d entries from %s, want the burst (%d) or about: did the flood connect?", got, addr, l.Burst)
 	}
+}
+
+// TestHeldConnectionsStayWithinTheBound: connections a client holds open
+// count against --sandbox-conn-max (ct count), however slowly it opened
+// them: past the bound the next is refused, and once the client lets its
+// connections go it connects again. Under runc only: the count is the
+// host's table's, whatever runtime the client's sockets go through (the
+// flood above runs under each).
+func TestHeldConnectionsStayWithinTheBound(t *testing.T) {
+	engine := requireHost(t)
+	const held = 10
+	l := Limits{Rate: 100, Burst: 100, Max: 4}
+	ctx := context.Background()
+	h := testHost(t, l)
+	name := fmt.Sprintf("afe-test-ctheld-%d", time.Now().UnixNano())
+	p := makePair(t, engine, "runc", name, 1)
+	client, addr := p.clients[0], p.addrs[0]
+	if err := h.Install(ctx, p.network.Bridge); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.AddNetwork(ctx, p.network.Subnets); err != nil {
+		t.Fatal(err)
+	}
+
+	// Each connection sends nothing: httpd waits for its request (a
+	// minute) and the connection stays established.
+	hold := fmt.Sprintf(`i=0; while [ $i -lt %d ]; do sleep 30 | nc %s 3128 >/dev/null 2>&1 & i=$((i+1)); sleep 0.1; done`, held, p.server)
+	if out, err := exec.Command("docker", "exec", "-d", client, "sh", "-c", hold).CombinedOutput(); err != nil {
+		t.Fatalf("hold connections: %v: %s", err, out)
+	}
+	var got int
+	for until := time.Now().Add(20 * time.Second); time.Now().Before(until); time.Sleep(500 * time.Millisecond) {
+		if got = established(t, addr); got >= l.Max {
+			break
+		}
+	}
+	time.Sleep(2 * time.Second) // the last of the ten tried meanwhile
+	got = established(t, addr)
+	t.Logf("%d connections held open from %s: %d established in the host's table (bound %d)", held, addr, got, l.Max)
+	if got != l.Max {
+		t.Fatalf("%d connections held from %s, %d established: want exactly the bound, %d", held, addr, got, l.Max)
+	}
+	if n := flood(t, client, p.server, 1); n != 0 {
+		t.Fatalf("a request past the bound was answered")
+	}
+
+	// The holders' sleeps, not the container's own (sleep 600).
+	release := `for p in $(pidof sleep); do [ "$(tr '\0' ' ' < /proc/$p/cmdline)" = "sleep 30 " ] && kill $p; done; true`
+	if out, err := exec.Command("docker", "exec", client, "sh", "-c", release).CombinedOutput(); err != nil {
+		t.Fatalf("let the connections go: %v: %s", err, out)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for flood(t, client, p.server, 1) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no request answered once the held connections were let go (%d established)", established(t, addr))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// established counts the host's conntrack entries of established TCP
+// connections the address opened.
+func established(t *testing.T, addr string) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/net/nf_conntrack")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, " ESTABLISHED ") && strings.Contains(line, " src="+addr+" ") {
+			n++
+		}
+	}
+	return n
 }
