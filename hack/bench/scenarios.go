@@ -436,7 +436,9 @@ func (b *bench) idle(ctx context.Context) ([]row, error) {
 		return nil, err
 	}
 	created := latest(seen).Sub(start)
-	time.Sleep(5 * time.Second) // let the last reconciles end
+	if err := b.settle(ctx, time.Minute); err != nil { // let the last reconciles end
+		return nil, err
+	}
 	memAfter, err := memAvailable()
 	if err != nil {
 		return nil, err

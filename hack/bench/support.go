@@ -260,6 +260,47 @@ func (b *bench) dockerRequests() (map[string]float64, error) {
 	return out, nil
 }
 
+// settle waits, at least 5 s and at most limit, until the manager's last
+// work on what was just made has ended: two seconds in which it made no
+// Docker request but the sweep's lists, the usage collector's disk
+// measurement and a ping. A fixed wait was too short on a machine busy
+// with other tests: the idle window then counted a late reconcile.
+func (b *bench) settle(ctx context.Context, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	time.Sleep(3 * time.Second)
+	for {
+		before, err := b.dockerRequests()
+		if err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+		after, err := b.dockerRequests()
+		if err != nil {
+			return err
+		}
+		busy := false
+		for op, v := range after {
+			if v > before[op] && !idleOp(op) {
+				busy = true
+			}
+		}
+		if !busy || time.Now().After(deadline) {
+			return nil
+		}
+	}
+}
+
+// idleOp tells the Docker requests an idle manager makes: the sweep's
+// lists, the usage collector's disk measurement and the ping of
+// afe_docker_up.
+func idleOp(op string) bool {
+	return op == "system_df" || op == "ping" || strings.HasSuffix(op, "_list")
+}
+
 // counters scrapes the manager's Docker requests by operation
 // ("docker:container_create") and its API writes by verb and resource
 // ("api:PATCH sandboxes/status"), from afe_docker_requests_total and
