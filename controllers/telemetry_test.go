@@ -192,12 +192,12 @@ var _ = Describe("Command telemetry", func() {
 			}
 			wg.Wait()
 			total := 0
-			for _, sbx := range sbxs {
+			for i, sbx := range sbxs {
 				var recs []telemetry.Record
-				Eventually(func() []telemetry.Record {
+				Eventually(func(g Gomega) {
 					recs = telemetryOf(ctx, ns, sbx.Name)
-					return recs
-				}, "30s").Should(HaveLen(2 * each))
+					g.Expect(recs).To(HaveLen(2*each), "the records of %s: %s", sbx.Name, missingRecords(recs, i, each))
+				}, "30s").Should(Succeed())
 				sources := map[string]int{}
 				for k, r := range recs {
 					Expect(r.Seq).To(BeEquivalentTo(k+1), "the sequence of %s has no gap", sbx.Name)
@@ -238,4 +238,21 @@ func runUID(ctx context.Context, ns, name string) string {
 	run := &afev1.Run{}
 	run.Namespace, run.Name = ns, name
 	return string(getRun(ctx, run)(Default).UID)
+}
+
+// missingRecords says what the records of sandbox i of the spec above lack:
+// how many of each source they hold, and the Runs (m<i>-<j>) without one.
+func missingRecords(recs []telemetry.Record, i, each int) string {
+	sources, runs := map[string]int{}, map[string]bool{}
+	for _, r := range recs {
+		sources[r.Source]++
+		runs[r.Run] = true
+	}
+	var missing []string
+	for j := 0; j < each; j++ {
+		if name := fmt.Sprintf("m%d-%d", i, j); !runs[name] {
+			missing = append(missing, name)
+		}
+	}
+	return fmt.Sprintf("by source %v; Runs without a record %v", sources, missing)
 }
