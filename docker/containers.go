@@ -249,6 +249,11 @@ func (c *Client) InspectContainer(ctx context.Context, name string) (*Container,
 	if err != nil {
 		return nil, wrap(err, "inspect container "+name)
 	}
+	if info.GraphDriver.Data != nil && info.GraphDriver.Data["UpperDir"] != "" {
+		// The disk measurement walks it: remembered from any inspect, it
+		// costs that measurement no inspect of its own (upperDir).
+		c.data.upper.Store(info.ID, info.GraphDriver.Data["UpperDir"])
+	}
 	out := &Container{
 		ID:     info.ID,
 		Name:   strings.TrimPrefix(info.Name, "/"),
