@@ -93,7 +93,11 @@ var _ = Describe("Sandbox usage", Serial, func() {
 				} else {
 					g.Expect(usage.WritableLayerBytes).To(BeNumerically(">=", layer))
 				}
-				g.Expect(usage.CPUMilliseconds).To(BeNumerically(">=", 100))
+				// The first write may come while the loop still runs, and
+				// the next only once the figure moved by a second of CPU
+				// (status.UsageChanged): the loop's own 100 ms are checked
+				// on the series below, which follows every measurement.
+				g.Expect(usage.CPUMilliseconds).To(BeNumerically(">", 0))
 			}, 2*status.MinUsageInterval+10*time.Second).Should(Succeed())
 			// The write is counted after its PATCH returns: the informer may
 			// show it first.
@@ -110,7 +114,7 @@ var _ = Describe("Sandbox usage", Serial, func() {
 				got := getTicket(ctx, tk)(g)
 				g.Expect(got.Status.Usage).NotTo(BeNil())
 				g.Expect(got.Status.Usage.WorkspaceBytes).To(BeNumerically(">=", 5<<20))
-				g.Expect(got.Status.Usage.CPUMilliseconds).To(BeNumerically(">=", 100))
+				g.Expect(got.Status.Usage.CPUMilliseconds).To(BeNumerically(">", 0))
 			}).Should(Succeed())
 
 			By("serving per-sandbox and per-ticket series")
