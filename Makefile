@@ -187,7 +187,7 @@ FAST_PKGS = ./api/... ./internal/... ./test/fakeengine/... ./test/fast/...
 
 .PHONY: test-fast
 test-fast: envtest ## Unit tests, fuzz seeds, the fake engine and the controllers on envtest against it; no Docker.
-	KUBEBUILDER_ASSETS=$(ENVTEST_DIR) go test -count=1 -timeout 5m $(FAST_PKGS)
+	KUBEBUILDER_ASSETS=$(ENVTEST_DIR) AFE_NO_DOCKER=1 go test -count=1 -timeout 5m $(FAST_PKGS)
 	go test -count=1 ./docker/egress-proxy -run '^(TestEntrypoint|Fuzz)'
 
 .PHONY: test-unit

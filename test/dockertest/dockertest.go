@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"time"
@@ -15,6 +16,11 @@ import (
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/test/testenv"
 )
+
+// NoDockerEnv, set, has the tests that need the engine skip (unless
+// Docker is required: CI, make test), as `make test-fast` sets it: the
+// fast tier stays fast where an engine runs.
+const NoDockerEnv = "AFE_NO_DOCKER"
 
 // TestImage is the small sandbox image `make images` builds.
 const TestImage = "afe/busybox:dev"
@@ -24,6 +30,9 @@ const TestImage = "afe/busybox:dev"
 // (testenv.DockerRequired) a missing engine or test image is an error,
 // never a skip.
 func Require() (*docker.Client, string, error) {
+	if os.Getenv(NoDockerEnv) != "" && !testenv.DockerRequired() {
+		return nil, "the fast tier (" + NoDockerEnv + ", make test-fast) runs no test of the engine", nil
+	}
 	c, err := docker.New("")
 	if err == nil {
 		err = testenv.WaitForEngine(c.Ping)
