@@ -17,9 +17,9 @@ import (
 	"afe.dev/sandbox/test/testenv"
 )
 
-// NoDockerEnv, set, has the tests that need the engine skip (unless
-// Docker is required: CI, make test), as `make test-fast` sets it: the
-// fast tier stays fast where an engine runs.
+// NoDockerEnv is the variable that, set, has the tests that need the
+// engine skip (unless Docker is required: CI, make test), as `make
+// test-fast` sets it: the fast tier stays fast where an engine runs.
 const NoDockerEnv = "AFE_NO_DOCKER"
 
 // TestImage is the small sandbox image `make images` builds.
