@@ -3,9 +3,7 @@ package connlimit
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -109,12 +107,12 @@ func TestHeldConnectionsStayWithinTheBound(t *testing.T) {
 	}
 	var got int
 	for until := time.Now().Add(20 * time.Second); time.Now().Before(until); time.Sleep(500 * time.Millisecond) {
-		if got = established(t, addr); got >= l.Max {
+		if got = entriesIn(t, addr, "ESTABLISHED"); got >= l.Max {
 			break
 		}
 	}
 	time.Sleep(2 * time.Second) // the last of the ten tried meanwhile
-	got = established(t, addr)
+	got = entriesIn(t, addr, "ESTABLISHED")
 	t.Logf("%d connections held open from %s: %d established in the host's table (bound %d)", held, addr, got, l.Max)
 	if got != l.Max {
 		t.Fatalf("%d connections held from %s, %d established: want exactly the bound, %d", held, addr, got, l.Max)
@@ -131,25 +129,8 @@ func TestHeldConnectionsStayWithinTheBound(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for flood(t, client, p.server, 1) != 1 {
 		if time.Now().After(deadline) {
-			t.Fatalf("no request answered once the held connections were let go (%d established)", established(t, addr))
+			t.Fatalf("no request answered once the held connections were let go (%d established)", entriesIn(t, addr, "ESTABLISHED"))
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-}
-
-// established counts the host's conntrack entries of established TCP
-// connections the address opened.
-func established(t *testing.T, addr string) int {
-	t.Helper()
-	b, err := os.ReadFile("/proc/net/nf_conntrack")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.Contains(line, " ESTABLISHED ") && strings.Contains(line, " src="+addr+" ") {
-			n++
-		}
-	}
-	return n
 }

@@ -109,7 +109,10 @@ func flood(t *testing.T, client, server string, n int) int {
 
 // entriesFrom counts the host's conntrack entries whose connection the
 // address opened.
-func entriesFrom(t *testing.T, addr string) int {
+func entriesFrom(t *testing.T, addr string) int { return entriesIn(t, addr, "") }
+
+// entriesIn counts those of them in the TCP state ("" for any).
+func entriesIn(t *testing.T, addr, state string) int {
 	t.Helper()
 	b, err := os.ReadFile("/proc/net/nf_conntrack")
 	if err != nil {
@@ -117,7 +120,8 @@ func entriesFrom(t *testing.T, addr string) int {
 	}
 	n := 0
 	for _, line := range strings.Split(string(b), "\n") {
-		if i := strings.Index(line, " src="); i >= 0 && strings.HasPrefix(line[i+5:], addr+" ") {
+		if i := strings.Index(line, " src="); i >= 0 && strings.HasPrefix(line[i+5:], addr+" ") &&
+			(state == "" || strings.Contains(line, " "+state+" ")) {
 			n++
 		}
 	}
