@@ -139,7 +139,7 @@ var _ = BeforeSuite(func() {
 	Expect(startTestServers(engine)).To(Succeed())
 	// The conntrack bound as the manager installs it, with limits no spec
 	// comes near; AfterSuite's RemoveAll deletes its table.
-	testConnLimits, err = connlimit.New(instance, connlimit.Limits{Rate: 1000, Burst: 10000, Max: 10000})
+	testConnLimits, err = connlimit.New(instance, connlimit.Limits{Rate: 1000, Burst: 10000, Max: 10000}, nil)
 	Expect(err).NotTo(HaveOccurred())
 	egress, err := engine.InspectNetwork(context.Background(), egressNetwork)
 	Expect(err).NotTo(HaveOccurred())

@@ -10,6 +10,11 @@
 #                          as /bin/sh and the C library it links; no other
 #                          program (no sleep, kill or ps), for the tests of
 #                          the keep-alive and of Run timeouts.
+#   afe/nft:dev            the same busybox base with Debian's nft (and the
+#                          libraries it links): the helper container through
+#                          which a manager outside the engine host's network
+#                          namespace installs the conntrack bound
+#                          (--sandbox-conn-image).
 #   afe/squid-base:bookworm  Debian with squid, from debootstrap (once).
 #   afe/egress-proxy:dev   the egress proxy, docker/egress-proxy on that base;
 #                          where a registry is reachable, build it with
@@ -22,6 +27,7 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BUSYBOX_IMG="${BUSYBOX_IMG:-afe/busybox:dev}"
 GIT_IMG="${GIT_IMG:-afe/git:dev}"
 SH_IMG="${SH_IMG:-afe/sh:dev}"
+NFT_IMG="${NFT_IMG:-afe/nft:dev}"
 PROXY_IMG="${PROXY_IMG:-afe/egress-proxy:dev}"
 PROXY_BASE="${PROXY_BASE:-afe/squid-base:bookworm}"
 
@@ -73,6 +79,15 @@ busybox_rootfs() {
 	chown 1000:1000 "${rootfs}/home/sandbox"
 }
 
+# busybox_debs_rootfs WORK PACKAGE...: busybox_rootfs with the packages'
+# files unpacked into it.
+busybox_debs_rootfs() {
+	local work="$1"
+	shift
+	busybox_rootfs "${work}"
+	extract_debs "${work}" "${work}/rootfs" "$@"
+}
+
 # import_rootfs ROOTFS IMAGE HASH PATH: docker import of the tree.
 import_rootfs() {
 	tar -C "$1" --numeric-owner -c . | docker import \
@@ -121,9 +136,8 @@ build_git() {
 	local work
 	work="$(mktemp -d)"
 	trap 'rm -rf "${work}"' RETURN
-	busybox_rootfs "${work}"
 	local rootfs="${work}/rootfs"
-	extract_debs "${work}" "${rootfs}" "${GIT_DEBS[@]}"
+	busybox_debs_rootfs "${work}" "${GIT_DEBS[@]}"
 	# Programs that need libraries left out, and documentation.
 	(cd "${rootfs}/usr/lib/git-core" && rm -f git-remote-http git-remote-https git-remote-ftp git-remote-ftps \
 		git-http-fetch git-http-push git-imap-send)
@@ -166,6 +180,27 @@ build_sh() {
 		{ docker rmi "${SH_IMG}" >/dev/null; echo "${SH_IMG}: not a shell-only image" >&2; exit 1; }
 }
 
+# NFT_DEBS are nft and the libraries /usr/sbin/nft links (ldd).
+NFT_DEBS=(nftables libnftables1 libc6 libedit2 libmnl0 libnftnl11 libxtables12 libjansson4 libgmp10 libtinfo6 libbsd0 libmd0)
+
+build_nft() {
+	local hash
+	hash="$(inputs_hash "${BASH_SOURCE[0]}")"
+	if current "${NFT_IMG}" "${hash}"; then
+		return
+	fi
+	local work
+	work="$(mktemp -d)"
+	trap 'rm -rf "${work}"' RETURN
+	busybox_debs_rootfs "${work}" "${NFT_DEBS[@]}"
+	rm -rf "${work}"/rootfs/usr/share/{doc,man,locale,lintian} "${work}"/rootfs/etc/nftables.conf
+	import_rootfs "${work}/rootfs" "${NFT_IMG}" "${hash}" /bin:/usr/bin:/usr/sbin:/sbin
+	# Smoke test: nft lists the tables of a network namespace of its own
+	# with NET_ADMIN alone.
+	docker run --rm --network none --cap-drop ALL --cap-add NET_ADMIN "${NFT_IMG}" nft list tables >/dev/null ||
+		{ docker rmi "${NFT_IMG}" >/dev/null; echo "${NFT_IMG}: nft does not work" >&2; exit 1; }
+}
+
 build_proxy() {
 	local hash
 	hash="$(inputs_hash "${BASH_SOURCE[0]}" "${ROOT}"/docker/egress-proxy/{Dockerfile,entrypoint.sh,probe.sh})"
@@ -187,4 +222,5 @@ build_proxy() {
 build_busybox
 build_git
 build_sh
+build_nft
 build_proxy

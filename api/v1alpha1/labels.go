@@ -87,4 +87,9 @@ const (
 	// whose labels bind a Sandbox (afe.sandbox-uid) to the member it
 	// claimed (afe.member, afe.pool, afe.pool-uid).
 	RoleClaim = "claim"
+	// RoleConnLimit marks the helper container afe-<instance>-conntrack
+	// (no Sandbox's labels: the sweep never removes it), on the engine
+	// host's network with NET_ADMIN alone, through which a manager given
+	// --sandbox-conn-image installs the conntrack bound.
+	RoleConnLimit = "conntrack"
 )

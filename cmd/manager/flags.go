@@ -34,6 +34,7 @@ type managerFlags struct {
 	egressDenyIPs  string
 	egressSubnets  string
 	connLimits     connlimit.Limits
+	connImage      string
 
 	denyGIDs, groupFile      string
 	allowedUIDs, allowedGIDs string
@@ -83,7 +84,8 @@ func (f *managerFlags) bindSandboxes(fs *flag.FlagSet) {
 	fs.BoolVar(&opts.EgressAllowPrivate, "egress-allow-private", false, "Let egress proxies reach private, loopback and link-local addresses; never the engine host's own (docs/security.md).")
 	fs.StringVar(&f.egressDenyIPs, "egress-deny-ips", "", "Comma-separated addresses or CIDRs of the engine's host that egress proxies refuse besides those the manager finds (the gateways of the engine's networks, and the host's interfaces when the manager runs in the host's network namespace): for a remote engine, or a manager in a pod.")
 	fs.StringVar(&f.egressSubnets, "egress-subnets", subnets.Default, "Comma-separated IPv4 CIDRs the internal networks of sandboxes with egress get their subnets from, a /29 each (the default holds 16384); they must not overlap the engine's default address pools or the host's routes (checked at start). Empty leaves the subnets to the engine's pools (about 30 networks with its defaults).")
-	fs.IntVar(&f.connLimits.Rate, "sandbox-conn-rate", 10, "New connections a second each sandbox (by its address on its network) and each proxy (by its address on --egress-network) may open through the engine host's conntrack table, which every tenant and the engine share; the manager installs the bound with the host's nft and must then run as root in the engine host's network namespace (make run). 0 turns the bound off (docs/security.md).")
+	fs.IntVar(&f.connLimits.Rate, "sandbox-conn-rate", 10, "New connections a second each sandbox (by its address on its network) and each proxy (by its address on --egress-network) may open through the engine host's conntrack table, which every tenant and the engine share; the manager installs the bound with the host's nft, and must then run as root in the engine host's network namespace (make run), or through --sandbox-conn-image. 0 turns the bound off (docs/security.md).")
+	fs.StringVar(&f.connImage, "sandbox-conn-image", "", "An image with nft (make images builds afe/nft:dev): the manager installs the conntrack bound through a helper container of it, made through the engine's API on the engine host's network with NET_ADMIN alone (afe-<instance>-conntrack), instead of with its own nft. For a manager that does not run in the engine host's network namespace: the Deployment and the DaemonSet.")
 	fs.IntVar(&f.connLimits.Burst, "sandbox-conn-burst", 100, "New connections each sandbox and proxy may open at once above --sandbox-conn-rate.")
 	fs.IntVar(&f.connLimits.Max, "sandbox-conn-max", 256, "Connections each sandbox and proxy may hold open at once in the host's conntrack table (closing ones, in TIME_WAIT, are bounded by the rate instead). Each takes at most rate x the host's TIME_WAIT timeout + burst + max entries of the table.")
 	fs.StringVar(&opts.WorkspaceRoot, "workspace-root", "", "The host folder Folder workspaces live under, in a folder per namespace (<root>/<namespace>/...); empty refuses Folder workspaces.")

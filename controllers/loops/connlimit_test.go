@@ -32,7 +32,7 @@ func TestSweepKeepsTheConntrackBoundToTheInstance(t *testing.T) {
 	instance := fmt.Sprintf("test-sweep-%d", time.Now().UnixNano())
 	network, egress, proxy := instanceObjects(t, engine, instance)
 
-	h, err := connlimit.New(instance, connlimit.Limits{Rate: 10, Burst: 100, Max: 256})
+	h, err := connlimit.New(instance, connlimit.Limits{Rate: 10, Burst: 100, Max: 256}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,10 +27,10 @@ func TestBound(t *testing.T) {
 }
 
 func TestLimitsAndTable(t *testing.T) {
-	if h, err := New("default", Limits{}); h != nil || err != nil {
+	if h, err := New("default", Limits{}, nil); h != nil || err != nil {
 		t.Errorf("New with the rate 0 = %v, %v; want nil, nil (off)", h, err)
 	}
-	if _, err := New("default", Limits{Rate: 10}); err == nil {
+	if _, err := New("default", Limits{Rate: 10}, nil); err == nil {
 		t.Error("New with a rate and no burst or maximum: want an error")
 	}
 	for instance, want := range map[string]string{"default": "afe-default", "node-1.x_y": "afe-node-1.x_y", "": "", "a b": "", "x;flush ruleset": "", "-a": "",

@@ -82,17 +82,19 @@ func floodWithin(t *testing.T, l Limits, client, server, addr string, n int) {
 // them: past the bound the next is refused, and once the client lets its
 // connections go it connects again. Under runc only: the count is the
 // host's table's, whatever runtime the client's sockets go through (the
-// flood above runs under each).
+// flood above runs under each). The bound is installed here as a manager
+// given --sandbox-conn-image installs it, through a helper container of
+// the engine (the flood's, with this process's nft).
 func TestHeldConnectionsStayWithinTheBound(t *testing.T) {
 	engine := requireHost(t)
 	const held = 10
 	l := Limits{Rate: 100, Burst: 100, Max: 4}
 	ctx := context.Background()
-	h := testHost(t, l)
+	h := testHelperHost(t, engine, l)
 	name := fmt.Sprintf("afe-test-ctheld-%d", time.Now().UnixNano())
 	p := makePair(t, engine, "runc", name, 1)
 	client, addr := p.clients[0], p.addrs[0]
-	if err := h.Install(ctx, p.network.Bridge); err != nil {
+	if err := h.Install(ctx, ""); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.AddNetwork(ctx, p.network.Subnets); err != nil {

@@ -8,13 +8,15 @@ import (
 	"sync"
 )
 
-// Host keeps the instance's table in the network namespace this process
-// runs in, with the host's nft command: the engine host's own when the
-// manager runs there as root (make run). A nil *Host is the bound turned
-// off: its methods do nothing.
+// Host keeps the instance's table in the engine host's network namespace,
+// with nft: the host's own, run by this process when the manager runs
+// there as root (make run), or one in a helper container of the engine
+// (the Deployment, the DaemonSet). A nil *Host is the bound turned off:
+// its methods do nothing.
 type Host struct {
 	table  string
 	limits Limits
+	nft    Nft
 
 	mu sync.Mutex
 	// gen counts the additions; added holds, for each element known to
@@ -23,8 +25,9 @@ type Host struct {
 	added map[string]uint64
 }
 
-// New is the Host of the controller instance, nil when the limits are off.
-func New(instance string, l Limits) (*Host, error) {
+// New is the Host of the controller instance, nil when the limits are off;
+// it runs nft with run (LocalNft when nil).
+func New(instance string, l Limits, run Nft) (*Host, error) {
 	if !l.Enabled() {
 		return nil, nil
 	}
@@ -35,7 +38,10 @@ func New(instance string, l Limits) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Host{table: table, limits: l, added: map[string]uint64{}}, nil
+	if run == nil {
+		run = LocalNft
+	}
+	return &Host{table: table, limits: l, nft: run, added: map[string]uint64{}}, nil
 }
 
 // TableName is the name of the instance's table ("" when off).
@@ -50,7 +56,8 @@ func (h *Host) TableName() string {
 // elements, after checking that this process sees the engine's bridge
 // (the host's network namespace: rules made anywhere else would bound
 // nothing), when that bridge is known ("" when the engine could not be
-// asked).
+// asked, or nft runs in the engine's helper, on the host's network by
+// construction).
 func (h *Host) Install(ctx context.Context, bridge string) error {
 	if h == nil {
 		return nil
@@ -60,7 +67,7 @@ func (h *Host) Install(ctx context.Context, bridge string) error {
 			return fmt.Errorf("the engine's bridge %s is not in this process's network namespace (not the engine's host): %w", bridge, err)
 		}
 	}
-	_, err := runNft(ctx, Ruleset(h.table, h.limits), "-f", "-")
+	_, err := h.nft(ctx, Ruleset(h.table, h.limits), "-f", "-")
 	return err
 }
 
@@ -96,7 +103,7 @@ func (h *Host) add(ctx context.Context, set string, elems []string) error {
 	if len(todo) == 0 {
 		return nil
 	}
-	if _, err := runNft(ctx, elements("add", h.table, set, todo), "-f", "-"); err != nil {
+	if _, err := h.nft(ctx, elements("add", h.table, set, todo), "-f", "-"); err != nil {
 		return err
 	}
 	h.gen++

@@ -28,21 +28,40 @@ func requireHost(t *testing.T) *docker.Client {
 	if err := dockertest.RequireRuntimes(engine); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := runNft(context.Background(), "", "list", "tables"); err != nil {
+	if _, err := LocalNft(context.Background(), "", "list", "tables"); err != nil {
 		t.Fatalf("the host's nft is not usable (the test runs as root on the engine's host): %v", err)
 	}
 	return engine
 }
 
-// testHost is a Host of an instance of the test's own, whose table goes
-// with the test.
+// testHost is a Host of an instance of the test's own, with this
+// process's nft, whose table goes with the test.
 func testHost(t *testing.T, l Limits) *Host {
 	t.Helper()
-	h, err := New(fmt.Sprintf("test-%d", time.Now().UnixNano()), l)
+	return testHostWith(t, l, fmt.Sprintf("test-%d", time.Now().UnixNano()), nil)
+}
+
+// testHelperHost is a Host of an instance of the test's own whose nft runs
+// in a helper container of the engine, as a manager's with
+// --sandbox-conn-image; the helper and the table go with the test.
+func testHelperHost(t *testing.T, engine *docker.Client, l Limits) *Host {
+	t.Helper()
+	instance := fmt.Sprintf("test-%d", time.Now().UnixNano())
+	name := "afe-" + instance + "-conntrack"
+	helper := engine.HostHelper(name, dockertest.NftImage, map[string]string{"afe.test": name, "afe.role": "conntrack"})
+	t.Cleanup(func() { _ = engine.RemoveContainer(context.Background(), name) })
+	return testHostWith(t, l, instance, func(ctx context.Context, script string, args ...string) ([]byte, error) {
+		return helper.Run(ctx, script, append([]string{"nft"}, args...)...)
+	})
+}
+
+func testHostWith(t *testing.T, l Limits, instance string, nft Nft) *Host {
+	t.Helper()
+	h, err := New(instance, l, nft)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = runNft(context.Background(), "", "delete", "table", "ip", h.table) })
+	t.Cleanup(func() { _, _ = LocalNft(context.Background(), "", "delete", "table", "ip", h.table) })
 	return h
 }
 

@@ -19,8 +19,13 @@ func nftPath() string {
 	return "/usr/sbin/nft"
 }
 
-// runNft runs nft with the arguments and the script on its stdin.
-func runNft(ctx context.Context, script string, args ...string) ([]byte, error) {
+// Nft runs nft in the engine host's network namespace with the arguments
+// and the script on its stdin, and returns its output.
+type Nft func(ctx context.Context, script string, args ...string) ([]byte, error)
+
+// LocalNft is the host's nft run by this process: the engine host's
+// namespace when this process runs there as root (make run).
+func LocalNft(ctx context.Context, script string, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, nftPath(), args...)
 	cmd.Stdin = strings.NewReader(script)
 	var stderr bytes.Buffer

@@ -41,7 +41,7 @@ func (h *Host) Sync(ctx context.Context, mark uint64, nets, proxies []string) er
 		changes[set] = [2][]string{want, del}
 	}
 	if script != "" {
-		if _, err := runNft(ctx, script, "-f", "-"); err != nil {
+		if _, err := h.nft(ctx, script, "-f", "-"); err != nil {
 			return err
 		}
 	}
@@ -101,7 +101,7 @@ func (h *Host) Elements(ctx context.Context, set string) ([]string, error) {
 	if h == nil {
 		return nil, nil
 	}
-	out, err := runNft(ctx, "", "-j", "list", "set", "ip", h.table, set)
+	out, err := h.nft(ctx, "", "-j", "list", "set", "ip", h.table, set)
 	if err != nil {
 		return nil, err
 	}

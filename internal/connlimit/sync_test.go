@@ -16,7 +16,7 @@ import (
 // and make test (run as root on the engine's host), a skip otherwise.
 func requireNft(t *testing.T) {
 	t.Helper()
-	if _, err := runNft(context.Background(), "", "list", "tables"); err != nil {
+	if _, err := LocalNft(context.Background(), "", "list", "tables"); err != nil {
 		if testenv.DockerRequired() {
 			t.Fatalf("the host's nft is not usable (the tests run as root on the engine's host): %v", err)
 		}
@@ -27,7 +27,7 @@ func requireNft(t *testing.T) {
 // setOf is the elements of the set of h's table, as nft lists them.
 func setOf(t *testing.T, h *Host, set string) []string {
 	t.Helper()
-	out, err := runNft(context.Background(), "", "-j", "list", "set", "ip", h.table, set)
+	out, err := LocalNft(context.Background(), "", "-j", "list", "set", "ip", h.table, set)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestSyncKeepsToItsInstance(t *testing.T) {
 	l := Limits{Rate: 10, Burst: 100, Max: 256}
 	mine, other := testHost(t, l), testHost(t, l)
 	for _, h := range []*Host{mine, other} {
-		if _, err := runNft(ctx, Ruleset(h.table, l), "-f", "-"); err != nil {
+		if _, err := LocalNft(ctx, Ruleset(h.table, l), "-f", "-"); err != nil {
 			t.Fatal(err)
 		}
 	}

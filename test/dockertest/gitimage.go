@@ -34,3 +34,7 @@ func RequireImage(image string) (string, error) {
 	}
 	return err.Error(), nil
 }
+
+// NftImage holds nft and the libraries it links, on the busybox base: the
+// conntrack bound's helper (--sandbox-conn-image). `make images` builds it.
+const NftImage = "afe/nft:dev"

@@ -79,12 +79,15 @@ var _ = Describe("The controller image", func() {
 			"-v", own.Kubeconfig+":/etc/afe/kubeconfig:ro",
 			"-e", "KUBECONFIG=/etc/afe/kubeconfig",
 			image, "--instance", inst, "--metrics-bind-address", "0", "--health-probe-bind-address", "0",
-			// As config/manager: a manager in a container has neither the
-			// host's network namespace nor nft for the conntrack bound.
-			"--sandbox-conn-rate=0",
+			// As config/manager: a manager without a capability installs
+			// the conntrack bound through a helper container.
+			"--sandbox-conn-image", dockertest.NftImage,
 		).CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), string(out))
 		defer dockertest.RemoveAll(afev1.LabelController + "=" + inst)
+		defer func() { _ = exec.Command("nft", "delete", "table", "ip", "afe-"+inst).Run() }()
+		// The manager goes before its objects: it would make them again.
+		defer func() { _ = exec.Command("docker", "rm", "-f", name).Run() }()
 		defer func() {
 			logs, _ := exec.Command("docker", "logs", name).CombinedOutput()
 			GinkgoWriter.Printf("controller container logs:\n%s\n", logs)
@@ -104,6 +107,24 @@ var _ = Describe("The controller image", func() {
 		Expect(c.HostConfig.CapDrop).To(Equal([]string{"ALL"}))
 		k("delete", "sandbox/sample", "--timeout=60s")
 		Expect(dockertest.Objects(afev1.LabelSandbox + "=sample," + afev1.LabelController + "=" + inst)).To(BeEmpty())
+
+		By("bounding a sandbox's network in the host's conntrack table through the helper")
+		apply := exec.Command("kubectl", "--kubeconfig", own.Kubeconfig, "-n", "default", "apply", "-f", "-")
+		apply.Stdin = strings.NewReader(`{"apiVersion": "sandbox.afe.dev/v1alpha1", "kind": "Sandbox", "metadata": {"name": "bounded"},
+			"spec": {"image": "afe/busybox:dev", "egress": ["allowed.test"]}}`)
+		Expect(apply.CombinedOutput()).Error().NotTo(HaveOccurred())
+		if err := exec.Command("kubectl", "--kubeconfig", own.Kubeconfig, "-n", "default", "wait", "--for=condition=Ready", "sandbox/bounded", "--timeout=90s").Run(); err != nil {
+			status, _ := exec.Command("kubectl", "--kubeconfig", own.Kubeconfig, "-n", "default", "get", "sandbox/bounded", "-o", "jsonpath={.status}").CombinedOutput()
+			Fail(fmt.Sprintf("sandbox/bounded is not Ready: %v: %s", err, status))
+		}
+		helper, err := dockertest.Inspect("afe-" + inst + "-conntrack")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(helper.Config.Labels).To(HaveKeyWithValue(afev1.LabelRole, afev1.RoleConnLimit))
+		Expect(helper.HostConfig.NetworkMode).To(Equal("host"))
+		Expect(helper.HostConfig.CapAdd).To(ConsistOf(BeElementOf("NET_ADMIN", "CAP_NET_ADMIN")), "engines from 23 on report the prefix")
+		subnet := strings.TrimSpace(string(must(exec.Command("docker", "network", "inspect", "-f", "{{(index .IPAM.Config 0).Subnet}}", "afe-default.bounded_net").Output())))
+		Expect(string(must(exec.Command("nft", "list", "set", "ip", "afe-"+inst, "nets").CombinedOutput()))).To(ContainSubstring(subnet))
+		k("delete", "sandbox/bounded", "--timeout=60s")
 	})
 })
 
