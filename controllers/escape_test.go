@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -215,8 +216,9 @@ var _ = Describe("Escape checks", func() {
 			// b's proxy alias is not b's: a resolves afe-proxy to its own proxy.
 			out, err = in(a, "nslookup afe-proxy 2>/dev/null | grep -A1 'Name:' | tail -1")
 			Expect(err).NotTo(HaveOccurred())
-			Expect(out).To(ContainSubstring(aProxyIP))
-			Expect(out).NotTo(ContainSubstring(bProxyIP))
+			// Whole addresses: 198.18.0.2 is a prefix of 198.18.0.27.
+			Expect(out).To(MatchRegexp(`\b%s$`, regexp.QuoteMeta(aProxyIP)))
+			Expect(out).NotTo(MatchRegexp(`\b%s$`, regexp.QuoteMeta(bProxyIP)))
 		})
 	})
 })
