@@ -13,6 +13,10 @@ TEST_PROCS ?= 3
 GOLANGCI_LINT_VERSION ?= v2.15.0
 KUBE_VERSION ?= v1.37.2
 ETCD_VERSION ?= v3.6.16
+# gVisor's runsc, built from source by make runsc: gVisor's `go` branch (its
+# Go-buildable copy) as the Go module proxy serves it. The pseudo-version
+# was @latest on 2026-09-05, the date it carries.
+RUNSC_VERSION ?= v0.0.0-20260905035102-160fafc42237
 ENVTEST_DIR = $(LOCALBIN)/envtest/$(KUBE_VERSION:v%=%)
 IMG ?= afe/controller:dev
 PROXY_IMG ?= afe/egress-proxy:dev
@@ -71,8 +75,8 @@ images: ## Build the egress proxy image and the test images, offline.
 	hack/build-images.sh
 
 .PHONY: runsc
-runsc: ## Install gVisor's runsc (Debian's package) and register it with the local engine as the runtime runsc (daemon.json, SIGHUP).
-	hack/install-runsc.sh
+runsc: ## Build gVisor's runsc at RUNSC_VERSION (once, cached in bin/), install it and register it with the local engine as the runtime runsc (daemon.json, SIGHUP).
+	RUNSC_VERSION=$(RUNSC_VERSION) hack/install-runsc.sh
 
 .PHONY: nft
 nft: ## Install Debian's nftables (nft) when missing: the manager run as root bounds each sandbox's share of the host's conntrack table with it (--sandbox-conn-rate).

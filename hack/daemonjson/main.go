@@ -1,11 +1,12 @@
 // Command daemonjson registers an OCI runtime in a Docker engine's
 // daemon.json, keeping every other setting: hack/install-runsc.sh uses it.
 //
-//	daemonjson -file /etc/docker/daemon.json -name runsc -path /usr/bin/runsc -arg --platform=ptrace
+//	daemonjson -file /etc/docker/daemon.json -name runsc -path /usr/local/lib/afe/runsc-v0.0.0-... -arg --platform=systrap -arg --overlay2=none
 //
 // It prints "unchanged" when the runtime is registered as asked already,
 // and "registered" after writing the file (atomically, with the old file's
-// mode).
+// mode). An entry of the same name registered otherwise is replaced whole:
+// its path and arguments are those asked, nothing of the old one is kept.
 package main
 
 import (
@@ -31,9 +32,13 @@ func main() {
 	var runtimeArgs args
 	flag.StringVar(&file, "file", "/etc/docker/daemon.json", "The engine's daemon.json.")
 	flag.StringVar(&name, "name", "runsc", "The runtime's name.")
-	flag.StringVar(&path, "path", "/usr/bin/runsc", "The runtime's binary.")
+	flag.StringVar(&path, "path", "", "The runtime's binary (required).")
 	flag.Var(&runtimeArgs, "arg", "An argument the engine gives the runtime (repeatable).")
 	flag.Parse()
+	if path == "" {
+		fmt.Fprintln(os.Stderr, "daemonjson: -path is required")
+		os.Exit(2)
+	}
 	changed, err := register(file, name, path, runtimeArgs)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "daemonjson:", err)
