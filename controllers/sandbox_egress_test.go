@@ -2,11 +2,13 @@ package controllers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -33,12 +35,9 @@ func fetch(container, url string, viaProxy bool) (string, error) {
 	return fetchWithin(container, url, viaProxy, 5)
 }
 
-// httpGet is an HTTP/1.0 GET written by the shell to nc, which polls its
-// socket before reading it. Not busybox wget: it reads the answer with a
-// blocking read(2), which under gVisor's host network fails with EAGAIN
-// when the answer has not come yet (see "a blocking read of a socket"
-// below): a refusal could not be told from that. stdin stays open until
-// nc ends, as squid closes a half-closed client's request. Arguments:
+// httpGet is an HTTP/1.0 GET written by the shell to nc, which tells a
+// refusal's status line from a fetch's body. stdin stays open until nc
+// ends, as squid closes a half-closed client's request. Arguments:
 // address, port, request target, Host, seconds.
 const httpGet = `f=/tmp/.afe-fetch.$$; cr=$(printf '\r')
 { printf 'GET %s HTTP/1.0\r\nHost: %s\r\n\r\n' "$3" "$4"; sleep "$5" & echo $! > $f.pid; wait; } |
@@ -80,38 +79,14 @@ func fetchWithin(container, url string, viaProxy bool, seconds int) (string, err
 	return dockertest.Exec(container, "sh", "-c", httpGet, "fetch", addr, port, target, host, strconv.Itoa(seconds))
 }
 
-// loopbackDNSLookup looks name up in the sandbox while a listener waits for
-// one datagram on 127.0.0.1:53 of its network namespace, and returns what
-// the listener saw and the lookup's error. Under runc the sandbox's own
-// user listens there (the engine lets a container's processes bind low
-// ports). Under gVisor no process of the sandbox, root with every
-// capability included, may bind a port below 1024: its kernel binds on the
-// host, in the container's namespace, where the engine's
-// ip_unprivileged_port_start=0 is not set (it reaches only runc); a helper
-// container of the test's own joins the namespace to listen instead.
-func loopbackDNSLookup(container, name string, userSpaceKernel bool) (string, error) {
-	lookup := "timeout 3 nslookup " + name
-	if !userSpaceKernel {
-		out, err := inSandbox(container, "afe-udpsink -wait 8s > /tmp/sink & i=0; until grep -q listening /tmp/sink || [ $i -ge 100 ]; do sleep 0.05; i=$((i+1)); done; "+lookup+"; rc=$?; wait; cat /tmp/sink; exit $rc")
-		return out, err
-	}
-	out, err := inSandbox(container, "timeout 5 afe-udpsink -wait 1s")
-	ExpectWithOffset(1, err).To(HaveOccurred(), out)
-	ExpectWithOffset(1, out).To(ContainSubstring("bind: permission denied"), "port 53 is closed to the sandbox under gVisor")
-	sink := container + "-dnssink"
-	run, err := exec.Command("docker", "run", "-d", "--name", sink, "--label", afev1.LabelController+"="+instance,
-		"--network", "container:"+container, "--cap-drop", "ALL", "--cap-add", "NET_BIND_SERVICE",
-		dockertest.TestImage, "afe-udpsink", "-wait", "8s").CombinedOutput()
-	ExpectWithOffset(1, err).NotTo(HaveOccurred(), string(run))
-	DeferCleanup(dockertest.RemoveContainer, sink)
-	logs := func() string {
-		out, _ := exec.Command("docker", "logs", sink).CombinedOutput()
-		return string(out)
-	}
-	EventuallyWithOffset(1, logs, "10s").Should(ContainSubstring("listening"))
-	_, lookupErr := inSandbox(container, lookup)
-	EventuallyWithOffset(1, logs, "10s").Should(Or(ContainSubstring("datagram"), ContainSubstring("no datagram")))
-	return logs(), lookupErr
+// loopbackDNSLookup looks name up in the sandbox while a listener of the
+// sandbox's own user waits for one datagram on 127.0.0.1:53 of its network
+// (the engine lets a runc container's processes bind low ports; gVisor's
+// kernel binds in its own network stack), and returns what the listener
+// saw and the lookup's error.
+func loopbackDNSLookup(container, name string) (string, error) {
+	return inSandbox(container, "afe-udpsink -wait 8s > /tmp/sink & i=0; until grep -q listening /tmp/sink || [ $i -ge 100 ]; do sleep 0.05; i=$((i+1)); done; "+
+		"timeout 3 nslookup "+name+"; rc=$?; wait; cat /tmp/sink; exit $rc")
 }
 
 var _ = Describe("Sandbox egress", func() {
@@ -122,9 +97,9 @@ var _ = Describe("Sandbox egress", func() {
 		ns = newNamespace(ctx)
 	})
 
-	// The sandbox's side of egress under each runtime: gVisor with
-	// network=host makes its socket calls on the host kernel, in the
-	// container's own network namespace, so the same walls must hold.
+	// The sandbox's side of egress under each runtime: gVisor's own
+	// network stack writes its packets to the container's own network
+	// namespace, so the same walls must hold.
 	forEachRuntime(func(runtime string) {
 		It("reaches exactly the allowed hosts, through its own proxy, and nothing else", func() {
 			sbx := newSandbox(ns, "egress")
@@ -167,30 +142,39 @@ var _ = Describe("Sandbox egress", func() {
 			Expect(p.NetworkSettings.Networks).To(HaveKey(got.Status.NetworkName))
 			Expect(p.NetworkSettings.Networks).To(HaveKey(egressNetwork))
 			Expect(p.Config.Labels).To(HaveKeyWithValue(afev1.LabelRole, afev1.RoleProxy))
-			By("running the sandbox and its proxy under the sandbox's runtime")
+			By("running the sandbox under the sandbox's runtime, its proxy under runc")
 			Expect(engineRuntime(name)).To(Equal(runtime))
-			Expect(engineRuntime(got.Status.ProxyName)).To(Equal(runtime))
+			Expect(engineRuntime(got.Status.ProxyName)).To(Equal("runc"))
+
+			By("handing the network of neither container to the host's kernel")
+			for _, ctr := range []string{name, got.Status.ProxyName} {
+				Expect(runtimeArgs(engineRuntime(ctr))).NotTo(ContainElement(MatchRegexp(`^-?-network(=host)?$`)), ctr)
+				Expect(dockertest.Inspect(ctr)).To(HaveField("HostConfig.NetworkMode", Not(Equal("host"))), ctr)
+			}
+
+			By("naming the proxy in the sandbox's /etc/hosts, at its fixed address, not through the engine's DNS")
+			proxyIP := p.NetworkSettings.Networks[got.Status.NetworkName].IPAddress
+			Expect(proxyIP).NotTo(BeEmpty())
+			Expect(c.HostConfig.ExtraHosts).To(Equal([]string{"afe-proxy:" + proxyIP}))
+			Expect(dockertest.ContainerIP(name, got.Status.NetworkName)).To(Equal(sandboxspec.SandboxAddress(proxyIP)), "both addresses fixed")
+			Expect(inSandbox(name, "grep afe-proxy /etc/hosts")).To(MatchRegexp(`^` + regexp.QuoteMeta(proxyIP) + `\s+afe-proxy$`))
 
 			By("fetching an allowed host through the proxy")
 			Expect(fetch(name, "http://allowed.test/", true)).To(Equal("hello-from-test-web"))
+			By("fetching it with busybox wget, which reads its answer with a blocking read(2), as a new user would")
+			Eventually(func() (string, error) {
+				return inSandbox(name, "timeout 5 wget -q -O- http://allowed.test/")
+			}, "30s").Should(Equal("hello-from-test-web"))
 
-			By("a blocking read of a socket: waits for a late answer under runc, fails with EAGAIN under gVisor's host network")
+			By("a blocking read of a socket waits for a late answer")
 			// busybox wget reads the answer of a server on the sandbox's own
-			// loopback that answers a second late. runsc 20221219 with
-			// --network=host returns EAGAIN to a blocking read(2) of a TCP
-			// socket with nothing to read yet (recv(2) and poll-first
-			// clients wait as they should): a difference of compatibility,
-			// not of isolation, which fetch avoids.
+			// loopback that answers a second late (Debian's runsc of 2022,
+			// with the host's network, returned EAGAIN there).
 			out, err := inSandbox(name, `unset http_proxy HTTP_PROXY; cr=$(printf '\r')
 				nc -l -p 8080 -e sh -c "while read -r l && [ \"\$l\" != \"$cr\" ]; do :; done; sleep 1; printf 'HTTP/1.0 200 OK\r\n\r\nlate answer'" &
 				sleep 0.3; timeout 5 wget -q -O- http://127.0.0.1:8080/; rc=$?; kill $! 2>/dev/null; exit $rc`)
-			if userSpaceKernel(runtime) {
-				Expect(err).To(HaveOccurred(), out)
-				Expect(out).To(ContainSubstring("error getting response: Resource temporarily unavailable"))
-			} else {
-				Expect(err).NotTo(HaveOccurred(), out)
-				Expect(out).To(Equal("late answer"))
-			}
+			Expect(err).NotTo(HaveOccurred(), out)
+			Expect(out).To(Equal("late answer"))
 
 			By("refusing a host that is not listed")
 			expectRefused(func() (string, error) { return fetch(name, "http://denied.test/", true) })
@@ -227,10 +211,18 @@ var _ = Describe("Sandbox egress", func() {
 			// The engine's resolver forwards the lookup of an external name to
 			// the sandbox's own loopback, and nowhere else: a listener there
 			// receives it, and the lookup fails.
-			sink, err := loopbackDNSLookup(name, "example.com", userSpaceKernel(runtime))
+			// Under gVisor's own network stack the engine's resolver
+			// (127.0.0.11 of the container's namespace) is out of reach
+			// too: the lookup stays in the sandbox's kernel, and nothing
+			// reaches the namespace's loopback.
+			sink, err := loopbackDNSLookup(name, "example.com")
 			Expect(err).To(HaveOccurred(), sink)
-			Expect(sink).To(ContainSubstring("datagram from 127.0.0.1:"))
-			Expect(sink).To(ContainSubstring("for example.com"))
+			if userSpaceKernel(runtime) {
+				Expect(sink).To(ContainSubstring("no datagram"))
+			} else {
+				Expect(sink).To(ContainSubstring("datagram from 127.0.0.1:"))
+				Expect(sink).To(ContainSubstring("for example.com"))
+			}
 
 			By("not reaching a service listening on all the host's interfaces")
 			port := hostService.Addr().(*net.TCPAddr).Port
@@ -482,6 +474,22 @@ func proxyDenyIPs(name string) []string {
 }
 
 // engineRuntime is the OCI runtime the engine runs the container under.
+// runtimeArgs are the arguments the engine gives the runtime (its
+// daemon.json's runtimeArgs).
+func runtimeArgs(runtime string) []string {
+	out, err := exec.Command("docker", "info", "--format", "{{json .Runtimes}}").Output()
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	var runtimes map[string]struct {
+		Args []string `json:"runtimeArgs"`
+	}
+	ExpectWithOffset(1, json.Unmarshal(out, &runtimes)).To(Succeed())
+	if runtime == "" {
+		runtime = "runc"
+	}
+	ExpectWithOffset(1, runtimes).To(HaveKey(runtime))
+	return runtimes[runtime].Args
+}
+
 func engineRuntime(name string) string {
 	out, err := exec.Command("docker", "inspect", "-f", "{{.HostConfig.Runtime}}", name).Output()
 	ExpectWithOffset(1, err).NotTo(HaveOccurred())

@@ -179,6 +179,7 @@ func containerConfig(spec ContainerSpec) (*container.Config, *container.HostConf
 	hc := &container.HostConfig{
 		NetworkMode:    container.NetworkMode(spec.Network),
 		DNS:            spec.DNS,
+		ExtraHosts:     spec.ExtraHosts,
 		CapDrop:        spec.CapDrop,
 		CapAdd:         spec.CapAdd,
 		ReadonlyRootfs: spec.ReadOnlyRootfs,

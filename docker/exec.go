@@ -91,7 +91,7 @@ func abandon(attach interface {
 	return why
 }
 
-// Under gVisor (runsc 20221219) the engine may never end the output of an
+// Under gVisor (seen with runsc 20221219) the engine may never end the output of an
 // exec whose container stopped under it (its shell had a child: seen with
 // `sh -c 'sleep 120'`, not with `sleep 120`): an exec still streaming after
 // execStopGrace is abandoned once its container no longer runs, looked at

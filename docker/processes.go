@@ -86,8 +86,7 @@ func (c *Client) processes(ctx context.Context, container string, group int) ([]
 // deadline with the hopper still running (the spec "ends a fork-hopper"
 // under runsc). Each pass misses it at random, so the passes together
 // seldom do. A status file is read only up to its Gid line (the shell reads
-// it a byte at a time, each byte a system call the ptrace platform
-// intercepts), and a process is read only when $1 says so (see
+// it a byte at a time, each byte a system call of gVisor's kernel), and a process is read only when $1 says so (see
 // kernelGroupScan); the script's own shell is never listed.
 const kernelProcessesScript = `for pass in ` + kernelProcessesPasses + `; do for d in /proc/[0-9]*; do ` +
 	`[ "$d" = "/proc/$$" ] && continue; ` +

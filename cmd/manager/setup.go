@@ -159,6 +159,8 @@ func checkEngine(ctx context.Context, log logr.Logger, engine *docker.Client, op
 	for _, name := range opts.Runtimes {
 		if rt, err := engine.Runtime(ctx, name); err != nil {
 			log.Info("A runtime on --runtimes is not available: its sandboxes wait (RuntimeUnavailable)", "runtime", name, "error", err.Error())
+		} else if err := sandboxspec.UsableRuntime(rt); err != nil {
+			log.Info("A runtime on --runtimes is not used: its sandboxes wait (RuntimeUnavailable)", "runtime", name, "reason", err.Error())
 		} else {
 			log.Info("Runtime", "name", name, "path", rt.Path, "args", rt.Args, "userSpaceKernel", rt.UserSpaceKernel())
 		}

@@ -221,6 +221,9 @@ func (r *Reconciler) resolve(ctx context.Context, s *poolScope) error {
 		}
 		return err
 	}
+	if err := sandboxspec.UsableRuntime(rt); err != nil {
+		return err
+	}
 	s.resolved.Runtime = rt
 	var env []string
 	if len(tmpl.Command) > 0 {

@@ -325,18 +325,17 @@ func (r *Reconciler) makeMember(ctx context.Context, s *poolScope, name string) 
 		defer id.Release()
 		resolved.User = id.User
 	}
-	want := sandboxspec.Member(&s.pool.Spec.Template, m, resolved, s.hash)
-	err := r.Engine.EnsureImage(ctx, want.Image)
+	err := r.Engine.EnsureImage(ctx, s.pool.Spec.Template.Image)
 	if err == nil {
 		_, err = r.Engine.EnsureVolume(ctx, sandboxspec.MemberVolume(m))
 		crashpoint.Here(CrashMemberVolumeMade)
 	}
 	if err == nil && s.shape.Egress {
-		err = r.makeEgress(ctx, s, m)
+		resolved.ProxyAddress, resolved.Address, err = r.makeEgress(ctx, s, m)
 	}
 	var created *docker.Container
 	if err == nil {
-		created, err = r.Engine.RunContainer(ctx, want)
+		created, err = r.Engine.RunContainer(ctx, sandboxspec.Member(&s.pool.Spec.Template, m, resolved, s.hash))
 		if errors.Is(err, docker.ErrStorageQuotaUnsupported) {
 			// As for a cold sandbox: the next members (and claimants) get
 			// a read-only root, a shape of its own.
@@ -357,35 +356,38 @@ func (r *Reconciler) makeMember(ctx context.Context, s *poolScope, name string) 
 // makeEgress makes a member's internal network, on a free block of
 // --egress-subnets, and its proxy, admitting nothing until a Sandbox claims
 // the member (sandboxspec.NoHosts), and waits until the proxy answers: a
-// member is ready only once its egress is.
-func (r *Reconciler) makeEgress(ctx context.Context, s *poolScope, m sandboxspec.MemberIdentity) error {
+// member is ready only once its egress is. It returns the proxy's address
+// on the network, which the member's /etc/hosts names, and the member's
+// own fixed address there ("" for the engine's choice).
+func (r *Reconciler) makeEgress(ctx context.Context, s *poolScope, m sandboxspec.MemberIdentity) (proxyAddr, own string, err error) {
 	subnets := r.Subnets
 	if subnets == nil {
 		subnets = &r.ownSubnets
 	}
 	network, err := subnets.Create(ctx, r.Engine, r.Config.EgressSubnets, sandboxspec.MemberNetwork(m))
 	if err != nil {
-		return fmt.Errorf("make the member's network: %w", err)
+		return "", "", fmt.Errorf("make the member's network: %w", err)
 	}
 	if err := shared.BoundNetwork(ctx, r.Config.ConnLimits, network); err != nil {
-		return err
+		return "", "", err
 	}
 	opts := r.proxyOptions(s)
+	opts.Address = shared.FixedProxyAddress(r.Config.EgressSubnets, network)
 	spec := sandboxspec.MemberProxy(&s.pool.Spec.Template, m, opts, sandboxspec.NoHosts(opts))
 	if err := r.Engine.EnsureImage(ctx, spec.Image); err != nil {
-		return err
+		return "", "", err
 	}
 	proxy, err := r.Engine.RunContainer(ctx, spec)
 	if err != nil {
-		return fmt.Errorf("start the member's proxy: %w", err)
+		return "", "", fmt.Errorf("start the member's proxy: %w", err)
 	}
 	if err := shared.BoundProxy(ctx, r.Config.ConnLimits, proxy, s.egressNetwork); err != nil {
-		return err
+		return "", "", err
 	}
 	if err := shared.WaitProxy(ctx, r.Engine, proxy); err != nil {
-		return fmt.Errorf("proxy %s does not answer: %w", proxy.Name, err)
+		return "", "", fmt.Errorf("proxy %s does not answer: %w", proxy.Name, err)
 	}
-	return nil
+	return shared.ProxyAddressOn(proxy, network.Name), sandboxspec.SandboxAddress(opts.Address), nil
 }
 
 // proxyOptions are the options of a member's proxy. It admits nothing
@@ -393,5 +395,5 @@ func (r *Reconciler) makeEgress(ctx context.Context, s *poolScope, m sandboxspec
 // addresses to refuse) in place.
 func (r *Reconciler) proxyOptions(s *poolScope) sandboxspec.ProxyOptions {
 	return sandboxspec.ProxyOptions{Image: r.Config.ProxyImage, EgressNetwork: s.egressNetwork,
-		AllowPrivate: r.Config.EgressAllowPrivate, Runtime: s.resolved.Runtime}
+		AllowPrivate: r.Config.EgressAllowPrivate}
 }

@@ -51,7 +51,7 @@ func (r *Reconciler) claimedEgress(ctx context.Context, s *sandboxScope) (ctrl.R
 		return ctrl.Result{}, nil
 	}
 	sbx.Status.NetworkName = network.Name
-	opts, res, err := r.proxyOptions(ctx, s)
+	opts, res, err := r.proxyOptions(ctx, s, network)
 	if opts == nil {
 		return res, err
 	}

@@ -122,6 +122,9 @@ type sandboxScope struct {
 	// looked at yet. ensureProxy takes it rather than asking the engine
 	// again.
 	proxy *docker.Container
+	// proxyAddress is the address of the sandbox's proxy on its network,
+	// which its container's /etc/hosts names (ensureProxy).
+	proxyAddress string
 	// claimStarted is when this reconcile began choosing a member.
 	claimStarted time.Time
 	// moving is true while the sandbox arrives from another node with its

@@ -53,12 +53,13 @@ func (r *Reconciler) reconcileEgress(ctx context.Context, s *sandboxScope) (ctrl
 	}
 	sbx.Status.NetworkName = network.Name
 
-	opts, res, err := r.proxyOptions(ctx, s)
+	opts, res, err := r.proxyOptions(ctx, s, network)
 	if opts == nil {
 		return res, err
 	}
 	allow := sandboxspec.ProxyAllowlist(sbx, *opts)
 	s.allowlist = allow
+	s.resolved.Address = sandboxspec.SandboxAddress(opts.Address)
 	want := sandboxspec.Proxy(sbx, s.id, *opts, allow)
 	if res, err := r.ensureProxy(ctx, s, want, allow); err != nil || !res.IsZero() {
 		return res, err
@@ -70,14 +71,16 @@ func (r *Reconciler) reconcileEgress(ctx context.Context, s *sandboxScope) (ctrl
 	return ctrl.Result{}, nil
 }
 
-// proxyStarting states the sandbox's proxy and network, which its
-// container is to use, and is true when the proxy this reconcile started
-// does not answer yet (awaitProxy waits for it).
+// proxyStarting states the sandbox's proxy and network, and the proxy's
+// address there, which its container is to use, and is true when the
+// proxy this reconcile started does not answer yet (awaitProxy waits for
+// it).
 func proxyStarting(s *sandboxScope, proxy, network string) bool {
 	s.sbx.Status.ProxyName = proxy
 	s.sbx.Status.ProxyURL = sandboxspec.ProxyURL
 	s.resolved.Network = network
 	s.resolved.ProxyEnv = sandboxspec.ProxyEnvFor()
+	s.resolved.ProxyAddress = s.proxyAddress
 	if s.proxyProbe == nil {
 		return false
 	}
@@ -87,10 +90,10 @@ func proxyStarting(s *sandboxScope, proxy, network string) bool {
 }
 
 // proxyOptions are the options of the sandbox's proxy: the egress network
-// it leaves by, the host's addresses it refuses whatever the flags, the
-// sandbox's runtime. nil with the result and error that end the phase when
-// the controller's --egress-network is missing.
-func (r *Reconciler) proxyOptions(ctx context.Context, s *sandboxScope) (*sandboxspec.ProxyOptions, ctrl.Result, error) {
+// it leaves by, the host's addresses it refuses whatever the flags, its
+// fixed address on the sandbox's network. nil with the result and error
+// that end the phase when the controller's --egress-network is missing.
+func (r *Reconciler) proxyOptions(ctx context.Context, s *sandboxScope, network *docker.Network) (*sandboxspec.ProxyOptions, ctrl.Result, error) {
 	egressNet, err := r.Engine.InspectNetwork(ctx, r.Config.EgressNetwork)
 	if errors.Is(err, docker.ErrNotFound) {
 		shared.SetCondition(s.sbx, afev1.EgressReadyCondition, false, afev1.EgressNetworkMissingReason,
@@ -109,7 +112,7 @@ func (r *Reconciler) proxyOptions(ctx context.Context, s *sandboxScope) (*sandbo
 		EgressNetwork: egressNet.Name,
 		AllowPrivate:  r.Config.EgressAllowPrivate,
 		DenyIPs:       deny,
-		Runtime:       s.resolved.Runtime,
+		Address:       shared.FixedProxyAddress(r.Config.EgressSubnets, network),
 	}, ctrl.Result{}, nil
 }
 
@@ -198,6 +201,9 @@ func (r *Reconciler) ensureProxy(ctx context.Context, s *sandboxScope, want dock
 	}
 	if have != nil && have.Labels[afev1.LabelSpecHash] == want.Labels[afev1.LabelSpecHash] {
 		kept, res, err := r.keepProxy(ctx, s, have, allow)
+		if kept && err == nil {
+			s.proxyAddress, err = r.keptProxyAddress(ctx, have, want)
+		}
 		if kept || err != nil || !res.IsZero() {
 			return res, err
 		}
@@ -213,12 +219,25 @@ func (r *Reconciler) ensureProxy(ctx context.Context, s *sandboxScope, want dock
 	}
 	log.Info("Creating proxy", "container", want.Name)
 	// The proxy is made, and squid takes a while to answer, while the
-	// sandbox's container is made (it needs only the network); awaitProxy
-	// waits for the outcome before the egress, and the sandbox, are Ready.
+	// sandbox's container is made (it needs only the network and the
+	// proxy's address there); awaitProxy waits for the outcome before the
+	// egress, and the sandbox, are Ready. A proxy without a fixed address
+	// is made first: its address is the engine's choice.
+	var made *docker.Container
+	s.proxyAddress = want.IPv4Address
+	if want.IPv4Address == "" {
+		if made, err = r.Engine.RunContainer(ctx, want); err != nil {
+			return ctrl.Result{}, err
+		}
+		s.proxyAddress = shared.ProxyAddressOn(made, want.Network)
+	}
 	probe := make(chan error, 1)
 	about := s.sbx.DeepCopy() // the Event's object, apart from the one the phases change
 	go func() {
-		created, err := r.Engine.RunContainer(ctx, want)
+		created, err := made, error(nil)
+		if created == nil {
+			created, err = r.Engine.RunContainer(ctx, want)
+		}
 		if err == nil {
 			err = shared.BoundProxy(ctx, r.Config.ConnLimits, created, want.ExtraNetworks[0])
 		}
@@ -237,6 +256,23 @@ func (r *Reconciler) ensureProxy(ctx context.Context, s *sandboxScope, want dock
 	}()
 	s.proxyProbe = probe
 	return ctrl.Result{}, nil
+}
+
+// keptProxyAddress is the address of a proxy kept on the sandbox's
+// network: its fixed one, or the engine's choice, read again when the
+// proxy was stopped as found (a suspended sandbox's, started since).
+func (r *Reconciler) keptProxyAddress(ctx context.Context, have *docker.Container, want docker.ContainerSpec) (string, error) {
+	if want.IPv4Address != "" {
+		return want.IPv4Address, nil
+	}
+	if addr := shared.ProxyAddressOn(have, want.Network); addr != "" {
+		return addr, nil
+	}
+	now, err := r.Engine.InspectContainer(ctx, have.ID)
+	if err != nil {
+		return "", err
+	}
+	return shared.ProxyAddressOn(now, want.Network), nil
 }
 
 // boundFoundProxy puts the proxy this reconcile found under the host's

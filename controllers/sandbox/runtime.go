@@ -28,6 +28,9 @@ func (r *Reconciler) resolveRuntime(ctx context.Context, s *sandboxScope, vopts 
 	if err != nil {
 		return err
 	}
+	if err := sandboxspec.UsableRuntime(rt); err != nil {
+		return err
+	}
 	s.resolved.Runtime = rt
 	s.sbx.Status.Runtime = name
 	return nil

@@ -68,6 +68,9 @@ type ContainerSpec struct {
 	// DNS are the upstream servers of the engine's embedded resolver for
 	// this container.
 	DNS []string
+	// ExtraHosts are NAME:ADDRESS lines the engine writes into the
+	// container's /etc/hosts, which every runtime reads as a plain file.
+	ExtraHosts []string `json:",omitempty"`
 
 	NanoCPUs    int64
 	MemoryBytes int64

@@ -33,3 +33,23 @@ func TestLogConfigBound(t *testing.T) {
 		t.Errorf("Bound() of no files = %d, want 0", got)
 	}
 }
+
+func TestHostNetwork(t *testing.T) {
+	for _, tc := range []struct {
+		rt   Runtime
+		want bool
+	}{
+		{Runtime{Name: "runsc", Path: "/usr/bin/runsc", Args: []string{"--platform=ptrace", "--network=host"}}, true},
+		{Runtime{Name: "runsc", Path: "/usr/bin/runsc", Args: []string{"-network", "host"}}, true},
+		{Runtime{Name: "runsc", Path: "/usr/local/lib/afe/runsc-v1", Args: []string{"--platform=systrap", "--overlay2=none"}}, false},
+		{Runtime{Name: "runsc", Path: "/usr/bin/runsc", Args: []string{"--network=sandbox"}}, false},
+		{Runtime{Name: "gvisor", Type: "io.containerd.runsc.v1", Args: []string{"--network=host"}}, true},
+		// runc has no such argument: the container's own namespace is its
+		// network, served by the host's kernel as every runc container.
+		{Runtime{Name: "runc", Path: "runc", Args: []string{"--network=host"}}, false},
+	} {
+		if got := tc.rt.HostNetwork(); got != tc.want {
+			t.Errorf("%+v: HostNetwork = %v, want %v", tc.rt, got, tc.want)
+		}
+	}
+}

@@ -21,3 +21,20 @@ type Runtime struct {
 func (r Runtime) UserSpaceKernel() bool {
 	return strings.Contains(path.Base(r.Path), "runsc") || strings.Contains(r.Type, "runsc")
 }
+
+// HostNetwork is true for a user-space kernel whose arguments hand the
+// workload's sockets to the host's kernel (gVisor's --network=host: every
+// socket call served by the host's network stack, in the container's
+// namespace) instead of its own network stack.
+func (r Runtime) HostNetwork() bool {
+	if !r.UserSpaceKernel() {
+		return false
+	}
+	for i, a := range r.Args {
+		a = "--" + strings.TrimLeft(a, "-")
+		if a == "--network=host" || (a == "--network" && i+1 < len(r.Args) && r.Args[i+1] == "host") {
+			return true
+		}
+	}
+	return false
+}

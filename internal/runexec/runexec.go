@@ -58,8 +58,7 @@ exit 1`
 // the group is a process of the Run, one of the uid with another group is
 // none (its three groups are one, which it cannot change), and only the
 // others' status files are read, a byte at a time (under gVisor each byte
-// is a system call the ptrace platform intercepts). A program that cannot
-// be found
+// is a system call of gVisor's kernel). A program that cannot be found
 // or executed is reported on stderr after ExecFailedPrefix, exit code 127,
 // as the engine would have refused it.
 const StepScript = `g="$1"; shift
@@ -103,12 +102,11 @@ exit "$rc"`
 
 // rearmCPULimit sets the soft CPU-time limit (RLIMIT_CPU,
 // resources.cpuSeconds) to the value it has, in the process that then
-// becomes the command. Under the host's kernel that changes nothing; gVisor
-// (Debian's runsc, 20221219) holds a process to the limit only once that
-// process itself called setrlimit, not to the limit it started with, so
-// without it a command under runsc would run past its CPU seconds. A child
-// the command starts inherits the value but is not held to it under that
-// runsc (docs/threat-model.md, known limits): the Run's deadline bounds it.
+// becomes the command. Under the host's kernel, and the current gVisor,
+// that changes nothing; Debian's runsc of 2022 held a process to the limit
+// only once that process itself called setrlimit, and never its children.
+// It is kept for a gVisor of that age an operator may still register: it
+// costs one shell builtin.
 const rearmCPULimit = `ulimit -S -t "$(ulimit -S -t)" 2>/dev/null`
 
 // RearmCPULimit wraps an exec's command so that the sandbox's CPU-time

@@ -139,6 +139,15 @@ type Resolved struct {
 	Network string
 	// ProxyEnv are the proxy variables of a sandbox with egress.
 	ProxyEnv []string
+	// ProxyAddress is the address of the sandbox's proxy on its network
+	// (a sandbox with egress): the container's /etc/hosts names it
+	// ProxyAlias, so that the sandbox reaches its proxy without the
+	// engine's DNS, which a runtime with its own network stack (gVisor's)
+	// does not reach.
+	ProxyAddress string
+	// Address is the sandbox's fixed address on its network
+	// (SandboxAddress), or "" for the engine's choice.
+	Address string
 	// DiskEnforcement is how resources.disk is enforced on the engine, when
 	// the spec sets it.
 	DiskEnforcement afev1.DiskEnforcement
@@ -203,7 +212,9 @@ func Container(sbx *afev1.Sandbox, id Identity, r Resolved) enginespec.Container
 		Env:             ContainerEnv(&spec, r),
 		Mounts:          []enginespec.Mount{mount},
 		Network:         network,
+		IPv4Address:     r.Address,
 		DNS:             dnsFor(network),
+		ExtraHosts:      proxyHost(r.ProxyAddress),
 		NanoCPUs:        cpuOf(spec.Resources) * 1_000_000,
 		MemoryBytes:     memoryOf(spec.Resources),
 		PidsLimit:       spec.Resources.Pids,
@@ -224,6 +235,14 @@ func Container(sbx *afev1.Sandbox, id Identity, r Resolved) enginespec.Container
 	}
 	c.Labels = labels
 	return c
+}
+
+// proxyHost is the /etc/hosts line naming the proxy at addr, none for "".
+func proxyHost(addr string) []string {
+	if addr == "" {
+		return nil
+	}
+	return []string{ProxyAlias + ":" + addr}
 }
 
 // ContainerEnv is the env written into the container's config: the proxy

@@ -1,6 +1,7 @@
 package sandboxspec
 
 import (
+	"net/netip"
 	"strings"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
@@ -9,9 +10,10 @@ import (
 )
 
 const (
-	// ProxyAlias is the proxy's name on a sandbox's internal network. Each
-	// sandbox has its own network, so the name is unique there, and it keeps
-	// resolving to the proxy when the proxy is recreated with a new address.
+	// ProxyAlias is the proxy's name on a sandbox's internal network: its
+	// network alias there, and the name the sandbox's /etc/hosts gives its
+	// address (Resolved.ProxyAddress). Each sandbox has its own network, so
+	// the name is unique there.
 	ProxyAlias = "afe-proxy"
 	// ProxyPort is where squid listens.
 	ProxyPort = "3128"
@@ -42,10 +44,35 @@ type ProxyOptions struct {
 	AllowPrivate  bool
 	// DenyIPs are addresses of the engine host, always refused.
 	DenyIPs []string
-	// Runtime is the sandbox's runtime: squid, which parses what the
-	// workload sends, runs under the same kernel boundary as the workload
-	// (docs/security.md). A zero one is the engine's default.
-	Runtime enginespec.Runtime
+	// Address is the proxy's fixed address on the sandbox's network
+	// (ProxyAddress of a block of --egress-subnets), or "" for the
+	// engine's choice (a network of the engine's own pools, which takes
+	// no fixed address).
+	Address string
+}
+
+// ProxyAddress is the proxy's fixed address in a sandbox's network of
+// the subnet (a block of --egress-subnets): the first after the gateway's,
+// which the engine reserves; "" for a subnet too small to hold the
+// gateway, the proxy and a sandbox (or not IPv4).
+func ProxyAddress(subnet string) string {
+	p, err := netip.ParsePrefix(subnet)
+	if err != nil || !p.Addr().Is4() || p.Bits() > 29 {
+		return ""
+	}
+	a := p.Masked().Addr().Next().Next()
+	return a.String()
+}
+
+// SandboxAddress is the sandbox's fixed address beside a proxy's fixed
+// one (ProxyAddress): the next. Both are fixed, so that neither can take
+// the other's, whichever the engine attaches first ("" for "").
+func SandboxAddress(proxy string) string {
+	a, err := netip.ParseAddr(proxy)
+	if err != nil || !a.Is4() {
+		return ""
+	}
+	return a.Next().String()
 }
 
 // Network is the internal network of a sandbox with egress; the host has no
@@ -132,9 +159,12 @@ func (a Allowlist) Taken(nonce, line string) bool {
 
 // Proxy is the hardened egress proxy container of a sandbox: squid as the
 // image's non-root user, every capability dropped, no-new-privileges, a
-// read-only root with a small /tmp, memory and pids limits, under the
-// sandbox's runtime. It sits on the sandbox's internal network (as
-// ProxyAlias) and on the egress network. It starts admitting allow; its
+// read-only root with a small /tmp, memory and pids limits, under runc
+// whatever the sandbox's runtime: squid resolves the allowed names with
+// the engine's embedded DNS, which a runtime with its own network stack
+// (gVisor's) does not reach (docs/security.md). It sits on the sandbox's
+// internal network (as ProxyAlias, at opts.Address when set) and on the
+// egress network. It starts admitting allow; its
 // spec-hash leaves the allowlist out, which changes in place.
 func Proxy(sbx *afev1.Sandbox, id Identity, opts ProxyOptions, allow Allowlist) enginespec.ContainerSpec {
 	return proxy(naming.Proxy(id.Key), naming.Network(id.Key), id.Labels(afev1.RoleProxy), sbx.Spec.Resources, opts, allow)
@@ -174,6 +204,7 @@ func proxy(name, network string, labels map[string]string, resources afev1.Sandb
 		User:            proxyUser,
 		Network:         network,
 		Aliases:         []string{ProxyAlias},
+		IPv4Address:     opts.Address,
 		ExtraNetworks:   []string{opts.EgressNetwork},
 		NanoCPUs:        500_000_000,
 		MemoryBytes:     256 << 20,
@@ -187,7 +218,7 @@ func proxy(name, network string, labels map[string]string, resources afev1.Sandb
 		OpenStdin: true,
 		Log:       ProxyLog(resources),
 	}
-	applyRuntime(&c, opts.Runtime)
+	applyRuntime(&c, enginespec.Runtime{Name: DefaultRuntime})
 	labels[afev1.LabelSpecHash] = Hash(c)
 	labels[afev1.LabelAllowlist] = allow.ID
 	c.Env = allow.Env

@@ -82,11 +82,13 @@ func validateRuntime(spec *afev1.SandboxTemplateSpec, opts Options) error {
 }
 
 // hostTasksPerProcess is how many host tasks (threads and processes) a
-// process under gVisor's ptrace platform may cost: the stub of its address
-// space and the kernel's own threads, which multiply when the sandbox's
-// CPU is throttled. Measured on Debian's runsc (0.0~20221219): about 40
-// idle, 8 a process unthrottled, 43 a process for a fork bomb of 32 at
-// half a CPU. hostTasksMax bounds a sandbox's share of the host's process
+// process under gVisor may cost: the stub of its address space and the
+// kernel's own threads, which multiply when the sandbox's CPU is
+// throttled. Measured on Debian's runsc (ptrace): about 40 idle, 8 a
+// process unthrottled, 43 a process for a fork bomb of 32 at half a CPU;
+// on the current build (systrap): 33 idle, about 2 a sleeping process,
+// 5 a shell forking in a loop at half a CPU. The bound is kept for the
+// worst seen (a program's threads cost a task each). hostTasksMax bounds a sandbox's share of the host's process
 // IDs (32768 on many hosts) whatever its declared limit: past it gVisor's
 // kernel cannot make a thread and the sandbox ends, its own loss, never the
 // host's.
@@ -128,4 +130,17 @@ func applyRuntime(c *enginespec.ContainerSpec, rt enginespec.Runtime) {
 		c.MemoryBytes += kernelMemoryOverhead
 	}
 	c.Ulimits = append(c.Ulimits, enginespec.Ulimit{Name: "nproc", Soft: pids, Hard: pids})
+}
+
+// UsableRuntime refuses a runtime the engine has but the controller does
+// not run sandboxes under: a user-space kernel that hands the workload's
+// sockets to the host's kernel (Runtime.HostNetwork), the part of the
+// kernel a network-facing exploit aims at.
+func UsableRuntime(rt enginespec.Runtime) error {
+	if rt.HostNetwork() {
+		return invalid(afev1.RuntimeUnavailableReason,
+			"The engine's runtime %q hands the workload's sockets to the host's kernel (%s): register it with gVisor's own network stack (make runsc, or without --network=host); retrying",
+			rt.Name, strings.Join(rt.Args, " "))
+	}
+	return nil
 }

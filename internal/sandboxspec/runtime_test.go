@@ -145,24 +145,48 @@ func hasUlimit(c enginespec.ContainerSpec, name string) bool {
 	return slices.ContainsFunc(c.Ulimits, func(u enginespec.Ulimit) bool { return u.Name == name })
 }
 
-// The proxy, which parses what the workload sends, runs under the
-// sandbox's runtime, its process limit kept the same way.
-func TestProxyRunsUnderTheSandboxsRuntime(t *testing.T) {
+// The proxy runs under runc whatever the sandbox's runtime: squid resolves
+// the allowed names with the engine's DNS, which gVisor's network stack
+// does not reach. A proxy made before runtimes were chosen keeps its hash.
+// Its fixed address, when it has one, is where the sandbox's /etc/hosts
+// finds it.
+func TestProxyRunsUnderRunc(t *testing.T) {
 	sbx := testSandbox()
 	id := IdentityOf(sbx, "default")
-	runc := Proxy(sbx, id, ProxyOptions{Image: "p", EgressNetwork: "e", Runtime: enginespec.Runtime{Name: "runc", Path: "runc"}}, Allowlist{})
-	gvisor := Proxy(sbx, id, ProxyOptions{Image: "p", EgressNetwork: "e", Runtime: enginespec.Runtime{Name: "runsc", Path: "/usr/bin/runsc"}}, Allowlist{})
-	if runc.Runtime != "runc" || gvisor.Runtime != "runsc" {
-		t.Fatalf("runtimes %q %q", runc.Runtime, gvisor.Runtime)
+	p := Proxy(sbx, id, ProxyOptions{Image: "p", EgressNetwork: "e"}, Allowlist{})
+	if p.Runtime != DefaultRuntime || p.PidsLimit != 128 || hasUlimit(p, "nproc") {
+		t.Fatalf("proxy: runtime %q, pids %d, ulimits %v; want runc's", p.Runtime, p.PidsLimit, p.Ulimits)
 	}
-	if runc.PidsLimit != 128 || gvisor.PidsLimit != hostTasksMax || !hasUlimit(gvisor, "nproc") {
-		t.Fatalf("pids: runc %d, runsc %d %v", runc.PidsLimit, gvisor.PidsLimit, gvisor.Ulimits)
-	}
-	if runc.Labels[afev1.LabelSpecHash] == gvisor.Labels[afev1.LabelSpecHash] {
-		t.Fatal("the runtime is not in the proxy's hash")
-	}
-	if none := Proxy(sbx, id, ProxyOptions{Image: "p", EgressNetwork: "e"}, Allowlist{}); none.Labels[afev1.LabelSpecHash] != runc.Labels[afev1.LabelSpecHash] {
+	unnamed := p
+	unnamed.Runtime = ""
+	if Hash(unnamed) != p.Labels[afev1.LabelSpecHash] {
 		t.Fatal("runc named changed the hash of a proxy made before runtimes were chosen")
+	}
+	fixed := Proxy(sbx, id, ProxyOptions{Image: "p", EgressNetwork: "e", Address: "198.18.0.10"}, Allowlist{})
+	if fixed.IPv4Address != "198.18.0.10" || fixed.Labels[afev1.LabelSpecHash] == p.Labels[afev1.LabelSpecHash] {
+		t.Fatalf("a fixed address: %q, hash %s (the engine's choice: %s)", fixed.IPv4Address, fixed.Labels[afev1.LabelSpecHash], p.Labels[afev1.LabelSpecHash])
+	}
+}
+
+func TestProxyAddress(t *testing.T) {
+	for subnet, want := range map[string]string{
+		"198.18.0.8/29": "198.18.0.10", "198.18.0.13/29": "198.18.0.10", "10.0.0.0/24": "10.0.0.2",
+		"10.0.0.0/30": "", "fd00::/64": "", "x": "",
+	} {
+		if got := ProxyAddress(subnet); got != want {
+			t.Errorf("ProxyAddress(%q) = %q, want %q", subnet, got, want)
+		}
+	}
+	// The sandbox's address is fixed beside the proxy's: the engine, which
+	// may attach the sandbox first, never gives it the proxy's.
+	for proxy, want := range map[string]string{"198.18.0.10": "198.18.0.11", "": "", "fd00::2": "", "x": ""} {
+		if got := SandboxAddress(proxy); got != want {
+			t.Errorf("SandboxAddress(%q) = %q, want %q", proxy, got, want)
+		}
+	}
+	c := Container(testSandbox(), IdentityOf(testSandbox(), "default"), Resolved{Workspace: "w", Network: "n", ProxyAddress: "198.18.0.10", Address: "198.18.0.11"})
+	if c.IPv4Address != "198.18.0.11" {
+		t.Errorf("the sandbox's container: IPv4Address %q, want its fixed address", c.IPv4Address)
 	}
 }
 

@@ -375,6 +375,7 @@ func TestProxyIsHardened(t *testing.T) {
 		NanoCPUs:        500_000_000,
 		MemoryBytes:     256 << 20,
 		PidsLimit:       128,
+		Runtime:         "runc",
 		CapDrop:         []string{"ALL"},
 		NoNewPrivileges: true,
 		ReadOnlyRootfs:  true,
@@ -522,5 +523,30 @@ func TestProxyAllowlistRequest(t *testing.T) {
 		if got := [2]bool{allow.Answered("n1", line), allow.Taken("n1", line)}; got != want {
 			t.Errorf("%q: answered, taken %v, want %v", line, got, want)
 		}
+	}
+}
+
+// A sandbox with egress finds its proxy by the name its /etc/hosts gives
+// the proxy's address, not by the engine's DNS (which gVisor's network
+// stack does not reach); a sandbox without egress has no such line, and
+// its hash is the one it always was.
+func TestContainerNamesItsProxyInEtcHosts(t *testing.T) {
+	sbx := testSandbox()
+	id := IdentityOf(sbx, "default")
+	egress := Container(sbx, id, Resolved{Workspace: "w", Network: "afe-team.tk-1_net", ProxyEnv: ProxyEnvFor(), ProxyAddress: "198.18.0.10"})
+	if d := cmp.Diff([]string{"afe-proxy:198.18.0.10"}, egress.ExtraHosts); d != "" {
+		t.Errorf("ExtraHosts (-want +got):\n%s", d)
+	}
+	moved := Container(sbx, id, Resolved{Workspace: "w", Network: "afe-team.tk-1_net", ProxyEnv: ProxyEnvFor(), ProxyAddress: "198.18.0.18"})
+	if moved.Labels[afev1.LabelSpecHash] == egress.Labels[afev1.LabelSpecHash] {
+		t.Error("the proxy's address is not in the container's hash: a proxy made again elsewhere would leave a stale /etc/hosts")
+	}
+	none := Container(sbx, id, Resolved{Workspace: "w"})
+	if none.ExtraHosts != nil {
+		t.Errorf("a sandbox without egress: ExtraHosts %v", none.ExtraHosts)
+	}
+	b, _ := json.Marshal(none)
+	if strings.Contains(string(b), "ExtraHosts") {
+		t.Error("ExtraHosts is hashed for a sandbox without it: every container would drift on upgrade")
 	}
 }

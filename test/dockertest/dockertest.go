@@ -89,6 +89,7 @@ type Inspected struct {
 		ReadonlyRootfs bool
 		Tmpfs          map[string]string
 		Dns            []string //nolint:revive // the engine's spelling
+		ExtraHosts     []string
 		LogConfig      struct {
 			Type   string
 			Config map[string]string

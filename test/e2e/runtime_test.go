@@ -65,7 +65,7 @@ spec:
 
 		By("running a Run on gVisor's kernel")
 		own.kubectl("", "wait", "run/uname", "--timeout=90s", "--for=jsonpath={.status.phase}="+string(afev1.RunCompleted))
-		Expect(own.get("run/uname", "{.status.ok} {.status.output}")()).To(Equal("true 4.4.0"), "the output is trimmed")
+		Expect(own.get("run/uname", "{.status.ok} {.status.output}")()).To(Equal("true 4.19.0-gvisor"), "the output is trimmed")
 
 		By("refusing a runtime not on --runtimes, creating nothing")
 		Expect(own.kubectl(fmt.Sprintf(`apiVersion: sandbox.afe.dev/v1alpha1
