@@ -120,7 +120,8 @@ test: test-clock manifests generate docs fmt vet lint test-rules python-deps nft
 	@# took 49 s under runsc, the access suite 12 minutes instead of 2).
 	@# Beside the e2e suite they left the cores half idle (vmstat).
 	@# Each spec's time is in bin/controllers-report.json and
-	@# bin/e2e-report.json; hack/testbudget prints them against the budget.
+	@# bin/e2e-report.json; hack/testbudget prints them against the budget,
+	@# red or green.
 	export KUBEBUILDER_ASSETS=$(ENVTEST_DIR) AFE_MANAGER_BIN=$(LOCALBIN)/manager AFE_KUBECTL_AFE_BIN=$(LOCALBIN)/kubectl-afe \
 		AFE_E2E_REPORT=$(LOCALBIN)/e2e-report.json AFE_SERIAL_MARKER=$(LOCALBIN)/controllers-serial \
 		AFE_MANAGER_CRASHPOINTS_BIN=$(LOCALBIN)/manager-crashpoints \
@@ -143,11 +144,11 @@ test: test-clock manifests generate docs fmt vet lint test-rules python-deps nft
 	e2e_exit=0; wait $$e2e || e2e_exit=$$?; wait $$e2e_own || e2e_exit=$$?; cat $(LOCALBIN)/go-test-e2e.log $(LOCALBIN)/go-test-e2e-own-plane.log; \
 	echo "e2e $$(date +%s)" >> $(LOCALBIN)/test-stamps; \
 	echo "controllers (ginkgo, $(TEST_PROCS) processes): exit $$controllers; e2e: exit $$e2e_exit; the other packages: exit $$others; fuzz: exit $$fuzz"; \
-	[ $$controllers = 0 ] && [ $$e2e_exit = 0 ] && [ $$others = 0 ] && [ $$fuzz = 0 ]
-	@go run ./hack/testbudget -stamps $(LOCALBIN)/test-stamps -go-test $(LOCALBIN)/go-test.log \
+	go run ./hack/testbudget -stamps $(LOCALBIN)/test-stamps -go-test $(LOCALBIN)/go-test.log \
 		-go-test test/e2e=$(LOCALBIN)/go-test-e2e.log -go-test "test/e2e own-plane=$(LOCALBIN)/go-test-e2e-own-plane.log" \
 		-ginkgo controllers=$(LOCALBIN)/controllers-report.json -ginkgo test/e2e=$(LOCALBIN)/e2e-report.json \
-		-ginkgo "test/e2e own-plane=$(LOCALBIN)/e2e-own-plane-report.json"
+		-ginkgo "test/e2e own-plane=$(LOCALBIN)/e2e-own-plane-report.json" || true; \
+	[ $$controllers = 0 ] && [ $$e2e_exit = 0 ] && [ $$others = 0 ] && [ $$fuzz = 0 ]
 
 # test-clock starts the clock of make test's budget (bin/test-stamps):
 # named first, it runs before the other prerequisites.

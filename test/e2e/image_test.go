@@ -85,7 +85,6 @@ var _ = Describe("The controller image", func() {
 		).CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), string(out))
 		defer dockertest.RemoveAll(afev1.LabelController + "=" + inst)
-		defer func() { _ = exec.Command("nft", "delete", "table", "ip", "afe-"+inst).Run() }()
 		// The manager goes before its objects: it would make them again.
 		defer func() { _ = exec.Command("docker", "rm", "-f", name).Run() }()
 		defer func() {
