@@ -182,7 +182,6 @@ func (r *Reconciler) ensureNetwork(ctx context.Context, s *sandboxScope, spec do
 // drifted or cannot take the change is recreated. The sandbox container is
 // not touched: it reaches the proxy by its alias.
 func (r *Reconciler) ensureProxy(ctx context.Context, s *sandboxScope, want docker.ContainerSpec, allow sandboxspec.Allowlist) (ctrl.Result, error) {
-	log := logf.FromContext(ctx)
 	have, err := r.inspectProxy(ctx, s, want.Name)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -211,13 +210,19 @@ func (r *Reconciler) ensureProxy(ctx context.Context, s *sandboxScope, want dock
 	if err := r.ensureImage(ctx, s, afev1.EgressReadyCondition, "Proxy image", want.Image); err != nil {
 		return ctrl.Result{}, err
 	}
+	return ctrl.Result{}, r.startProxy(ctx, s, want, allow, have)
+}
+
+// startProxy makes the proxy in place of have (nil: a first one), and
+// leaves in s.proxyProbe the outcome of its start and first answer.
+func (r *Reconciler) startProxy(ctx context.Context, s *sandboxScope, want docker.ContainerSpec, allow sandboxspec.Allowlist, have *docker.Container) error {
 	reason, what := proxyRecreation(s, have)
 	if have != nil {
 		if err := r.Engine.RemoveContainer(ctx, have.ID); err != nil {
-			return ctrl.Result{}, err
+			return err
 		}
 	}
-	log.Info("Creating proxy", "container", want.Name)
+	logf.FromContext(ctx).Info("Creating proxy", "container", want.Name)
 	// The proxy is made, and squid takes a while to answer, while the
 	// sandbox's container is made (it needs only the network and the
 	// proxy's address there); awaitProxy waits for the outcome before the
@@ -226,8 +231,9 @@ func (r *Reconciler) ensureProxy(ctx context.Context, s *sandboxScope, want dock
 	var made *docker.Container
 	s.proxyAddress = want.IPv4Address
 	if want.IPv4Address == "" {
+		var err error
 		if made, err = r.Engine.RunContainer(ctx, want); err != nil {
-			return ctrl.Result{}, err
+			return err
 		}
 		s.proxyAddress = shared.ProxyAddressOn(made, want.Network)
 	}
@@ -255,7 +261,7 @@ func (r *Reconciler) ensureProxy(ctx context.Context, s *sandboxScope, want dock
 		probe <- err
 	}()
 	s.proxyProbe = probe
-	return ctrl.Result{}, nil
+	return nil
 }
 
 // keptProxyAddress is the address of a proxy kept on the sandbox's

@@ -10,18 +10,25 @@ import (
 
 const runsc = "/usr/local/lib/afe/runsc-v0.0.0-20260905035102-160fafc42237"
 
-func TestRegisterKeepsEverySettingAndIsIdempotent(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "daemon.json")
-	before := `{"storage-driver": "overlay2", "log-opts": {"max-size": "10m"}, "runtimes": {"kata": {"path": "/usr/bin/kata"}}}`
-	if err := os.WriteFile(file, []byte(before), 0o600); err != nil {
-		t.Fatal(err)
-	}
+// registerTwice registers runsc as make runsc does, twice: a change, then
+// none.
+func registerTwice(t *testing.T, file string) {
+	t.Helper()
 	for i, want := range []bool{true, false} {
 		changed, err := register(file, "runsc", runsc, []string{"--platform=systrap", "--overlay2=none"})
 		if err != nil || changed != want {
 			t.Fatalf("call %d: changed %v, %v; want %v", i, changed, err, want)
 		}
 	}
+}
+
+func TestRegisterKeepsEverySettingAndIsIdempotent(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "daemon.json")
+	before := `{"storage-driver": "overlay2", "log-opts": {"max-size": "10m"}, "runtimes": {"kata": {"path": "/usr/bin/kata"}}}`
+	if err := os.WriteFile(file, []byte(before), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	registerTwice(t, file)
 	want := map[string]any{
 		"storage-driver": "overlay2",
 		"log-opts":       map[string]any{"max-size": "10m"},
@@ -54,12 +61,7 @@ func TestRegisterReplacesAnEntryOfTheName(t *testing.T) {
 	if err := os.WriteFile(file, []byte(before), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for i, want := range []bool{true, false} {
-		changed, err := register(file, "runsc", runsc, []string{"--platform=systrap", "--overlay2=none"})
-		if err != nil || changed != want {
-			t.Fatalf("call %d: changed %v, %v; want %v", i, changed, err, want)
-		}
-	}
+	registerTwice(t, file)
 	want := map[string]any{
 		"mtu": float64(1400),
 		"runtimes": map[string]any{
