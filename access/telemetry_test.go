@@ -153,12 +153,12 @@ var _ = Describe("Command telemetry through the access API", func() {
 			total := 0
 			for _, sbx := range sbxs {
 				var recs []telemetry.Record
-				Eventually(func(g Gomega) []telemetry.Record {
+				Eventually(func(g Gomega) {
 					var err error
 					recs, err = store.List(ctx, telemetry.Filter{Namespace: nsA, Sandbox: sbx.Name})
 					g.Expect(err).NotTo(HaveOccurred())
-					return recs
-				}, "30s").Should(HaveLen(runs + apiExecs + engineExecs))
+					g.Expect(recs).To(HaveLen(runs+apiExecs+engineExecs), "the records of %s: %s", sbx.Name, recordsLacking(recs, sbx.Name, runs))
+				}, "30s").Should(Succeed())
 				sources := map[string]int{}
 				for k, r := range recs {
 					Expect(r.Seq).To(BeEquivalentTo(k+1), "the sequence of %s has no gap", sbx.Name)
@@ -173,3 +173,20 @@ var _ = Describe("Command telemetry through the access API", func() {
 		})
 	}, Ordered)
 })
+
+// recordsLacking says what the records of a sandbox of the spec above
+// hold of each source, and which of its Runs (<sandbox>-<j>) have none.
+func recordsLacking(recs []telemetry.Record, sandbox string, runs int) string {
+	sources, recorded := map[string]int{}, map[string]bool{}
+	for _, r := range recs {
+		sources[r.Source]++
+		recorded[r.Run] = true
+	}
+	var missing []string
+	for j := 0; j < runs; j++ {
+		if name := fmt.Sprintf("%s-%d", sandbox, j); !recorded[name] {
+			missing = append(missing, name)
+		}
+	}
+	return fmt.Sprintf("by source %v; Runs without a record %v; records dropped %d", sources, missing, store.Dropped())
+}

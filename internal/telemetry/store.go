@@ -274,7 +274,8 @@ func (s *Store) Flush(ctx context.Context) error {
 	}
 }
 
-// Dropped is how many records found the queue full.
+// Dropped is how many records found the queue full, or could not be
+// committed (commitRetrying).
 func (s *Store) Dropped() int64 { return s.dropped.Load() }
 
 // Close commits what is queued and closes the database.
@@ -324,13 +325,39 @@ func (s *Store) write() {
 				recs = append(recs, p)
 			}
 		}
-		err := s.commit(recs)
+		err := s.commitRetrying(recs)
 		for _, p := range batch {
 			if p.flush != nil {
 				p.flush <- err
 			}
 		}
 	}
+}
+
+// commitAttempts is how many times a batch is tried before its records
+// are given up (and counted as dropped); commitBackoff is the first wait
+// between tries, doubled at each.
+const (
+	commitAttempts = 5
+	commitBackoff  = 50 * time.Millisecond
+)
+
+// commitRetrying commits a batch, trying again when the database refuses
+// it (a lock held past the busy timeout, say): a transaction that failed
+// was rolled back whole, so a retry numbers the batch afresh. A batch
+// that fails every try is counted as dropped, never lost unsaid.
+func (s *Store) commitRetrying(batch []pending) error {
+	wait := commitBackoff
+	var err error
+	for range commitAttempts {
+		if err = s.commit(batch); err == nil {
+			return nil
+		}
+		time.Sleep(wait)
+		wait *= 2
+	}
+	s.dropped.Add(int64(len(batch)))
+	return err
 }
 
 func (s *Store) commit(batch []pending) error {

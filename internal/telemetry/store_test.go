@@ -83,6 +83,45 @@ func TestSequencePerSandboxWithoutGaps(t *testing.T) {
 
 // The child of TestCrashLosesNothingAcknowledged: it adds records and says
 // which are acknowledged, until it is killed.
+// refuseRecords has the database refuse every record of sandbox until
+// the trigger is dropped.
+const refuseRecords = `CREATE TRIGGER refuse BEFORE INSERT ON records WHEN NEW.sandbox = 'refused'
+	BEGIN SELECT RAISE(ABORT, 'refused by the test'); END`
+
+func TestACommitRefusedIsTriedAgainThenCountedAsDropped(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "t.db"), Options{})
+	if _, err := s.db.Exec(refuseRecords); err != nil {
+		t.Fatal(err)
+	}
+	// Refused for a while: the writer tries again and the batch lands whole.
+	s.Add(record("refused", "uid-r", 0))
+	s.Add(record("kept", "uid-k", 0))
+	time.Sleep(2 * commitBackoff) // the first try was made and refused
+	if _, err := s.db.Exec(`DROP TRIGGER refuse`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatalf("a batch refused once was not committed on a later try: %v", err)
+	}
+	for sandbox, uid := range map[string]string{"refused": "uid-r", "kept": "uid-k"} {
+		recs, err := s.List(ctx, Filter{Namespace: "ns", Sandbox: sandbox})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantSequence(t, recs, uid, 1)
+	}
+	// Refused for good: the batch is given up and counted, never lost unsaid.
+	if _, err := s.db.Exec(refuseRecords); err != nil {
+		t.Fatal(err)
+	}
+	s.Add(record("refused", "uid-r", 1))
+	_ = s.Flush(ctx) // its error is the refusal when the flush shared the batch
+	if got := s.Dropped(); got != 1 {
+		t.Fatalf("dropped %d, want the 1 record refused at every try", got)
+	}
+}
+
 func TestMain(m *testing.M) {
 	if path := os.Getenv("AFE_TELEMETRY_CHILD"); path != "" {
 		s, err := Open(path, Options{})
