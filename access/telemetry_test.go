@@ -158,7 +158,7 @@ var _ = Describe("Command telemetry through the access API", func() {
 					recs, err = store.List(ctx, telemetry.Filter{Namespace: nsA, Sandbox: sbx.Name})
 					g.Expect(err).NotTo(HaveOccurred())
 					g.Expect(recs).To(HaveLen(runs+apiExecs+engineExecs), "the records of %s: %s", sbx.Name, recordsLacking(recs, sbx.Name, runs))
-				}, "30s").Should(Succeed())
+				}, "2m").Should(Succeed()) // generous: on a busy engine an engine exec's record waits for its inspect
 				sources := map[string]int{}
 				for k, r := range recs {
 					Expect(r.Seq).To(BeEquivalentTo(k+1), "the sequence of %s has no gap", sbx.Name)

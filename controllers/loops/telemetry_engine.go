@@ -111,8 +111,23 @@ func (e *engineExecs) handled(id string, end bool) bool {
 	return false
 }
 
-// Start records the ends it is handed until ctx ends.
+// recorders is how many ends are recorded at once: each asks the engine
+// about its exec, which a busy engine answers in a fraction of a second,
+// and a burst of execs on the engine (80 at once in the tests) would
+// otherwise wait in line for each other's answers.
+const recorders = 4
+
+// Start records the ends it is handed, recorders at a time, until ctx
+// ends.
 func (e *engineExecs) Start(ctx context.Context) {
+	for range recorders - 1 {
+		go e.recordEnds(ctx)
+	}
+	e.recordEnds(ctx)
+}
+
+// recordEnds records the ends it takes off the queue until ctx ends.
+func (e *engineExecs) recordEnds(ctx context.Context) {
 	log := logf.FromContext(ctx).WithName("telemetry")
 	for {
 		select {
