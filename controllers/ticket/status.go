@@ -60,19 +60,13 @@ func recordRequeues(tk *afev1.Ticket, owned []afev1.Sandbox) string {
 // Sandboxes' own status says how they are doing.
 const firstStatusDelay = 5 * time.Second
 
-// firstStatusMax bounds the hold past firstStatusDelay: while every
-// Sandbox of the ticket is still on its first creation (none has written a
-// status yet), the ticket has nothing to say that they do not, and a burst
-// on a loaded engine (20 tickets at once took 12 s here) still writes one
-// status per ticket.
-const firstStatusMax = 30 * time.Second
-
 // firstStatusWait is how much longer the reconcile may leave the status
 // unwritten: while the ticket has never stated Ready, states now only that
 // its sandboxes are not Ready yet, none of them failed, has no loss or new
-// node to report, and was created less than firstStatusDelay ago, or less
-// than firstStatusMax ago with no Sandbox that has written a status. Every
-// other status is written at once.
+// node to report, and was created less than firstStatusDelay ago: never
+// longer, so that a user who looks at a new ticket sees a status within
+// seconds, however slow its sandboxes are. Every other status is written
+// at once.
 func (s *ticketScope) firstStatusWait(now time.Time) time.Duration {
 	failed := slices.ContainsFunc(s.owned, func(o afev1.Sandbox) bool { return o.Status.Phase == afev1.SandboxFailed })
 	// A node newly placed on is stated at once: placement reads it back.
@@ -85,11 +79,7 @@ func (s *ticketScope) firstStatusWait(now time.Time) time.Duration {
 	if c == nil || c.Reason != afev1.SandboxesNotReadyReason {
 		return 0
 	}
-	hold := firstStatusDelay
-	if len(s.owned) > 0 && !slices.ContainsFunc(s.owned, func(o afev1.Sandbox) bool { return o.Status.Phase != "" }) {
-		hold = firstStatusMax
-	}
-	return max(0, s.tk.CreationTimestamp.Add(hold).Sub(now))
+	return max(0, s.tk.CreationTimestamp.Add(firstStatusDelay).Sub(now))
 }
 
 // commit writes the status once, only when it changed, and only over
