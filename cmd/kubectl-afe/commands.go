@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/client"
@@ -14,7 +15,7 @@ import (
 
 // newRunCommand is kubectl afe run SANDBOX [--timeout S] [--workdir DIR]
 // (-- COMMAND [ARG...] | --script SCRIPT).
-func newRunCommand(newClient clientFunc, streams execStreams) *cobra.Command {
+func newRunCommand(newClient clientFunc, streams genericiooptions.IOStreams) *cobra.Command {
 	var timeout int
 	var workdir, script string
 	cmd := &cobra.Command{
@@ -39,7 +40,7 @@ func newRunCommand(newClient clientFunc, streams execStreams) *cobra.Command {
 				run = run.Timeout(time.Duration(timeout) * time.Second)
 			}
 			return withClient(newClient, func(c *client.Client) error {
-				return runCommand(c, sandbox, run, streams.stdout, streams.stderr)
+				return runCommand(c, sandbox, run, streams.Out, streams.ErrOut)
 			})
 		},
 	}

@@ -29,6 +29,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
 
 // exitError carries the exit code the plugin ends with.
@@ -38,7 +40,7 @@ func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 
 func main() {
 	stdout, stderr := outputFor(os.Stdout), outputFor(os.Stderr)
-	streams := execStreams{stdin: os.Stdin, stdout: stdout, stderr: stderr, terminal: os.Stdout}
+	streams := genericiooptions.IOStreams{In: os.Stdin, Out: stdout, ErrOut: stderr}
 	root := newRoot(streams)
 	root.SetArgs(os.Args[1:])
 	err := root.Execute()

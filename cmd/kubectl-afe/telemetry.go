@@ -12,6 +12,7 @@ import (
 	"unicode"
 
 	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	accessv1 "afe.dev/sandbox/api/access/v1alpha1"
 	"afe.dev/sandbox/client"
@@ -20,7 +21,7 @@ import (
 // telemetryCommand prints the command records of a sandbox, or of every
 // sandbox of a ticket, through the access API: a table, or JSON with -o
 // json.
-func newTelemetryCommand(newClient clientFunc, streams execStreams) *cobra.Command {
+func newTelemetryCommand(newClient clientFunc, streams genericiooptions.IOStreams) *cobra.Command {
 	var ticket, output string
 	var limit int
 	var egress, denied bool
@@ -33,15 +34,15 @@ func newTelemetryCommand(newClient clientFunc, streams execStreams) *cobra.Comma
 				sandbox = args[0]
 			}
 			if len(args) > 1 || (sandbox == "") == (ticket == "") || (output != "table" && output != "json") || denied && !egress {
-				_, _ = fmt.Fprintln(streams.stderr, "usage: kubectl afe telemetry SANDBOX | --ticket TICKET [--egress [--denied]] [-o table|json] [--limit N]")
+				_, _ = fmt.Fprintln(streams.ErrOut, "usage: kubectl afe telemetry SANDBOX | --ticket TICKET [--egress [--denied]] [-o table|json] [--limit N]")
 				return exitError{2}
 			}
 			return withClient(newClient, func(c *client.Client) error {
 				q := client.TelemetryQuery{Sandbox: sandbox, Ticket: ticket, Limit: limit, DeniedOnly: denied}
 				if egress {
-					return egressCommand(c, q, output, streams.stdout, streams.stderr)
+					return egressCommand(c, q, output, streams.Out, streams.ErrOut)
 				}
-				return telemetryCommand(c, q, output, streams.stdout, streams.stderr)
+				return telemetryCommand(c, q, output, streams.Out, streams.ErrOut)
 			})
 		},
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"afe.dev/sandbox/client"
 )
@@ -48,7 +49,7 @@ type topFlags struct {
 	noHeaders bool
 }
 
-func newTopCommand(newClient clientFunc, streams execStreams) *cobra.Command {
+func newTopCommand(newClient clientFunc, streams genericiooptions.IOStreams) *cobra.Command {
 	f := &topFlags{}
 	cmd := &cobra.Command{
 		Use:   "top [--by sandbox|ticket|namespace] [--sort-by cpu|memory|disk|network] [-A] [-l SELECTOR] [-o table|json]",
@@ -57,7 +58,7 @@ func newTopCommand(newClient clientFunc, streams execStreams) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(_ *cobra.Command, _ []string) error {
 			if f.output != "table" && f.output != "json" {
-				_, _ = fmt.Fprintln(streams.stderr, "kubectl afe top: -o must be table or json")
+				_, _ = fmt.Fprintln(streams.ErrOut, "kubectl afe top: -o must be table or json")
 				return exitError{2}
 			}
 			f.opts.By, f.opts.SortBy = client.UsageBy(f.by), client.UsageSort(f.sortBy)
@@ -68,7 +69,7 @@ func newTopCommand(newClient clientFunc, streams execStreams) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return writeTop(streams.stdout, rows, f, time.Now())
+				return writeTop(streams.Out, rows, f, time.Now())
 			})
 		},
 	}
