@@ -55,7 +55,6 @@ func TestFlagsAnywhereBeforeTheDash(t *testing.T) {
 		"kubectl's flags after a command": {"exec", "box", "-n", "other", "--as", "alice", "--", "cat"},
 		"logs RUN -f":                     {"logs", "r", "-f"},
 		"run with flags around":           {"run", "--timeout", "3", "box", "--workdir", "/workspace", "--", "sh", "-c", "echo -n x"},
-		"--instance, deprecated":          {"--instance", "e2e", "telemetry", "box"},
 		"telemetry -o json":               {"telemetry", "--ticket", "t", "-o", "json"},
 	}
 	for name, args := range tests {
@@ -91,5 +90,15 @@ func TestStdinIsAnyReader(t *testing.T) {
 	}
 	if _, terminal := terminalOf(strings.NewReader("")); terminal {
 		t.Error("a reader without a file descriptor is a terminal")
+	}
+}
+
+// The plugin has no --instance (the manager serving the access API reaches
+// only the containers of its own instance): given, it is refused.
+func TestNoInstanceFlag(t *testing.T) {
+	for _, args := range [][]string{{"--instance", "e2e", "telemetry", "box"}, {"exec", "box", "--instance=e2e", "--", "true"}} {
+		if _, err := execute(args...); err == nil || !strings.Contains(err.Error(), "unknown flag: --instance") {
+			t.Errorf("%v: want unknown flag: --instance, got %v", args, err)
+		}
 	}
 }

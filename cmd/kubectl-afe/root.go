@@ -23,14 +23,10 @@ func newRoot(streams genericiooptions.IOStreams) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	// Help goes to stdout, notes (a deprecated flag) to stderr: cobra
-	// writes those to its "out" when one is set, so none is.
+	// Help goes to stdout, notes to stderr: cobra writes those to its
+	// "out" when one is set, so none is.
 	root.SetErr(streams.ErrOut)
 	flags.AddFlags(root.PersistentFlags())
-	var instance string
-	root.PersistentFlags().StringVar(&instance, "instance", "default", "ignored")
-	_ = root.PersistentFlags().MarkDeprecated("instance",
-		"the manager serving the access API reaches only the containers its own instance made")
 	newClient := func() (*client.Client, error) {
 		cfg, err := flags.ToRESTConfig()
 		if err != nil {
