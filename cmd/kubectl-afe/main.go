@@ -1,6 +1,6 @@
 // Command kubectl-afe is the kubectl plugin of the afe sandbox controller:
 //
-//	kubectl afe run SANDBOX [--timeout S] [--workdir DIR] -- CMD [ARG...]
+//	kubectl afe run SANDBOX [--timeout DURATION] [--workdir DIR] -- CMD [ARG...]
 //	kubectl afe run SANDBOX --script 'make test'
 //	kubectl afe logs [-f] RUN
 //	kubectl afe shell SANDBOX [-- CMD [ARG...]]
