@@ -6,10 +6,10 @@
 //	kubectl afe shell SANDBOX [-- CMD [ARG...]]
 //	kubectl afe exec SANDBOX [-i] [-t] -- CMD [ARG...]
 //	kubectl afe cp LOCAL SANDBOX:/workspace/PATH  (and back)
-//	kubectl afe telemetry SANDBOX | --ticket TICKET [-o json]
+//	kubectl afe telemetry SANDBOX | --ticket TICKET [--egress] [-o wide|json|yaml|jsonpath=...]
 //	kubectl afe suspend SANDBOX
 //	kubectl afe resume SANDBOX
-//	kubectl afe top [--by sandbox|ticket|namespace] [--sort-by cpu|memory|disk|network] [-A] [-l SELECTOR] [-o json]
+//	kubectl afe top [--by sandbox|ticket|namespace] [--sort-by cpu|memory|disk|network] [-A] [-l SELECTOR] [-o wide|json|yaml|jsonpath=...]
 //
 // shell, exec and cp go through the manager's access API (an aggregated API of
 // the Kubernetes API server) with the caller's Kubernetes identity: they

@@ -21,7 +21,7 @@ const topHelp = `Print what sandboxes use, like kubectl top pods: a row per sand
 the sums per ticket or per namespace, from the Sandboxes' status.usage read
 through the Kubernetes API with your identity (no Docker access). With
 --by ticket a sandbox without a ticket is a ticket of its own, as in its
-afe.ticket label; per sandbox, its TICKET is <none>.
+afe.ticket label; per sandbox, its TICKET is empty.
 
 CPU-TIME is the CPU time the sandbox's processes used since its container
 started (a recreated container starts from zero): cumulative, not a rate;
@@ -136,14 +136,16 @@ func topTable(rows []client.UsageRow, by client.UsageBy, allNamespaces bool, now
 	return t
 }
 
-// topCells is one row of the table, in the order of topTable's columns.
+// topCells is one row of the table, in the order of topTable's columns. A
+// sandbox without a ticket has an empty TICKET, as kubectl get sandboxes
+// shows it (its sum per ticket is a row named after it).
 func topCells(r *client.UsageRow, by client.UsageBy, allNamespaces bool, now time.Time) []string {
 	var cells []string
 	if allNamespaces && by != client.ByNamespace {
 		cells = append(cells, printable(r.Namespace))
 	}
 	if by == client.BySandbox {
-		cells = append(cells, printable(r.Name), orNone(printable(r.Ticket)))
+		cells = append(cells, printable(r.Name), printable(r.Ticket))
 	} else {
 		cells = append(cells, printable(r.Name), strconv.Itoa(r.Sandboxes))
 	}
@@ -153,15 +155,6 @@ func topCells(r *client.UsageRow, by client.UsageBy, allNamespaces bool, now tim
 	return append(cells, cpuTime(r.CPUMilliseconds), bytesOf(r.MemoryBytes), bytesOf(r.DiskBytes),
 		bytesOf(r.WritableLayerBytes), bytesOf(r.WorkspaceBytes),
 		bytesOf(r.NetworkReceiveBytes), bytesOf(r.NetworkTransmitBytes), measuredAgo(r.Time, now))
-}
-
-// orNone is a cell, "<none>" when empty, as kubectl prints a field that
-// is not set.
-func orNone(cell string) string {
-	if cell == "" {
-		return "<none>"
-	}
-	return cell
 }
 
 // cpuTime is milliseconds of CPU time, short: 850ms, 12.3s, 20m34s,

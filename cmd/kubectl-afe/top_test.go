@@ -41,7 +41,7 @@ func TestTopTable(t *testing.T) {
 		"per sandbox": {by: "sandbox", rows: rows, want: `
 NAME           TICKET   CPU-TIME         MEMORY   DISK    NET-RX   NET-TX   MEASURED
 t1             t1       20m34s           12Mi     1.5Gi   512      2Ki      45s ago
-new            <none>   -                -        -       -        -        -
+new                     -                -        -       -        -        -
 "odd\x1b[2J"   odd      2562047788015h   7.9Ei    0       0        0        in the future
 `},
 		"per sandbox, wide: the parts of DISK": {by: "sandbox", rows: rows[:1], args: []string{"-o", "wide"}, want: `
