@@ -21,8 +21,9 @@ func newRunCommand(newClient clientFunc, streams genericiooptions.IOStreams) *co
 	var timeout runTimeout
 	var workdir, script string
 	cmd := &cobra.Command{
-		Use:   "run SANDBOX [--timeout DURATION] [--workdir DIR] (-- COMMAND [ARG...] | --script SCRIPT)",
-		Short: "Run a command in the sandbox as a Run; exit with its exit code (124: timed out, 125: not executed)",
+		Use:               "run SANDBOX [--timeout DURATION] [--workdir DIR] (-- COMMAND [ARG...] | --script SCRIPT)",
+		Short:             "Run a command in the sandbox as a Run; exit with its exit code (124: timed out, 125: not executed)",
+		ValidArgsFunction: completeFirst(newClient, "Sandbox"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			sandbox, command, err := sandboxAndCommand(cmd, args)
 			if err != nil {

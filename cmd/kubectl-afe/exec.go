@@ -22,8 +22,9 @@ import (
 func newExecCommand(newClient clientFunc, streams genericiooptions.IOStreams) *cobra.Command {
 	var stdin, tty bool
 	cmd := &cobra.Command{
-		Use:   "exec SANDBOX [-i] [-t] -- COMMAND [ARG...]",
-		Short: "Execute a command in the sandbox through the access API; exit with its exit code",
+		Use:               "exec SANDBOX [-i] [-t] -- COMMAND [ARG...]",
+		Short:             "Execute a command in the sandbox through the access API; exit with its exit code",
+		ValidArgsFunction: completeFirst(newClient, "Sandbox"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			sandbox, command, err := sandboxAndCommand(cmd, args)
 			if err != nil {

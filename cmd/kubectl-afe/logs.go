@@ -20,9 +20,10 @@ import (
 func newLogsCommand(newClient clientFunc, streams genericiooptions.IOStreams) *cobra.Command {
 	var follow bool
 	cmd := &cobra.Command{
-		Use:   "logs RUN [-f]",
-		Short: "Print a Run's output; with -f follow it until the Run ends and exit with its exit code",
-		Args:  cobra.ExactArgs(1),
+		Use:               "logs RUN [-f]",
+		Short:             "Print a Run's output; with -f follow it until the Run ends and exit with its exit code",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeFirst(newClient, "Run"),
 		RunE: func(_ *cobra.Command, args []string) error {
 			return withClient(newClient, func(c *client.Client) error {
 				return logsCommand(c, args[0], follow, streams.Out, streams.ErrOut)

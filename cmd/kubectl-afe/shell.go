@@ -14,8 +14,9 @@ import (
 // made for that Sandbox, and refuses while the sandbox has none running.
 func newShellCommand(newClient clientFunc, streams genericiooptions.IOStreams) *cobra.Command {
 	return &cobra.Command{
-		Use:   "shell SANDBOX [-- COMMAND [ARG...]]",
-		Short: "Open a shell (or run a command) in the sandbox, on a terminal when stdin is one",
+		Use:               "shell SANDBOX [-- COMMAND [ARG...]]",
+		Short:             "Open a shell (or run a command) in the sandbox, on a terminal when stdin is one",
+		ValidArgsFunction: completeFirst(newClient, "Sandbox"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			sandbox, command, err := sandboxAndCommand(cmd, args)
 			if err != nil {

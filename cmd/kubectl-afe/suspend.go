@@ -18,8 +18,9 @@ func newSuspendCommand(newClient clientFunc, streams genericiooptions.IOStreams,
 		use, short = "suspend SANDBOX", "Stop a sandbox's container and proxy, keeping its workspace"
 	}
 	return &cobra.Command{
-		Use:   use,
-		Short: short,
+		Use:               use,
+		Short:             short,
+		ValidArgsFunction: completeFirst(newClient, "Sandbox"),
 		RunE: func(_ *cobra.Command, args []string) error {
 			return withClient(newClient, func(c *client.Client) error {
 				return suspendCommand(c, args, suspend, streams.Out)

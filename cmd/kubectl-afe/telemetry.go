@@ -29,6 +29,12 @@ func newTelemetryCommand(newClient clientFunc, streams genericiooptions.IOStream
 	cmd := &cobra.Command{
 		Use:   "telemetry (SANDBOX | --ticket TICKET) [--egress [--denied]] [-o wide|json|yaml|jsonpath=...] [--limit N]",
 		Short: "Print the record of the commands executed in a sandbox, or in every sandbox of a ticket, or of its egress",
+		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+			if ticket != "" {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			return completeFirst(newClient, "Sandbox")(cmd, args, toComplete)
+		},
 		RunE: func(_ *cobra.Command, args []string) error {
 			sandbox := ""
 			if len(args) == 1 {
@@ -51,6 +57,7 @@ func newTelemetryCommand(newClient clientFunc, streams genericiooptions.IOStream
 		},
 	}
 	cmd.Flags().StringVar(&ticket, "ticket", "", "the records of every sandbox of this ticket")
+	_ = cmd.RegisterFlagCompletionFunc("ticket", completeNames(newClient, "Ticket"))
 	output.addFlags(cmd)
 	cmd.Flags().IntVar(&limit, "limit", 0, "the newest this many records (the API's default: 1000)")
 	cmd.Flags().BoolVar(&egress, "egress", false, "the egress proxy's decisions (what the sandbox tried to reach) rather than the commands")

@@ -52,10 +52,11 @@ type topFlags struct {
 func newTopCommand(newClient clientFunc, streams genericiooptions.IOStreams) *cobra.Command {
 	f := &topFlags{output: newOutputFlags()}
 	cmd := &cobra.Command{
-		Use:   "top [--by sandbox|ticket|namespace] [--sort-by cpu|memory|disk|network] [-A] [-l SELECTOR] [-o wide|json|yaml|jsonpath=...]",
-		Short: "Print the CPU time, memory, disk and network of sandboxes, per sandbox, ticket or namespace",
-		Long:  topHelp,
-		Args:  cobra.NoArgs,
+		Use:               "top [--by sandbox|ticket|namespace] [--sort-by cpu|memory|disk|network] [-A] [-l SELECTOR] [-o wide|json|yaml|jsonpath=...]",
+		Short:             "Print the CPU time, memory, disk and network of sandboxes, per sandbox, ticket or namespace",
+		Long:              topHelp,
+		Args:              cobra.NoArgs,
+		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(_ *cobra.Command, _ []string) error {
 			if _, _, err := f.output.printer(); err != nil {
 				return err
