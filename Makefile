@@ -257,8 +257,10 @@ docker-build: ## Build the controller image $(IMG) offline: a static binary in a
 	@echo "built $(IMG)"
 
 .PHONY: kubectl-afe
-kubectl-afe: ## Build the kubectl plugin (put bin/kubectl-afe on your PATH).
+kubectl-afe: ## Build the kubectl plugin and kubectl_complete-afe, through which kubectl completes it (put bin/ on your PATH).
 	go build -o $(LOCALBIN)/kubectl-afe ./cmd/kubectl-afe
+	printf '#!/bin/sh\n# kubectl afe <TAB>: kubectl asks the plugin for its completions through this.\nexec "$$(dirname "$$0")/kubectl-afe" __complete "$$@"\n' > $(LOCALBIN)/kubectl_complete-afe
+	chmod +x $(LOCALBIN)/kubectl_complete-afe
 
 ##@ Deployment
 

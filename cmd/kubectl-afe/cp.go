@@ -22,8 +22,9 @@ import (
 // under its own name when LOCAL is an existing folder.
 func newCpCommand(newClient clientFunc) *cobra.Command {
 	return &cobra.Command{
-		Use:   "cp (LOCAL SANDBOX:/workspace/PATH | SANDBOX:/workspace/PATH LOCAL)",
-		Short: "Copy a file or a tree into a sandbox's workspace or out of it",
+		Use:               "cp (LOCAL SANDBOX:/workspace/PATH | SANDBOX:/workspace/PATH LOCAL)",
+		Short:             "Copy a file or a tree into a sandbox's workspace or out of it",
+		ValidArgsFunction: completeCp(newClient),
 		RunE: func(_ *cobra.Command, args []string) error {
 			if len(args) != 2 {
 				return errors.New("cp needs LOCAL SANDBOX:/workspace/PATH, or SANDBOX:/workspace/PATH LOCAL")

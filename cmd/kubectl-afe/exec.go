@@ -11,26 +11,20 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/tools/remotecommand"
 
 	"afe.dev/sandbox/client"
 )
 
-// execStreams are where an exec's input comes from and its output goes.
-type execStreams struct {
-	stdin          *os.File
-	stdout, stderr io.Writer
-	// terminal is stdout as it is, for a command on a terminal.
-	terminal io.Writer
-}
-
 // newExecCommand is kubectl afe exec SANDBOX [-i] [-t] -- COMMAND [ARG...],
 // its flags anywhere before "--" (kubectl exec -i POD -- cat).
-func newExecCommand(newClient clientFunc, streams execStreams) *cobra.Command {
+func newExecCommand(newClient clientFunc, streams genericiooptions.IOStreams) *cobra.Command {
 	var stdin, tty bool
 	cmd := &cobra.Command{
-		Use:   "exec SANDBOX [-i] [-t] -- COMMAND [ARG...]",
-		Short: "Execute a command in the sandbox through the access API; exit with its exit code",
+		Use:               "exec SANDBOX [-i] [-t] -- COMMAND [ARG...]",
+		Short:             "Execute a command in the sandbox through the access API; exit with its exit code",
+		ValidArgsFunction: completeFirst(newClient, "Sandbox"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			sandbox, command, err := sandboxAndCommand(cmd, args)
 			if err != nil {
@@ -39,7 +33,7 @@ func newExecCommand(newClient clientFunc, streams execStreams) *cobra.Command {
 			if len(command) == 0 {
 				return errors.New("exec needs a command after --")
 			}
-			if tty && !term.IsTerminal(int(streams.stdin.Fd())) {
+			if _, terminal := terminalOf(streams.In); tty && !terminal {
 				return errors.New("-t needs stdin to be a terminal")
 			}
 			return withClient(newClient, func(c *client.Client) error {
@@ -54,19 +48,22 @@ func newExecCommand(newClient clientFunc, streams execStreams) *cobra.Command {
 
 // streamExec runs the command in the sandbox through the access API
 // (client.Exec, as kubectl exec does), and ends with the command's exit
-// code. With a terminal, the local one is put in raw mode and its size
-// follows the window's; what the command prints then reaches the terminal
-// unescaped, as with docker exec -it or ssh.
-func streamExec(c *client.Client, sandbox string, command []string, stdin, tty bool, streams execStreams) error {
-	o := client.ExecOptions{Command: command, Stdout: streams.stdout, Stderr: streams.stderr, TTY: tty}
+// code. With a terminal (stdin is one), the local one is put in raw mode
+// and its size follows the window's; what the command prints then reaches
+// the terminal unescaped, as with docker exec -it or ssh.
+func streamExec(c *client.Client, sandbox string, command []string, stdin, tty bool, streams genericiooptions.IOStreams) error {
+	o := client.ExecOptions{Command: command, Stdout: streams.Out, Stderr: streams.ErrOut, TTY: tty}
 	if stdin {
-		o.Stdin = streams.stdin
+		o.Stdin = streams.In
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if tty {
-		o.Stdout, o.Stderr = streams.terminal, nil
-		fd := int(streams.stdin.Fd())
+		o.Stdout, o.Stderr = unescaped(streams.Out), nil
+		fd, terminal := terminalOf(streams.In)
+		if !terminal {
+			return errors.New("a terminal needs stdin to be one")
+		}
 		state, err := term.MakeRaw(fd)
 		if err != nil {
 			return fmt.Errorf("terminal: %w", err)
@@ -82,6 +79,17 @@ func streamExec(c *client.Client, sandbox string, command []string, stdin, tty b
 		return exitError{exitCodeOf(int32(code))}
 	}
 	return nil
+}
+
+// terminalOf is the file descriptor of r, and whether it is a terminal
+// (kubectl's term.TTY asks the same of its In).
+func terminalOf(r io.Reader) (int, bool) {
+	f, ok := r.(interface{ Fd() uintptr })
+	if !ok {
+		return 0, false
+	}
+	fd := int(f.Fd())
+	return fd, term.IsTerminal(fd)
 }
 
 // sizeQueue reports the terminal's size at start and after each SIGWINCH.

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	accessv1 "afe.dev/sandbox/api/access/v1alpha1"
 	afev1 "afe.dev/sandbox/api/v1alpha1"
@@ -16,15 +17,16 @@ import (
 )
 
 // newLogsCommand is kubectl afe logs RUN [-f].
-func newLogsCommand(newClient clientFunc, streams execStreams) *cobra.Command {
+func newLogsCommand(newClient clientFunc, streams genericiooptions.IOStreams) *cobra.Command {
 	var follow bool
 	cmd := &cobra.Command{
-		Use:   "logs RUN [-f]",
-		Short: "Print a Run's output; with -f follow it until the Run ends and exit with its exit code",
-		Args:  cobra.ExactArgs(1),
+		Use:               "logs RUN [-f]",
+		Short:             "Print a Run's output; with -f follow it until the Run ends and exit with its exit code",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeFirst(newClient, "Run"),
 		RunE: func(_ *cobra.Command, args []string) error {
 			return withClient(newClient, func(c *client.Client) error {
-				return logsCommand(c, args[0], follow, streams.stdout, streams.stderr)
+				return logsCommand(c, args[0], follow, streams.Out, streams.ErrOut)
 			})
 		},
 	}

@@ -1,15 +1,15 @@
 // Command kubectl-afe is the kubectl plugin of the afe sandbox controller:
 //
-//	kubectl afe run SANDBOX [--timeout S] [--workdir DIR] -- CMD [ARG...]
+//	kubectl afe run SANDBOX [--timeout DURATION] [--workdir DIR] -- CMD [ARG...]
 //	kubectl afe run SANDBOX --script 'make test'
 //	kubectl afe logs [-f] RUN
 //	kubectl afe shell SANDBOX [-- CMD [ARG...]]
 //	kubectl afe exec SANDBOX [-i] [-t] -- CMD [ARG...]
 //	kubectl afe cp LOCAL SANDBOX:/workspace/PATH  (and back)
-//	kubectl afe telemetry SANDBOX | --ticket TICKET [-o json]
+//	kubectl afe telemetry SANDBOX | --ticket TICKET [--egress] [-o wide|json|yaml|jsonpath=...]
 //	kubectl afe suspend SANDBOX
 //	kubectl afe resume SANDBOX
-//	kubectl afe top [--by sandbox|ticket|namespace] [--sort-by cpu|memory|disk|network] [-A] [-l SELECTOR] [-o json]
+//	kubectl afe top [--by sandbox|ticket|namespace] [--sort-by cpu|memory|disk|network] [-A] [-l SELECTOR] [-o wide|json|yaml|jsonpath=...]
 //
 // shell, exec and cp go through the manager's access API (an aggregated API of
 // the Kubernetes API server) with the caller's Kubernetes identity: they
@@ -29,6 +29,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
 
 // exitError carries the exit code the plugin ends with.
@@ -38,7 +40,7 @@ func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 
 func main() {
 	stdout, stderr := outputFor(os.Stdout), outputFor(os.Stderr)
-	streams := execStreams{stdin: os.Stdin, stdout: stdout, stderr: stderr, terminal: os.Stdout}
+	streams := genericiooptions.IOStreams{In: os.Stdin, Out: stdout, ErrOut: stderr}
 	root := newRoot(streams)
 	root.SetArgs(os.Args[1:])
 	err := root.Execute()

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"afe.dev/sandbox/client"
 )
@@ -14,7 +15,7 @@ import (
 // flags anywhere before "--" and leaving what follows to the command run
 // in the sandbox. The client is made when a subcommand runs: help and
 // completion need no kubeconfig.
-func newRoot(streams execStreams) *cobra.Command {
+func newRoot(streams genericiooptions.IOStreams) *cobra.Command {
 	flags := genericclioptions.NewConfigFlags(true)
 	root := &cobra.Command{
 		Use:           "kubectl-afe",
@@ -22,14 +23,10 @@ func newRoot(streams execStreams) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	// Help goes to stdout, notes (a deprecated flag) to stderr: cobra
-	// writes those to its "out" when one is set, so none is.
-	root.SetErr(streams.stderr)
+	// Help goes to stdout, notes to stderr: cobra writes those to its
+	// "out" when one is set, so none is.
+	root.SetErr(streams.ErrOut)
 	flags.AddFlags(root.PersistentFlags())
-	var instance string
-	root.PersistentFlags().StringVar(&instance, "instance", "default", "ignored")
-	_ = root.PersistentFlags().MarkDeprecated("instance",
-		"the manager serving the access API reaches only the containers its own instance made")
 	newClient := func() (*client.Client, error) {
 		cfg, err := flags.ToRESTConfig()
 		if err != nil {

@@ -6,22 +6,24 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"afe.dev/sandbox/client"
 )
 
 // newSuspendCommand is kubectl afe suspend SANDBOX, or resume SANDBOX.
-func newSuspendCommand(newClient clientFunc, streams execStreams, suspend bool) *cobra.Command {
+func newSuspendCommand(newClient clientFunc, streams genericiooptions.IOStreams, suspend bool) *cobra.Command {
 	use, short := "resume SANDBOX", "Start a suspended sandbox again (also after an idle suspension)"
 	if suspend {
 		use, short = "suspend SANDBOX", "Stop a sandbox's container and proxy, keeping its workspace"
 	}
 	return &cobra.Command{
-		Use:   use,
-		Short: short,
+		Use:               use,
+		Short:             short,
+		ValidArgsFunction: completeFirst(newClient, "Sandbox"),
 		RunE: func(_ *cobra.Command, args []string) error {
 			return withClient(newClient, func(c *client.Client) error {
-				return suspendCommand(c, args, suspend, streams.stdout)
+				return suspendCommand(c, args, suspend, streams.Out)
 			})
 		},
 	}

@@ -2,123 +2,137 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 	"unicode"
 
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	accessv1 "afe.dev/sandbox/api/access/v1alpha1"
 	"afe.dev/sandbox/client"
 )
 
-// telemetryCommand prints the command records of a sandbox, or of every
-// sandbox of a ticket, through the access API: a table, or JSON with -o
-// json.
-func newTelemetryCommand(newClient clientFunc, streams execStreams) *cobra.Command {
-	var ticket, output string
+// newTelemetryCommand prints the command records of a sandbox, or of every
+// sandbox of a ticket, or the egress records, through the access API: a
+// table, or the list as the access API answers it with -o json, yaml,
+// jsonpath=... or a template.
+func newTelemetryCommand(newClient clientFunc, streams genericiooptions.IOStreams) *cobra.Command {
+	var ticket string
 	var limit int
 	var egress, denied bool
+	output := newOutputFlags()
 	cmd := &cobra.Command{
-		Use:   "telemetry (SANDBOX | --ticket TICKET) [--egress [--denied]] [-o table|json] [--limit N]",
+		Use:   "telemetry (SANDBOX | --ticket TICKET) [--egress [--denied]] [-o wide|json|yaml|jsonpath=...] [--limit N]",
 		Short: "Print the record of the commands executed in a sandbox, or in every sandbox of a ticket, or of its egress",
+		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+			if ticket != "" {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			return completeFirst(newClient, "Sandbox")(cmd, args, toComplete)
+		},
 		RunE: func(_ *cobra.Command, args []string) error {
 			sandbox := ""
 			if len(args) == 1 {
 				sandbox = args[0]
 			}
-			if len(args) > 1 || (sandbox == "") == (ticket == "") || (output != "table" && output != "json") || denied && !egress {
-				_, _ = fmt.Fprintln(streams.stderr, "usage: kubectl afe telemetry SANDBOX | --ticket TICKET [--egress [--denied]] [-o table|json] [--limit N]")
+			if len(args) > 1 || (sandbox == "") == (ticket == "") || denied && !egress {
+				_, _ = fmt.Fprintln(streams.ErrOut, "usage: kubectl afe telemetry SANDBOX | --ticket TICKET [--egress [--denied]] [-o wide|json|yaml|jsonpath=...] [--limit N]")
 				return exitError{2}
+			}
+			if _, _, err := output.printer(); err != nil {
+				return err
 			}
 			return withClient(newClient, func(c *client.Client) error {
 				q := client.TelemetryQuery{Sandbox: sandbox, Ticket: ticket, Limit: limit, DeniedOnly: denied}
 				if egress {
-					return egressCommand(c, q, output, streams.stdout, streams.stderr)
+					return egressCommand(c, q, output, streams)
 				}
-				return telemetryCommand(c, q, output, streams.stdout, streams.stderr)
+				return telemetryCommand(c, q, output, streams)
 			})
 		},
 	}
 	cmd.Flags().StringVar(&ticket, "ticket", "", "the records of every sandbox of this ticket")
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	_ = cmd.RegisterFlagCompletionFunc("ticket", completeNames(newClient, "Ticket"))
+	output.addFlags(cmd)
 	cmd.Flags().IntVar(&limit, "limit", 0, "the newest this many records (the API's default: 1000)")
 	cmd.Flags().BoolVar(&egress, "egress", false, "the egress proxy's decisions (what the sandbox tried to reach) rather than the commands")
 	cmd.Flags().BoolVar(&denied, "denied", false, "with --egress, the denied requests only")
 	return cmd
 }
 
-func telemetryCommand(c *client.Client, q client.TelemetryQuery, output string, stdout, stderr io.Writer) error {
-	return printList(stdout, output, func(ctx context.Context) (*accessv1.CommandRecordList, error) { return c.Telemetry(ctx, q) },
-		func(list *accessv1.CommandRecordList) error {
-			warnUnanswered(stderr, list.Unanswered)
-			warnPruned(stderr, "command", list.Pruned)
-			return writeRecords(stdout, list.Items, q.Ticket != "")
-		})
+func telemetryCommand(c *client.Client, q client.TelemetryQuery, output *outputFlags, streams genericiooptions.IOStreams) error {
+	list, err := readWithin(func(ctx context.Context) (*accessv1.CommandRecordList, error) { return c.Telemetry(ctx, q) })
+	if err != nil {
+		return err
+	}
+	warnMissing(streams.ErrOut, "command", list.Unanswered, list.Pruned)
+	return output.write(streams, list, func() *metav1.Table { return recordsTable(list.Items, q.Ticket != "") }, noRecords("command", q))
 }
 
-// warnUnanswered names, on stderr, the nodes whose records are missing
-// from an answer (per-node mode): -o json carries them in "unanswered".
-func warnUnanswered(stderr io.Writer, nodes []accessv1.UnansweredNode) {
+// readWithin reads a list, within a minute.
+func readWithin[L any](read func(context.Context) (L, error)) (L, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return read(ctx)
+}
+
+// noRecords is what a table without records says, on stderr.
+func noRecords(kind string, q client.TelemetryQuery) string {
+	if q.DeniedOnly {
+		kind = "denied " + kind
+	}
+	if q.Ticket != "" {
+		return fmt.Sprintf("No %s records of ticket %s.", kind, printable(q.Ticket))
+	}
+	return fmt.Sprintf("No %s records of sandbox %s.", kind, printable(q.Sandbox))
+}
+
+// warnMissing says, on stderr, what is missing from an answer, whatever
+// the output: the nodes that did not answer (per-node mode), and how many
+// records of each sandbox the telemetry's size bounds removed (its
+// namespace held more than its share). The list printed carries them too,
+// in "unanswered" and "pruned".
+func warnMissing(stderr io.Writer, kind string, nodes []accessv1.UnansweredNode, pruned []accessv1.PrunedRecords) {
 	for _, n := range nodes {
 		_, _ = fmt.Fprintf(stderr, "Warning: node %s did not answer, its records are missing: %s\n", printable(n.Node), printable(n.Message))
 	}
-}
-
-// warnPruned says, on stderr, how many records of each sandbox the
-// telemetry's size bounds removed (its namespace held more than its share):
-// they are missing from the answer. -o json carries them in "pruned".
-func warnPruned(stderr io.Writer, kind string, pruned []accessv1.PrunedRecords) {
 	for _, p := range pruned {
 		_, _ = fmt.Fprintf(stderr, "Warning: %d %s records of sandbox %s (UID %s), up to seq %d, were pruned (the last at %s): its namespace held more than its share of the telemetry\n",
 			p.Records, kind, printable(p.Sandbox), printable(p.SandboxUID), p.ThroughSeq, p.Last.UTC().Format(time.RFC3339))
 	}
 }
 
-// printList reads a list (within a minute) and prints it: JSON with -o
-// json, else as table prints it.
-func printList[L any](stdout io.Writer, output string, read func(context.Context) (L, error), table func(L) error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	list, err := read(ctx)
-	if err != nil {
-		return err
-	}
-	if output == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(list)
-	}
-	return table(list)
-}
-
-// writeRecords prints the records as a table; a command is quoted where it
-// holds anything but printable characters, so a record is one line.
-func writeRecords(w io.Writer, recs []accessv1.CommandRecord, withSandbox bool) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	head := "SEQ\tSOURCE\tSTARTED\tDURATION\tEXIT\tUSER\tRUN\tSTARTED BY\tCOMMAND"
+// recordsTable is the table of command records, a line each: a command is
+// quoted where it holds anything but printable characters. -o wide adds
+// the output's size and SHA-256.
+func recordsTable(recs []accessv1.CommandRecord, withSandbox bool) *metav1.Table {
+	t := &metav1.Table{ColumnDefinitions: []metav1.TableColumnDefinition{
+		column("Seq", false), column("Source", false), column("Started", false), column("Duration", false),
+		column("Exit", false), column("User", false), column("Run", false), column("Started By", false),
+		column("Output", true), column("Output-SHA256", true), column("Command", false),
+	}}
 	if withSandbox {
-		head = "SANDBOX\t" + head
+		t.ColumnDefinitions = append([]metav1.TableColumnDefinition{column("Sandbox", false)}, t.ColumnDefinitions...)
 	}
-	_, _ = fmt.Fprintln(tw, head)
 	for _, r := range recs {
 		run := r.Run
 		if run != "" && r.Attempt > 0 {
 			run += "#" + strconv.Itoa(int(r.Attempt))
 		}
-		line := fmt.Sprintf("%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s", r.Seq, r.Source, r.Started.UTC().Format(time.RFC3339),
-			r.Ended.Sub(r.Started).Round(time.Millisecond), r.ExitCode, dash(r.User), dash(run), printable(r.StartedBy), commandLine(r.Command))
+		cells := []string{strconv.FormatInt(r.Seq, 10), printable(r.Source), r.Started.UTC().Format(time.RFC3339),
+			r.Ended.Sub(r.Started).Round(time.Millisecond).String(), strconv.Itoa(r.ExitCode), dash(r.User), dash(run),
+			printable(r.StartedBy), bytesOf(r.OutputBytes), dash(r.OutputSHA256), commandLine(r.Command)}
 		if withSandbox {
-			line = r.Sandbox + "\t" + line
+			cells = append([]string{printable(r.Sandbox)}, cells...)
 		}
-		_, _ = fmt.Fprintln(tw, line)
+		t.Rows = append(t.Rows, row(cells...))
 	}
-	return tw.Flush()
+	return t
 }
 
 func dash(s string) string {

@@ -39,6 +39,16 @@ func flushOutput(w io.Writer) {
 	}
 }
 
+// unescaped is w as it is under its escaper: a terminal handed to the
+// command in the sandbox (exec -t, shell) gets what the command prints
+// unescaped, as with docker exec -it or ssh.
+func unescaped(w io.Writer) io.Writer {
+	if e, ok := w.(*escaper); ok {
+		return e.w
+	}
+	return w
+}
+
 // escaper escapes what is written through it. Output arrives in pieces of
 // any size (a stream's reads): a character split between two writes is
 // held until its end comes, so that it is judged whole, the same however

@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/term"
 )
 
 // openPTY opens a pseudo-terminal: the side a program writes to, and the
@@ -82,5 +84,29 @@ func TestOutputFor(t *testing.T) {
 	}
 	if d := cmp.Diff(hostile, string(piped)); d != "" {
 		t.Errorf("to a pipe: %s", d)
+	}
+}
+
+// exec -t asks stdin's file descriptor whether it is a terminal: on a
+// pseudo-terminal it gets as far as connecting, with the terminal put back
+// as it was.
+func TestExecOnATerminal(t *testing.T) {
+	t.Parallel() // an exec tries a refused connection again for 30 s
+	tty, _ := openPTY(t)
+	before, err := term.GetState(int(tty.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc := kubeconfigNowhere(t)
+	_, err = executeWith(tty, "--kubeconfig", kc, "exec", "box", "-t", "--", "sh")
+	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Fatalf("want an error connecting to 127.0.0.1:1 (stdin a terminal), got %v", err)
+	}
+	after, err := term.GetState(int(tty.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *before != *after {
+		t.Error("the terminal was left in raw mode")
 	}
 }

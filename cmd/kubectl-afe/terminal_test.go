@@ -163,3 +163,15 @@ func TestRunOutputPathsEscapeOnATerminal(t *testing.T) {
 		t.Errorf("counted %d bytes of %d: logs -f would skip or repeat some", counted.n, len(output))
 	}
 }
+
+// A terminal handed to the sandbox (exec -t, shell) gets the command's
+// output as it is: the writer under the escaper.
+func TestUnescaped(t *testing.T) {
+	var buf bytes.Buffer
+	if got := unescaped(forTerminal(&buf, true)); got != &buf {
+		t.Errorf("under an escaper: %T, want the terminal itself", got)
+	}
+	if got := unescaped(&buf); got != &buf {
+		t.Errorf("a pipe: %T, want it as it is", got)
+	}
+}

@@ -2,20 +2,17 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
 	"math"
 	"math/bits"
 	"strconv"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	accessv1 "afe.dev/sandbox/api/access/v1alpha1"
 	"afe.dev/sandbox/client"
 )
 
@@ -24,16 +21,21 @@ const topHelp = `Print what sandboxes use, like kubectl top pods: a row per sand
 the sums per ticket or per namespace, from the Sandboxes' status.usage read
 through the Kubernetes API with your identity (no Docker access). With
 --by ticket a sandbox without a ticket is a ticket of its own, as in its
-afe.ticket label; per sandbox, its TICKET is <none>.
+afe.ticket label; per sandbox, its TICKET is empty.
 
 CPU-TIME is the CPU time the sandbox's processes used since its container
 started (a recreated container starts from zero): cumulative, not a rate;
 status.usage holds no rate. MEMORY is the working set, DISK the writable
-layer plus the workspace volume, NET-RX and NET-TX the bytes received and
-sent since the container started (zero without egress). MEASURED is how
+layer plus the workspace volume (-o wide: each, WRITABLE-LAYER and
+WORKSPACE), NET-RX and NET-TX the bytes received and sent since the
+container started (zero without egress); sizes are in bytes, in binary
+units (12Mi), as kubectl prints quantities. MEASURED is how
 old the figures are (for a sum, its oldest); the controller measures every
 --usage-period and writes a figure only when it moved, so an idle or
 stopped sandbox keeps its last one. A sandbox not measured yet shows "-".
+
+-o json, yaml, jsonpath=... or a template print the rows as a UsageList
+(by, items), every figure of status.usage in its own unit.
 
 The figures are reports, for display: status is writable by whoever may
 update it. A negative figure counts as zero and a sum stops at the largest
@@ -41,24 +43,23 @@ int64.`
 
 // topFlags are the flags of kubectl afe top.
 type topFlags struct {
-	opts      client.TopOptions
-	by        string
-	sortBy    string
-	output    string
-	noHeaders bool
+	opts   client.TopOptions
+	by     string
+	sortBy string
+	output *outputFlags
 }
 
-func newTopCommand(newClient clientFunc, streams execStreams) *cobra.Command {
-	f := &topFlags{}
+func newTopCommand(newClient clientFunc, streams genericiooptions.IOStreams) *cobra.Command {
+	f := &topFlags{output: newOutputFlags()}
 	cmd := &cobra.Command{
-		Use:   "top [--by sandbox|ticket|namespace] [--sort-by cpu|memory|disk|network] [-A] [-l SELECTOR] [-o table|json]",
-		Short: "Print the CPU time, memory, disk and network of sandboxes, per sandbox, ticket or namespace",
-		Long:  topHelp,
-		Args:  cobra.NoArgs,
+		Use:               "top [--by sandbox|ticket|namespace] [--sort-by cpu|memory|disk|network] [-A] [-l SELECTOR] [-o wide|json|yaml|jsonpath=...]",
+		Short:             "Print the CPU time, memory, disk and network of sandboxes, per sandbox, ticket or namespace",
+		Long:              topHelp,
+		Args:              cobra.NoArgs,
+		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(_ *cobra.Command, _ []string) error {
-			if f.output != "table" && f.output != "json" {
-				_, _ = fmt.Fprintln(streams.stderr, "kubectl afe top: -o must be table or json")
-				return exitError{2}
+			if _, _, err := f.output.printer(); err != nil {
+				return err
 			}
 			f.opts.By, f.opts.SortBy = client.UsageBy(f.by), client.UsageSort(f.sortBy)
 			return withClient(newClient, func(c *client.Client) error {
@@ -68,7 +69,11 @@ func newTopCommand(newClient clientFunc, streams execStreams) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return writeTop(streams.stdout, rows, f, time.Now())
+				none := "No resources found"
+				if !f.opts.AllNamespaces {
+					none += " in " + c.Namespace() + " namespace"
+				}
+				return writeTop(streams, rows, f, time.Now(), none+".")
 			})
 		},
 	}
@@ -78,80 +83,79 @@ func newTopCommand(newClient clientFunc, streams execStreams) *cobra.Command {
 		"cpu, memory, disk or network (received plus sent), largest first; name: by namespace and name")
 	fl.BoolVarP(&f.opts.AllNamespaces, "all-namespaces", "A", false, "the sandboxes of every namespace")
 	fl.StringVarP(&f.opts.Selector, "selector", "l", "", "a label selector on the Sandboxes (-l team=a,tier!=ci)")
-	fl.StringVarP(&f.output, "output", "o", "table", "table or json")
-	fl.BoolVar(&f.noHeaders, "no-headers", false, "no header line in the table")
+	f.output.addFlags(cmd)
 	return cmd
 }
 
-// topList is the JSON of kubectl afe top -o json.
+// topListKind is the kind of what kubectl afe top prints with -o json,
+// yaml, jsonpath or a template: its rows, in the access API's group and
+// version.
+const topListKind = "UsageList"
+
+// topList is what kubectl afe top prints with -o json, yaml, jsonpath or
+// a template.
 type topList struct {
-	By    client.UsageBy    `json:"by"`
-	Items []client.UsageRow `json:"items"`
+	Kind       string            `json:"kind"`
+	APIVersion string            `json:"apiVersion"`
+	By         client.UsageBy    `json:"by"`
+	Items      []client.UsageRow `json:"items"`
 }
 
-// writeTop prints the rows as a table, or as JSON.
-func writeTop(w io.Writer, rows []client.UsageRow, f *topFlags, now time.Time) error {
+// writeTop prints the rows as a table, or as a topList.
+func writeTop(streams genericiooptions.IOStreams, rows []client.UsageRow, f *topFlags, now time.Time, none string) error {
 	by := client.UsageBy(f.by)
-	if f.output == "json" {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(topList{By: by, Items: append([]client.UsageRow{}, rows...)})
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
-	if !f.noHeaders {
-		_, _ = fmt.Fprintln(tw, strings.Join(topColumns(by, f.opts.AllNamespaces), "\t"))
-	}
-	for i := range rows {
-		_, _ = fmt.Fprintln(tw, strings.Join(topCells(&rows[i], by, f.opts.AllNamespaces, now), "\t"))
-	}
-	return tw.Flush()
+	list := &topList{Kind: topListKind, APIVersion: accessv1.SchemeGroupVersion.String(), By: by,
+		Items: append([]client.UsageRow{}, rows...)}
+	return f.output.write(streams, list, func() *metav1.Table { return topTable(rows, by, f.opts.AllNamespaces, now) }, none)
 }
 
-// figureColumns are the columns of the figures, after the names.
-var figureColumns = []string{"CPU-TIME", "MEMORY(bytes)", "DISK(bytes)", "NET-RX(bytes)", "NET-TX(bytes)", "MEASURED"}
-
-// topColumns is the header of a table of rows of this level.
-func topColumns(by client.UsageBy, allNamespaces bool) []string {
-	var cols []string
+// topTable is the table of the rows: their names, then the figures; -o
+// wide adds the two parts of DISK.
+func topTable(rows []client.UsageRow, by client.UsageBy, allNamespaces bool, now time.Time) *metav1.Table {
+	var names []string
 	switch by {
 	case client.ByNamespace:
-		cols = []string{"NAMESPACE", "SANDBOXES"}
+		names = []string{"Namespace", "Sandboxes"}
 	case client.ByTicket:
-		cols = []string{"TICKET", "SANDBOXES"}
+		names = []string{"Ticket", "Sandboxes"}
 	default:
-		cols = []string{"NAME", "TICKET"}
+		names = []string{"Name", "Ticket"}
 	}
 	if allNamespaces && by != client.ByNamespace {
-		cols = append([]string{"NAMESPACE"}, cols...)
+		names = append([]string{"Namespace"}, names...)
 	}
-	return append(cols, figureColumns...)
+	t := &metav1.Table{}
+	for _, n := range names {
+		t.ColumnDefinitions = append(t.ColumnDefinitions, column(n, false))
+	}
+	t.ColumnDefinitions = append(t.ColumnDefinitions, column("CPU-Time", false), column("Memory", false),
+		column("Disk", false), column("Writable-Layer", true), column("Workspace", true),
+		column("Net-RX", false), column("Net-TX", false), column("Measured", false))
+	for i := range rows {
+		t.Rows = append(t.Rows, row(topCells(&rows[i], by, allNamespaces, now)...))
+	}
+	return t
 }
 
-// topCells is one row of the table, in the order of topColumns.
+// topCells is one row of the table, in the order of topTable's columns. A
+// sandbox without a ticket has an empty TICKET, as kubectl get sandboxes
+// shows it (its sum per ticket is a row named after it).
 func topCells(r *client.UsageRow, by client.UsageBy, allNamespaces bool, now time.Time) []string {
 	var cells []string
 	if allNamespaces && by != client.ByNamespace {
 		cells = append(cells, printable(r.Namespace))
 	}
 	if by == client.BySandbox {
-		cells = append(cells, printable(r.Name), orNone(printable(r.Ticket)))
+		cells = append(cells, printable(r.Name), printable(r.Ticket))
 	} else {
 		cells = append(cells, printable(r.Name), strconv.Itoa(r.Sandboxes))
 	}
 	if r.Measured == 0 {
-		return append(cells, "-", "-", "-", "-", "-", "-")
+		return append(cells, "-", "-", "-", "-", "-", "-", "-", "-")
 	}
 	return append(cells, cpuTime(r.CPUMilliseconds), bytesOf(r.MemoryBytes), bytesOf(r.DiskBytes),
+		bytesOf(r.WritableLayerBytes), bytesOf(r.WorkspaceBytes),
 		bytesOf(r.NetworkReceiveBytes), bytesOf(r.NetworkTransmitBytes), measuredAgo(r.Time, now))
-}
-
-// orNone is a cell, "<none>" when empty, as kubectl prints a field that
-// is not set.
-func orNone(cell string) string {
-	if cell == "" {
-		return "<none>"
-	}
-	return cell
 }
 
 // cpuTime is milliseconds of CPU time, short: 850ms, 12.3s, 20m34s,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/client"
@@ -20,48 +21,77 @@ func TestTopTable(t *testing.T) {
 	future := metav1.NewTime(now.Add(time.Hour))
 	rows := []client.UsageRow{
 		{Namespace: "a", Name: "t1", Ticket: "t1", Sandboxes: 1, Measured: 1,
-			Usage: afev1.Usage{CPUMilliseconds: 1234_567, MemoryBytes: 12 << 20, DiskBytes: 3 << 29,
-				NetworkReceiveBytes: 512, NetworkTransmitBytes: 2048, Time: measured}},
+			Usage: afev1.Usage{CPUMilliseconds: 1234_567, MemoryBytes: 12 << 20, DiskBytes: 3 << 29, WritableLayerBytes: 1 << 29,
+				WorkspaceBytes: 1 << 30, NetworkReceiveBytes: 512, NetworkTransmitBytes: 2048, Time: measured}},
 		// A Sandbox without a ticket, not measured yet.
 		client.SandboxUsage(&afev1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: "b", Name: "new"}}),
 		{Namespace: "b", Name: "odd\x1b[2J", Ticket: "odd", Sandboxes: 1, Measured: 1,
 			Usage: afev1.Usage{CPUMilliseconds: math.MaxInt64, MemoryBytes: math.MaxInt64, Time: future}},
 	}
+	perNamespace := []client.UsageRow{{Namespace: "a", Name: "a", Sandboxes: 1, Measured: 1,
+		Usage: afev1.Usage{CPUMilliseconds: 1234_567, MemoryBytes: 12 << 20, DiskBytes: 3 << 29,
+			NetworkReceiveBytes: 512, NetworkTransmitBytes: 2048, Time: measured}}}
 	tests := map[string]struct {
-		flags topFlags
-		want  string
+		by            string
+		allNamespaces bool
+		args          []string
+		rows          []client.UsageRow
+		want          string
 	}{
-		"per sandbox": {flags: topFlags{by: "sandbox"}, want: `
-NAME           TICKET   CPU-TIME         MEMORY(bytes)   DISK(bytes)   NET-RX(bytes)   NET-TX(bytes)   MEASURED
-t1             t1       20m34s           12Mi            1.5Gi         512             2Ki             45s ago
-new            <none>   -                -               -             -               -               -
-"odd\x1b[2J"   odd      2562047788015h   7.9Ei           0             0               0               in the future
+		"per sandbox": {by: "sandbox", rows: rows, want: `
+NAME           TICKET   CPU-TIME         MEMORY   DISK    NET-RX   NET-TX   MEASURED
+t1             t1       20m34s           12Mi     1.5Gi   512      2Ki      45s ago
+new                     -                -        -       -        -        -
+"odd\x1b[2J"   odd      2562047788015h   7.9Ei    0       0        0        in the future
 `},
-		"per ticket, all namespaces, no headers": {flags: topFlags{by: "ticket", noHeaders: true, opts: client.TopOptions{AllNamespaces: true}}, want: `
-a   t1             1   20m34s           12Mi    1.5Gi   512   2Ki   45s ago
-b   new            1   -                -       -       -     -     -
-b   "odd\x1b[2J"   1   2562047788015h   7.9Ei   0       0     0     in the future
+		"per sandbox, wide: the parts of DISK": {by: "sandbox", rows: rows[:1], args: []string{"-o", "wide"}, want: `
+NAME   TICKET   CPU-TIME   MEMORY   DISK    WRITABLE-LAYER   WORKSPACE   NET-RX   NET-TX   MEASURED
+t1     t1       20m34s     12Mi     1.5Gi   512Mi            1Gi         512      2Ki      45s ago
 `},
-		"per namespace": {flags: topFlags{by: "namespace"}, want: `
-NAMESPACE   SANDBOXES   CPU-TIME   MEMORY(bytes)   DISK(bytes)   NET-RX(bytes)   NET-TX(bytes)   MEASURED
-a           1           20m34s     12Mi            1.5Gi         512             2Ki             45s ago
+		"per ticket, all namespaces, no headers": {by: "ticket", allNamespaces: true, rows: rows, args: []string{"--no-headers"}, want: `
+a     t1             1     20m34s           12Mi    1.5Gi   512   2Ki   45s ago
+b     new            1     -                -       -       -     -     -
+b     "odd\x1b[2J"   1     2562047788015h   7.9Ei   0       0     0     in the future
+`},
+		"per namespace": {by: "namespace", rows: perNamespace, want: `
+NAMESPACE   SANDBOXES   CPU-TIME   MEMORY   DISK    NET-RX   NET-TX   MEASURED
+a           1           20m34s     12Mi     1.5Gi   512      2Ki      45s ago
+`},
+		// As written: the escaper of a terminal escapes it.
+		"jsonpath, int64s exact": {by: "sandbox", rows: rows, args: []string{"-o", `jsonpath={range .items[*]}{.name}:{.ticket}:{.cpuMilliseconds}{"\n"}{end}`},
+			want: "t1:t1:1234567\nnew::0\nodd\x1b[2J:odd:9223372036854775807\n"},
+		"a go template": {by: "ticket", rows: perNamespace, args: []string{"--template", `{{.kind}} {{.apiVersion}} {{.by}} {{len .items}}`}, want: `
+UsageList access.sandbox.afe.dev/v1alpha1 ticket 1`},
+		"yaml": {by: "namespace", rows: perNamespace, args: []string{"-o", "yaml"}, want: `
+apiVersion: access.sandbox.afe.dev/v1alpha1
+by: namespace
+items:
+- cpuMilliseconds: 1234567
+  diskBytes: 1610612736
+  measured: 1
+  memoryBytes: 12582912
+  name: a
+  namespace: a
+  networkReceiveBytes: 512
+  networkTransmitBytes: 2048
+  sandboxes: 1
+  time: "2026-12-03T09:59:15Z"
+  workspaceBytes: 0
+  writableLayerBytes: 0
+kind: UsageList
 `},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			in := rows
-			if tc.flags.by == "namespace" {
-				in = []client.UsageRow{{Namespace: "a", Name: "a", Sandboxes: 1, Measured: 1,
-					Usage: afev1.Usage{CPUMilliseconds: 1234_567, MemoryBytes: 12 << 20, DiskBytes: 3 << 29,
-						NetworkReceiveBytes: 512, NetworkTransmitBytes: 2048, Time: measured}}}
-			}
-			tc.flags.output = "table"
-			var out strings.Builder
-			if err := writeTop(&out, in, &tc.flags, now); err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(strings.TrimPrefix(tc.want, "\n"), out.String()); diff != "" {
+			f := &topFlags{by: tc.by, opts: client.TopOptions{AllNamespaces: tc.allNamespaces}, output: parseOutput(t, tc.args...)}
+			out, errOut := printed(t, func(streams genericiooptions.IOStreams) error {
+				return writeTop(streams, tc.rows, f, now, "none")
+			})
+			if diff := cmp.Diff(strings.TrimPrefix(tc.want, "\n"), out); diff != "" {
 				t.Errorf("-want +got:\n%s", diff)
+			}
+			if errOut != "" {
+				t.Errorf("stderr: %q", errOut)
 			}
 		})
 	}
@@ -71,15 +101,13 @@ func TestTopJSON(t *testing.T) {
 	measured := metav1.NewTime(time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC))
 	rows := []client.UsageRow{{Namespace: "a", Name: "t1", Sandboxes: 2, Measured: 1,
 		Usage: afev1.Usage{CPUMilliseconds: 1500, MemoryBytes: 42, Time: measured}}}
-	var out strings.Builder
-	if err := writeTop(&out, rows, &topFlags{by: "ticket", output: "json"}, time.Now()); err != nil {
-		t.Fatal(err)
-	}
+	f := &topFlags{by: "ticket", output: parseOutput(t, "-o", "json")}
+	out, _ := printed(t, func(streams genericiooptions.IOStreams) error { return writeTop(streams, rows, f, time.Now(), "none") })
 	var got map[string]any
-	if err := json.Unmarshal([]byte(out.String()), &got); err != nil {
-		t.Fatalf("not JSON: %v\n%s", err, out.String())
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
 	}
-	want := map[string]any{"by": "ticket", "items": []any{map[string]any{
+	want := map[string]any{"kind": "UsageList", "apiVersion": "access.sandbox.afe.dev/v1alpha1", "by": "ticket", "items": []any{map[string]any{
 		"namespace": "a", "name": "t1", "sandboxes": float64(2), "measured": float64(1), "cpuMilliseconds": float64(1500),
 		"memoryBytes": float64(42), "diskBytes": float64(0), "writableLayerBytes": float64(0), "workspaceBytes": float64(0),
 		"networkReceiveBytes": float64(0), "networkTransmitBytes": float64(0), "time": "2026-12-03T10:00:00Z",
@@ -88,12 +116,17 @@ func TestTopJSON(t *testing.T) {
 		t.Errorf("-want +got:\n%s", diff)
 	}
 
-	out.Reset()
-	if err := writeTop(&out, nil, &topFlags{by: "sandbox", output: "json"}, time.Now()); err != nil {
-		t.Fatal(err)
+	f.by = "sandbox"
+	out, errOut := printed(t, func(streams genericiooptions.IOStreams) error { return writeTop(streams, nil, f, time.Now(), "none") })
+	if !strings.Contains(out, `"items": []`) || errOut != "" {
+		t.Errorf("no rows are an empty list, not null, and nothing on stderr:\n%s%s", out, errOut)
 	}
-	if !strings.Contains(out.String(), `"items": []`) {
-		t.Errorf("no rows are an empty list, not null:\n%s", out.String())
+	f.output = parseOutput(t)
+	out, errOut = printed(t, func(streams genericiooptions.IOStreams) error {
+		return writeTop(streams, nil, f, time.Now(), "No resources found in ns namespace.")
+	})
+	if out != "" || errOut != "No resources found in ns namespace.\n" {
+		t.Errorf("no rows as a table: nothing on stdout (%q) and kubectl's words on stderr (%q)", out, errOut)
 	}
 }
 
@@ -127,7 +160,11 @@ func TestTopUsage(t *testing.T) {
 		"flags parse and it connects":   {args: []string{"top", "-A", "--by", "ticket", "--sort-by", "cpu", "-l", "a=b", "-o", "json"}, want: "127.0.0.1:1"},
 		"a bad --by, before connecting": {args: []string{"top", "--by", "pod"}, want: `by "pod"`},
 		"a bad --sort-by":               {args: []string{"top", "--sort-by", "cores"}, want: `sort by "cores"`},
-		"a bad -o":                      {args: []string{"top", "-o", "yaml"}, want: "exit 2"},
+		"a bad -o, before connecting":   {args: []string{"top", "-o", "table"}, want: `-o table: unable to match a printer suitable for the output format "table"`},
+		"-o name is none of its":        {args: []string{"top", "-o", "name"}, want: "unable to match a printer"},
+		"-o wide parses and connects":   {args: []string{"top", "-o", "wide", "--no-headers"}, want: "127.0.0.1:1"},
+		"-o jsonpath parses":            {args: []string{"top", "-o", "jsonpath={.items[*].name}"}, want: "127.0.0.1:1"},
+		"a bad jsonpath":                {args: []string{"top", "-o", "jsonpath={.items["}, want: "error parsing jsonpath"},
 		"no arguments":                  {args: []string{"top", "box"}, want: "unknown command"},
 	}
 	for name, tc := range tests {

@@ -75,7 +75,7 @@ var _ = Describe("Deadlines, expiry and idle suspension through kubectl and the 
 		}
 		plugin := pluginBin()
 		afe := func(args ...string) *exec.Cmd {
-			return exec.Command(plugin, append([]string{"--kubeconfig", own.Kubeconfig, "-n", "default", "--instance", inst}, args...)...)
+			return exec.Command(plugin, append([]string{"--kubeconfig", own.Kubeconfig, "-n", "default"}, args...)...)
 		}
 		createdRun := regexp.MustCompile(`run/(\S+) created`)
 		running := func(name string) string {

@@ -43,7 +43,7 @@ var _ = Describe("Sandbox suspension through kubectl and the plugin", func() {
 		}
 		plugin := pluginBin()
 		afe := func(args ...string) string {
-			cmd := exec.Command(plugin, append([]string{"--kubeconfig", own.Kubeconfig, "-n", "default", "--instance", inst}, args...)...)
+			cmd := exec.Command(plugin, append([]string{"--kubeconfig", own.Kubeconfig, "-n", "default"}, args...)...)
 			var stderr strings.Builder
 			cmd.Stderr = &stderr
 			out, err := cmd.Output()

@@ -129,7 +129,7 @@ spec:
 		Expect(code).To(BeZero())
 		Expect(out).To(Equal("hello from the sandbox\n"))
 
-		_, errs, code = afe("", "run", "sample", "--timeout", "1", "--", "sleep", "30")
+		_, errs, code = afe("", "run", "sample", "--timeout=1s", "--", "sleep", "30")
 		Expect(code).To(Equal(124), errs)
 		Expect(errs).To(ContainSubstring("timed out"))
 
