@@ -358,6 +358,13 @@ func TestBenchSmoke(t *testing.T) {
 	for i, r := range rows {
 		if strings.HasPrefix(r.Scenario, "runsc against runc: ") {
 			runtimes = append(runtimes, r)
+			if r.Scenario == "runsc against runc: the runtimes compared" {
+				if !strings.HasPrefix(r.Controller, "runsc version ") || !strings.Contains(r.Controller, ", platform ") ||
+					!strings.HasPrefix(r.Baseline, "runc version ") {
+					t.Errorf("the runtimes row names no versions or platform: %+v", r)
+				}
+				continue
+			}
 			if !strings.HasPrefix(r.Controller, "runsc ") && !regexp.MustCompile(`^\d`).MatchString(r.Controller) ||
 				!strings.HasPrefix(r.Baseline, "runc ") || !strings.HasSuffix(r.Ratio, "x") {
 				t.Errorf("runtime row without figures: %+v", r)
@@ -397,10 +404,10 @@ func TestBenchSmoke(t *testing.T) {
 			}
 		}
 	}
-	if len(rows) != 38 || idle == nil || len(egressScale) != 3 || len(memory) != 2 || len(requests) != 1 || len(placement) != 2 ||
-		len(forward) != 3 || len(runtimes) != 8 {
-		t.Fatalf("want 38 rows (the exec row, 6 of warm pools, an idle row, 3 of egress at scale, 2 of memory a suspension frees, "+
-			"4 of the user's tickets, 2 of placement, 2 of forwards and a move, 8 of runsc against runc), got %d:\n%+v", len(rows), rows)
+	if len(rows) != 43 || idle == nil || len(egressScale) != 3 || len(memory) != 2 || len(requests) != 1 || len(placement) != 2 ||
+		len(forward) != 3 || len(runtimes) != 13 {
+		t.Fatalf("want 43 rows (the exec row, 6 of warm pools, an idle row, 3 of egress at scale, 2 of memory a suspension frees, "+
+			"4 of the user's tickets, 2 of placement, 2 of forwards and a move, 13 of runsc against runc), got %d:\n%+v", len(rows), rows)
 	}
 	checkWritten(t, cfg, rows)
 	if r := requests[0]; !strings.Contains(r.Controller, "container_create") || !strings.Contains(r.Controller, "sandboxes/status") {

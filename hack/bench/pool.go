@@ -49,23 +49,14 @@ func (b *bench) poolSandboxes(ctx context.Context) ([]row, error) {
 // network and proxy too). The pool is gone when it returns.
 func (b *bench) warmSandboxes(ctx context.Context, title, name string, egress []afev1.EgressHost, reps int) ([]row, error) {
 	b.logf("%s", title)
-	p := &afev1.SandboxPool{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: b.ns},
-		Spec: afev1.SandboxPoolSpec{Replicas: 2, Template: b.sandboxObject("", egress).Spec.SandboxTemplateSpec}}
-	if err := b.c.Create(ctx, p); err != nil {
+	p, err := b.createPool(ctx, name, 2, b.sandboxObject("", egress).Spec.SandboxTemplateSpec)
+	if err != nil {
 		return nil, err
 	}
 	var warm, baseline sample
 	for i := range reps {
-		if err := b.waitPoolReady(ctx, p, 2); err != nil {
-			return nil, joinErr(err, b.deletePool(ctx, p))
-		}
 		tag := fmt.Sprintf("%s-%d", name, i)
-		sbx := b.sandboxObject(tag, egress)
-		sbx.Spec.PoolRef = &afev1.PoolReference{Name: p.Name}
-		sbx, d, err := b.createSandboxObject(ctx, sbx)
-		if err == nil && sbx.Status.Pool != p.Name {
-			err = fmt.Errorf("sandbox %s was not served from the pool (status.pool %q)", sbx.Name, sbx.Status.Pool)
-		}
+		sbx, d, err := b.claimWarm(ctx, p, b.sandboxObject(tag, egress))
 		if err != nil {
 			return nil, joinErr(err, b.deletePool(ctx, p))
 		}
@@ -86,9 +77,8 @@ func (b *bench) poolTickets(ctx context.Context) ([]row, error) {
 	n := b.cfg.PoolTickets
 	title := fmt.Sprintf("%d Tickets created at once from a pool of %d, until all Ready", n, n)
 	b.logf("%s", title)
-	p := &afev1.SandboxPool{ObjectMeta: metav1.ObjectMeta{Name: "burst", Namespace: b.ns},
-		Spec: afev1.SandboxPoolSpec{Replicas: int32(n), Template: b.sandboxObject("", nil).Spec.SandboxTemplateSpec}}
-	if err := b.c.Create(ctx, p); err != nil {
+	p, err := b.createPool(ctx, "burst", int32(n), b.sandboxObject("", nil).Spec.SandboxTemplateSpec)
+	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = b.deletePool(ctx, p) }()
@@ -177,9 +167,8 @@ func (b *bench) waitNoTickets(ctx context.Context, names []string) error {
 func (b *bench) poolMiss(ctx context.Context) ([]row, error) {
 	title := fmt.Sprintf("A miss (its pool empty) against a cold Sandbox, creation to Ready (%d reps)", b.cfg.Reps)
 	b.logf("%s", title)
-	p := &afev1.SandboxPool{ObjectMeta: metav1.ObjectMeta{Name: "empty", Namespace: b.ns},
-		Spec: afev1.SandboxPoolSpec{Replicas: 0, Template: b.sandboxObject("", nil).Spec.SandboxTemplateSpec}}
-	if err := b.c.Create(ctx, p); err != nil {
+	p, err := b.createPool(ctx, "empty", 0, b.sandboxObject("", nil).Spec.SandboxTemplateSpec)
+	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = b.deletePool(ctx, p) }()
@@ -205,6 +194,29 @@ func (b *bench) poolMiss(ctx context.Context) ([]row, error) {
 		}
 	}
 	return []row{timing(title, missed, cold, "cold")}, nil
+}
+
+// createPool creates a SandboxPool of replicas members of the template.
+func (b *bench) createPool(ctx context.Context, name string, replicas int32, template afev1.SandboxTemplateSpec) (*afev1.SandboxPool, error) {
+	p := &afev1.SandboxPool{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: b.ns},
+		Spec: afev1.SandboxPoolSpec{Replicas: replicas, Template: template}}
+	return p, b.c.Create(ctx, p)
+}
+
+// claimWarm waits until every member of the pool is ready (so that the
+// claim is warm), then creates sbx naming the pool and returns it once
+// Ready, with the time from the create call to Ready seen through a
+// watch; an error when the pool did not serve it.
+func (b *bench) claimWarm(ctx context.Context, p *afev1.SandboxPool, sbx *afev1.Sandbox) (*afev1.Sandbox, time.Duration, error) {
+	if err := b.waitPoolReady(ctx, p, p.Spec.Replicas); err != nil {
+		return nil, 0, err
+	}
+	sbx.Spec.PoolRef = &afev1.PoolReference{Name: p.Name}
+	sbx, d, err := b.createSandboxObject(ctx, sbx)
+	if err == nil && sbx.Status.Pool != p.Name {
+		err = fmt.Errorf("sandbox %s was not served from the pool %s (status.pool %q)", sbx.Name, p.Name, sbx.Status.Pool)
+	}
+	return sbx, d, err
 }
 
 func (b *bench) waitPoolReady(ctx context.Context, p *afev1.SandboxPool, n int32) error {

@@ -30,9 +30,8 @@ func (b *bench) userTemplate() afev1.SandboxTemplateSpec {
 func (b *bench) poolKubectl(ctx context.Context) ([]row, error) {
 	title := fmt.Sprintf("One Sandbox from a warm pool, `kubectl apply` then `kubectl wait` (%d reps)", b.cfg.Reps)
 	b.logf("%s", title)
-	p := &afev1.SandboxPool{ObjectMeta: metav1.ObjectMeta{Name: "user", Namespace: b.ns},
-		Spec: afev1.SandboxPoolSpec{Replicas: 2, Template: b.userTemplate()}}
-	if err := b.c.Create(ctx, p); err != nil {
+	p, err := b.createPool(ctx, "user", 2, b.userTemplate())
+	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = b.deletePool(ctx, p) }()

@@ -3,8 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -32,30 +31,45 @@ func runtimeRow(title string, per map[string]sample) row {
 	return r
 }
 
-// runtimes: runsc against runc in one run (creation, Runs, exec, CPU-bound
-// and file-heavy work, idle memory).
+// runtimes: runsc against runc in one run (the runtimes themselves,
+// creation cold, from a warm pool and with egress, Runs, exec, CPU-bound,
+// process-heavy and file-heavy work, idle memory of a sandbox and of its
+// proxy).
 // Long on purpose: a scenario reads top to bottom as the sequence it
 // times, each step beside its CLI twin; split, the timing would be read
 // across functions.
 func (b *bench) runtimes(ctx context.Context) ([]row, error) {
 	reps := b.cfg.RuntimeReps
 	b.logf("runsc against runc (%d reps, %d files, %d idle sandboxes each)", reps, b.cfg.RuntimeFiles, b.cfg.RuntimeIdle)
-	var rows []row
+	versions, err := b.runtimeVersions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows := []row{versions}
 
-	created := map[string]sample{}
-	for i := range reps {
-		for _, rt := range benchRuntimes {
-			sbx, d, err := b.createSandboxObject(ctx, b.runtimeSandbox(fmt.Sprintf("create-%s-%d", rt, i), rt, b.cfg.Image))
-			if err != nil {
-				return rows, err
-			}
-			created[rt] = append(created[rt], d)
-			if err := b.deleteSandbox(ctx, sbx); err != nil {
-				return rows, err
-			}
-		}
+	created, err := alternately(reps, func(i int, rt string) (time.Duration, error) {
+		return b.createThenDelete(ctx, b.runtimeSandbox(fmt.Sprintf("create-%s-%d", rt, i), rt, b.cfg.Image))
+	})
+	if err != nil {
+		return rows, err
 	}
 	rows = append(rows, runtimeRow(fmt.Sprintf("one Sandbox, creation to Ready (%d reps)", reps), created))
+
+	pooled, err := b.runtimePools(ctx)
+	if err != nil {
+		return rows, err
+	}
+	rows = append(rows, pooled)
+
+	egress, err := alternately(reps, func(i int, rt string) (time.Duration, error) {
+		sbx := b.runtimeSandbox(fmt.Sprintf("egress-%s-%d", rt, i), rt, b.cfg.Image)
+		sbx.Spec.Egress = []afev1.EgressHost{"example.com"}
+		return b.createThenDelete(ctx, sbx)
+	})
+	if err != nil {
+		return rows, err
+	}
+	rows = append(rows, runtimeRow(fmt.Sprintf("one Sandbox with egress (network, proxy under runc, container), creation to Ready (%d reps)", reps), egress))
 
 	boxes := map[string]*afev1.Sandbox{}
 	for _, rt := range benchRuntimes {
@@ -66,51 +80,47 @@ func (b *bench) runtimes(ctx context.Context) ([]row, error) {
 		boxes[rt] = sbx
 	}
 
-	trueRuns := map[string]sample{}
-	for i := range reps {
-		for _, rt := range benchRuntimes {
-			d, _, err := b.runToEnd(ctx, boxes[rt], fmt.Sprintf("true-%s-%d", rt, i), []string{"true"}, "")
-			if err != nil {
-				return rows, err
-			}
-			trueRuns[rt] = append(trueRuns[rt], d)
-		}
+	trueRuns, err := alternately(reps, func(i int, rt string) (time.Duration, error) {
+		d, _, err := b.runToEnd(ctx, boxes[rt], fmt.Sprintf("true-%s-%d", rt, i), []string{"true"}, "")
+		return d, err
+	})
+	if err != nil {
+		return rows, err
 	}
 	rows = append(rows, runtimeRow(fmt.Sprintf("a Run of `true`, creation to Completed (%d reps)", reps), trueRuns))
 
-	execs := map[string]sample{}
 	for _, rt := range benchRuntimes {
 		// Once unmeasured: discovery and the first TLS sessions.
 		if err := waitFor(ctx, time.Minute, func() error { return b.pluginExec(ctx, boxes[rt].Name) }); err != nil {
 			return rows, err
 		}
 	}
-	for range reps {
-		for _, rt := range benchRuntimes {
-			d, err := timed(func() error { return b.pluginExec(ctx, boxes[rt].Name) })
-			if err != nil {
-				return rows, err
-			}
-			execs[rt] = append(execs[rt], d)
-		}
+	execs, err := alternately(reps, func(_ int, rt string) (time.Duration, error) {
+		return timed(func() error { return b.pluginExec(ctx, boxes[rt].Name) })
+	})
+	if err != nil {
+		return rows, err
 	}
 	rows = append(rows, runtimeRow(fmt.Sprintf("`kubectl afe exec SANDBOX -- true`, as a whole process (%d reps)", reps), execs))
 
-	// CPU-bound: shell arithmetic, no system call in the loop. The Run's
-	// own duration (status.durationMilliseconds), without the Run's start.
-	const loops = 400000
-	cpu := map[string]sample{}
-	for i := range reps {
-		for _, rt := range benchRuntimes {
-			script := fmt.Sprintf("i=0; while [ $i -lt %d ]; do i=$((i+1)); done", loops)
-			_, run, err := b.runToEnd(ctx, boxes[rt], fmt.Sprintf("cpu-%s-%d", rt, i), nil, script)
-			if err != nil {
-				return rows, err
-			}
-			cpu[rt] = append(cpu[rt], time.Duration(run.Status.DurationMilliseconds)*time.Millisecond)
+	// The Runs' own durations (status.durationMilliseconds), without the
+	// Run's start. CPU-bound: shell arithmetic, no system call in the
+	// loop. Process-heavy: a fork and an exec of a binary each time round.
+	const loops, forks = 400000, 200
+	for _, w := range []struct{ name, title, script string }{
+		{"cpu", fmt.Sprintf("a CPU-bound Run (%d shell additions), its durationMilliseconds (%d reps)", loops, reps),
+			fmt.Sprintf("i=0; while [ $i -lt %d ]; do i=$((i+1)); done", loops)},
+		{"fork", fmt.Sprintf("a Run of %d fork+exec of /bin/true, its durationMilliseconds (%d reps)", forks, reps),
+			fmt.Sprintf("i=0; while [ $i -lt %d ]; do /bin/true; i=$((i+1)); done", forks)},
+	} {
+		per, err := alternately(reps, func(i int, rt string) (time.Duration, error) {
+			return b.runDuration(ctx, boxes[rt], fmt.Sprintf("%s-%s-%d", w.name, rt, i), w.script)
+		})
+		if err != nil {
+			return rows, err
 		}
+		rows = append(rows, runtimeRow(w.title, per))
 	}
-	rows = append(rows, runtimeRow(fmt.Sprintf("a CPU-bound Run (%d shell additions), its durationMilliseconds (%d reps)", loops, reps), cpu))
 
 	syscallRows, err := b.syscallHeavy(ctx)
 	rows = append(rows, syscallRows...)
@@ -123,11 +133,115 @@ func (b *bench) runtimes(ctx context.Context) ([]row, error) {
 		}
 	}
 
-	memory, err := b.idleMemory(ctx)
+	n := b.cfg.RuntimeIdle
+	memory, err := b.idleMemory(ctx, fmt.Sprintf("host memory per idle sandbox (%d each; ratio of PSS)", n), "idle", nil,
+		func(sbx *afev1.Sandbox) string { return sbx.Status.ContainerName })
 	if err != nil {
 		return rows, err
 	}
-	return append(rows, memory), nil
+	rows = append(rows, memory)
+	// The proxy runs under runc whatever the sandbox's runtime: the row
+	// shows what a proxy costs beside each, not squid under gVisor.
+	memory, err = b.idleMemory(ctx, fmt.Sprintf("host memory per egress proxy, the proxy under runc beside either (%d idle sandboxes with egress each; ratio of PSS)", n),
+		"proxy", []afev1.EgressHost{"example.com"}, func(sbx *afev1.Sandbox) string { return sbx.Status.ProxyName })
+	return append(rows, memory), err
+}
+
+// alternately takes reps samples of measure under each runtime, the
+// runtimes in turn within each rep.
+func alternately(reps int, measure func(i int, runtime string) (time.Duration, error)) (map[string]sample, error) {
+	per := map[string]sample{}
+	for i := range reps {
+		for _, rt := range benchRuntimes {
+			d, err := measure(i, rt)
+			if err != nil {
+				return per, err
+			}
+			per[rt] = append(per[rt], d)
+		}
+	}
+	return per, nil
+}
+
+// createThenDelete creates the Sandbox, returns the time from the create
+// call to Ready, and deletes it.
+func (b *bench) createThenDelete(ctx context.Context, sbx *afev1.Sandbox) (time.Duration, error) {
+	sbx, d, err := b.createSandboxObject(ctx, sbx)
+	if err != nil {
+		return 0, err
+	}
+	return d, b.deleteSandbox(ctx, sbx)
+}
+
+// runtimePools: one Sandbox taken from a warm pool of its runtime (a pool
+// of two per runtime, the same template but for the runtime), creation to
+// Ready, alternately, as the pool scenario takes them. The pools are gone
+// when it returns: an unnamed Sandbox of their shape would take their
+// members.
+func (b *bench) runtimePools(ctx context.Context) (row, error) {
+	pools := map[string]*afev1.SandboxPool{}
+	for _, rt := range benchRuntimes {
+		p, err := b.createPool(ctx, "warm-"+rt, 2, b.runtimeSandbox("", rt, b.cfg.Image).Spec.SandboxTemplateSpec)
+		if err != nil {
+			return row{}, err
+		}
+		pools[rt] = p
+	}
+	per, err := alternately(b.cfg.RuntimeReps, func(i int, rt string) (time.Duration, error) {
+		sbx, d, err := b.claimWarm(ctx, pools[rt], b.runtimeSandbox(fmt.Sprintf("warm-%s-%d", rt, i), rt, b.cfg.Image))
+		if err != nil {
+			return 0, err
+		}
+		return d, b.deleteSandbox(ctx, sbx)
+	})
+	for _, p := range pools {
+		err = joinErr(err, b.deletePool(ctx, p))
+	}
+	return runtimeRow(fmt.Sprintf("one Sandbox from a warm pool of its runtime, creation to Ready (%d reps)", b.cfg.RuntimeReps), per), err
+}
+
+// runDuration runs the script in the sandbox to its end and returns the
+// Run's own duration (status.durationMilliseconds).
+func (b *bench) runDuration(ctx context.Context, sbx *afev1.Sandbox, name, script string) (time.Duration, error) {
+	_, run, err := b.runToEnd(ctx, sbx, name, nil, script)
+	if err != nil {
+		return 0, err
+	}
+	return time.Duration(run.Status.DurationMilliseconds) * time.Millisecond, nil
+}
+
+// runtimeVersions is the row that names the runtimes compared, as the
+// engine runs them: each one's version (the first line of its
+// `--version`), and for runsc its platform and the arguments the engine
+// gives it.
+func (b *bench) runtimeVersions(ctx context.Context) (row, error) {
+	described := map[string]string{}
+	for _, name := range benchRuntimes {
+		rt, err := b.engine.Runtime(ctx, name)
+		if err != nil {
+			return row{}, err
+		}
+		out, err := exec.CommandContext(ctx, rt.Path, "--version").Output()
+		if err != nil {
+			return row{}, fmt.Errorf("%s --version: %w", rt.Path, err)
+		}
+		version, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+		described[name] = version
+		if name == "runsc" {
+			described[name] += fmt.Sprintf(", platform %s (the engine runs %s)", runscPlatform(rt.Args), strings.Join(append([]string{rt.Path}, rt.Args...), " "))
+		}
+	}
+	return row{Scenario: "runsc against runc: the runtimes compared", Controller: described["runsc"], Baseline: described["runc"], Ratio: "-"}, nil
+}
+
+// runscPlatform is the platform runsc's arguments name, or runsc's default.
+func runscPlatform(args []string) string {
+	for _, a := range args {
+		if p, ok := strings.CutPrefix(a, "--platform="); ok {
+			return p
+		}
+	}
+	return "runsc's default"
 }
 
 // runtimeSandbox is a Sandbox under the runtime.
@@ -161,11 +275,11 @@ func (b *bench) syscallHeavy(ctx context.Context) ([]row, error) {
 			return nil, err
 		}
 		for i, step := range steps {
-			_, run, err := b.runToEnd(ctx, sbx, fmt.Sprintf("files-%s-%d", rt, i), nil, step.script)
+			d, err := b.runDuration(ctx, sbx, fmt.Sprintf("files-%s-%d", rt, i), step.script)
 			if err != nil {
 				return nil, err
 			}
-			per[i][rt] = append(per[i][rt], time.Duration(run.Status.DurationMilliseconds)*time.Millisecond)
+			per[i][rt] = append(per[i][rt], d)
 		}
 		if err := b.deleteSandbox(ctx, sbx); err != nil {
 			return nil, err
@@ -176,98 +290,6 @@ func (b *bench) syscallHeavy(ctx context.Context) ([]row, error) {
 		rows = append(rows, runtimeRow("syscall-heavy: "+step.title, per[i]))
 	}
 	return rows, nil
-}
-
-// idleMemory: RuntimeIdle Ready sandboxes left idle under each runtime,
-// and the host memory each holds: the working set of its container's
-// cgroup (runsc's sentry, gofer and stubs are in it) and the PSS of the
-// host processes in that cgroup.
-func (b *bench) idleMemory(ctx context.Context) (row, error) {
-	n := b.cfg.RuntimeIdle
-	workingSet, pss := map[string]float64{}, map[string]float64{}
-	for _, rt := range benchRuntimes {
-		var sbxs []*afev1.Sandbox
-		for i := range n {
-			sbx, _, err := b.createSandboxObject(ctx, b.runtimeSandbox(fmt.Sprintf("idle-%s-%d", rt, i), rt, b.cfg.Image))
-			if err != nil {
-				return row{}, err
-			}
-			sbxs = append(sbxs, sbx)
-		}
-		time.Sleep(3 * time.Second) // let them settle
-		for _, sbx := range sbxs {
-			c, err := b.engine.InspectContainer(ctx, sbx.Status.ContainerName)
-			if err != nil {
-				return row{}, err
-			}
-			u, err := b.engine.ContainerUsage(ctx, c.ID)
-			if err != nil {
-				return row{}, err
-			}
-			p, err := cgroupPSS(c.Pid)
-			if err != nil {
-				return row{}, err
-			}
-			workingSet[rt] += float64(u.MemoryBytes) / float64(n)
-			pss[rt] += float64(p) / float64(n)
-		}
-		for _, sbx := range sbxs {
-			if err := b.deleteSandbox(ctx, sbx); err != nil {
-				return row{}, err
-			}
-		}
-	}
-	figure := func(rt string) string {
-		return fmt.Sprintf("%s %.1f MiB working set, %.1f MiB PSS", rt, workingSet[rt]/(1<<20), pss[rt]/(1<<20))
-	}
-	r := row{
-		Scenario:   fmt.Sprintf("runsc against runc: host memory per idle sandbox (%d each; ratio of PSS)", n),
-		Controller: figure("runsc"), Baseline: figure("runc"), Ratio: "-",
-	}
-	if pss["runc"] > 0 {
-		r.Ratio = fmt.Sprintf("%.2fx", pss["runsc"]/pss["runc"])
-	}
-	return r, nil
-}
-
-// cgroupPSS is the proportional set size of the host processes in the
-// memory cgroup of pid (cgroup v1 or v2), in bytes: shared pages (runsc's
-// binary) are split between the sandboxes that map them.
-func cgroupPSS(pid int) (int64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
-	if err != nil {
-		return 0, err
-	}
-	var dir string
-	for _, line := range strings.Split(string(data), "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		if parts[1] == "memory" {
-			dir = filepath.Join("/sys/fs/cgroup/memory", parts[2])
-			break
-		}
-		if parts[0] == "0" && parts[1] == "" {
-			dir = filepath.Join("/sys/fs/cgroup", parts[2])
-		}
-	}
-	if dir == "" {
-		return 0, fmt.Errorf("no memory cgroup for pid %d", pid)
-	}
-	procs, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-	if err != nil {
-		return 0, err
-	}
-	var total int64
-	for _, p := range strings.Fields(string(procs)) {
-		kb, err := procKB("/proc/"+p+"/smaps_rollup", "Pss:")
-		if err != nil {
-			continue // gone since the listing
-		}
-		total += kb
-	}
-	return total, nil
 }
 
 // runToEnd creates a Run (command or script) in the sandbox and waits until
