@@ -33,6 +33,7 @@ import (
 	"afe.dev/sandbox/internal/localcp"
 	"afe.dev/sandbox/internal/runlog"
 	"afe.dev/sandbox/internal/telemetry"
+	"afe.dev/sandbox/internal/usage"
 	"afe.dev/sandbox/test/dockertest"
 	"afe.dev/sandbox/test/kubetest"
 )
@@ -76,6 +77,10 @@ func forEachRuntime(body func(runtime string), decorators ...interface{}) {
 // maxFileBytes is the suite's --access-max-file-bytes: a 50 MiB file fits.
 const maxFileBytes = 64 << 20
 
+// usagePeriod is the suite's --usage-period (the manager takes no less
+// than 30 s).
+const usagePeriod = 5 * time.Second
+
 func TestAccess(t *testing.T) {
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "Access API Suite")
@@ -115,10 +120,13 @@ var _ = BeforeSuite(func() {
 	runLogs := &runlog.Store{Dir: GinkgoT().TempDir()}
 	store, err = telemetry.Open(filepath.Join(GinkgoT().TempDir(), "telemetry.db"), telemetry.Options{})
 	Expect(err).NotTo(HaveOccurred())
+	measured := &usage.Store{}
 	Expect(controllers.SetupAll(ctx, mgr, engine, controllers.Options{
 		Instance:                instance,
 		RunLogs:                 runLogs,
 		Telemetry:               store,
+		Usage:                   measured,
+		UsagePeriod:             usagePeriod,
 		ResyncPeriod:            30 * time.Second,
 		MaxConcurrentReconciles: 2,
 		ProxyImage:              "afe/egress-proxy:dev",
@@ -135,6 +143,7 @@ var _ = BeforeSuite(func() {
 		SpoolDir:     spoolDir,
 		RunLogs:      runLogs,
 		Telemetry:    store,
+		Usage:        measured,
 	})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(mgr.Add(accessServer)).To(Succeed())

@@ -109,7 +109,8 @@ func addLoops(mgr ctrl.Manager, engine Engine, cfg shared.Config) (*background, 
 	// The collector also measures the workspaces for resources.disk, even
 	// with the usage turned off.
 	collector := &loops.UsageCollector{Client: c, Cache: mgr.GetCache(), Engine: engine, Instance: opts.Instance,
-		Period: usagePeriod(opts), Disk: bg.disk, DiskPeriod: diskCheckPeriod(opts), Enqueue: events.Enqueue, Telemetry: opts.Telemetry}
+		Period: usagePeriod(opts), Disk: bg.disk, DiskPeriod: diskCheckPeriod(opts), Enqueue: events.Enqueue, Telemetry: opts.Telemetry,
+		Store: opts.Usage, Elected: mgr.Elected()}
 	type named struct {
 		what string
 		r    manager.Runnable

@@ -37,6 +37,7 @@ import (
 	"afe.dev/sandbox/internal/status"
 	"afe.dev/sandbox/internal/subnets"
 	"afe.dev/sandbox/internal/telemetry"
+	"afe.dev/sandbox/internal/usage"
 )
 
 // setupError is a step of the start that failed: what the log says of it,
@@ -73,8 +74,9 @@ func logSetupError(log logr.Logger, err error) {
 }
 
 // setupOptions sets the options the flags give without the engine's
-// help: the usage period, the environment's deny list and passthrough,
-// and the egress subnets and denied addresses.
+// help: the usage period and the store of its measurements, the
+// environment's deny list and passthrough, and the egress subnets and
+// denied addresses.
 func setupOptions(log logr.Logger, f *managerFlags) error {
 	opts := &f.opts
 	if opts.MaxWorkspaceCopyBytes < 0 {
@@ -85,6 +87,11 @@ func setupOptions(log logr.Logger, f *managerFlags) error {
 	}
 	if opts.UsagePeriod > 0 {
 		opts.UsagePeriod = max(opts.UsagePeriod, status.MinUsageInterval)
+	}
+	if opts.UsagePeriod >= 0 {
+		// What the collector measures, the access API serves.
+		measured := &usage.Store{}
+		opts.Usage, f.access.Usage = measured, measured
 	}
 	for _, n := range strings.Split(f.denyEnv, ",") {
 		if n = strings.TrimSpace(n); n != "" {

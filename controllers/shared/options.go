@@ -16,6 +16,7 @@ import (
 	"afe.dev/sandbox/internal/sandboxenv"
 	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/internal/telemetry"
+	"afe.dev/sandbox/internal/usage"
 )
 
 // Options are the controller settings that come from the manager's flags.
@@ -60,6 +61,9 @@ type Options struct {
 	// status.MinUsageInterval; negative turns the measuring off. The manager
 	// never passes less than status.MinUsageInterval (tests do).
 	UsagePeriod time.Duration
+	// Usage keeps the latest measurement, which the access API serves
+	// (nil: it is kept nowhere, and only the metrics report it).
+	Usage *usage.Store
 	// DiskCheckPeriod is --disk-check-period: how often the workspaces are
 	// measured between two usage measurements, while a sandbox has
 	// resources.disk (zero: only with the usage).
