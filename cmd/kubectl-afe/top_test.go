@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	accessv1 "afe.dev/sandbox/api/access/v1alpha1"
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/client"
 )
@@ -20,12 +21,12 @@ func TestTopTable(t *testing.T) {
 	future := metav1.NewTime(now.Add(time.Hour))
 	rows := []client.UsageRow{
 		{Namespace: "a", Name: "t1", Ticket: "t1", Sandboxes: 1, Measured: 1,
-			Usage: afev1.Usage{CPUMilliseconds: 1234_567, MemoryBytes: 12 << 20, DiskBytes: 3 << 29,
-				NetworkReceiveBytes: 512, NetworkTransmitBytes: 2048, Time: measured}},
+			Usage: accessv1.Usage{CPUMilliseconds: 1234_567, MemoryBytes: 12 << 20, DiskBytes: 3 << 29,
+				NetworkReceiveBytes: 512, NetworkTransmitBytes: 2048}, Time: measured},
 		// A Sandbox without a ticket, not measured yet.
-		client.SandboxUsage(&afev1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: "b", Name: "new"}}),
+		client.UsageRowOf(&afev1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: "b", Name: "new"}}, nil),
 		{Namespace: "b", Name: "odd\x1b[2J", Ticket: "odd", Sandboxes: 1, Measured: 1,
-			Usage: afev1.Usage{CPUMilliseconds: math.MaxInt64, MemoryBytes: math.MaxInt64, Time: future}},
+			Usage: accessv1.Usage{CPUMilliseconds: math.MaxInt64, MemoryBytes: math.MaxInt64}, Time: future},
 	}
 	tests := map[string]struct {
 		flags topFlags
@@ -52,8 +53,8 @@ a           1           20m34s     12Mi            1.5Gi         512            
 			in := rows
 			if tc.flags.by == "namespace" {
 				in = []client.UsageRow{{Namespace: "a", Name: "a", Sandboxes: 1, Measured: 1,
-					Usage: afev1.Usage{CPUMilliseconds: 1234_567, MemoryBytes: 12 << 20, DiskBytes: 3 << 29,
-						NetworkReceiveBytes: 512, NetworkTransmitBytes: 2048, Time: measured}}}
+					Usage: accessv1.Usage{CPUMilliseconds: 1234_567, MemoryBytes: 12 << 20, DiskBytes: 3 << 29,
+						NetworkReceiveBytes: 512, NetworkTransmitBytes: 2048}, Time: measured}}
 			}
 			tc.flags.output = "table"
 			var out strings.Builder
@@ -70,7 +71,7 @@ a           1           20m34s     12Mi            1.5Gi         512            
 func TestTopJSON(t *testing.T) {
 	measured := metav1.NewTime(time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC))
 	rows := []client.UsageRow{{Namespace: "a", Name: "t1", Sandboxes: 2, Measured: 1,
-		Usage: afev1.Usage{CPUMilliseconds: 1500, MemoryBytes: 42, Time: measured}}}
+		Usage: accessv1.Usage{CPUMilliseconds: 1500, MemoryBytes: 42}, Time: measured}}
 	var out strings.Builder
 	if err := writeTop(&out, rows, &topFlags{by: "ticket", output: "json"}, time.Now()); err != nil {
 		t.Fatal(err)
