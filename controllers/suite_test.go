@@ -118,9 +118,12 @@ var _ = BeforeSuite(func() {
 		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assetsDir(),
+		ControlPlane:          envtest.ControlPlane{APIServer: &envtest.APIServer{}},
 	}
+	Expect(configureAPIServer(testEnv.ControlPlane.APIServer, GinkgoT().TempDir())).To(Succeed())
 	cfg, err := testEnv.Start()
 	Expect(err).NotTo(HaveOccurred())
+	testConfig = cfg
 	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme.Scheme})
 	Expect(err).NotTo(HaveOccurred())
 
@@ -183,11 +186,14 @@ var _ = BeforeSuite(func() {
 		Telemetry:      testTelemetry,
 		Executions:     &telemetry.Executions{},
 		Runtimes:       append(dockertest.Runtimes(), missingRuntime),
+		Usage:          testUsage,
 	})).To(Succeed())
+	Expect(addAccessAPI(mgr, engine)).To(Succeed())
 	go func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(ctx)).To(Succeed())
 	}()
+	awaitAccessAPI(ctx)
 })
 
 func mustParseSubnets(s string) []netip.Prefix {

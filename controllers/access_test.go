@@ -1,0 +1,89 @@
+package controllers
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"afe.dev/sandbox/access"
+	accessv1 "afe.dev/sandbox/api/access/v1alpha1"
+	afev1 "afe.dev/sandbox/api/v1alpha1"
+	afeclient "afe.dev/sandbox/client"
+	"afe.dev/sandbox/internal/localcp"
+	"afe.dev/sandbox/internal/usage"
+)
+
+// The suite's API server aggregates the manager's access API, so that the
+// specs read what sandboxes use where kubectl afe top and the clients read
+// it (sandboxusages).
+var (
+	// testUsage is what the manager's usage collector measured.
+	testUsage = &usage.Store{}
+	// testConfig is the suite's API server, as its admin.
+	testConfig *rest.Config
+)
+
+// configureAPIServer makes the suite's API server an aggregator, with its
+// front proxy's certificates under dir.
+func configureAPIServer(api *envtest.APIServer, dir string) error {
+	return localcp.EnableAggregation(api, filepath.Join(dir, "front-proxy"))
+}
+
+// addAccessAPI adds the access API to the manager, serving the usage the
+// collector keeps in testUsage.
+func addAccessAPI(mgr ctrl.Manager, engine access.Engine) error {
+	server, err := access.New(mgr, engine, access.Options{
+		BindAddress: "127.0.0.1:0", Service: types.NamespacedName{Namespace: "afe-system", Name: "afe-access"},
+		Register: true, ExternalName: "localhost", Instance: instance, Telemetry: testTelemetry, Usage: testUsage,
+	})
+	if err != nil {
+		return err
+	}
+	return mgr.Add(server)
+}
+
+// awaitAccessAPI waits until the aggregator calls the access API available.
+func awaitAccessAPI(ctx context.Context) {
+	Eventually(func(g Gomega) {
+		as := &unstructured.Unstructured{}
+		as.SetAPIVersion("apiregistration.k8s.io/v1")
+		as.SetKind("APIService")
+		g.Expect(k8sClient.Get(ctx, types.NamespacedName{Name: access.APIServiceName}, as)).To(Succeed())
+		conds, _, _ := unstructured.NestedSlice(as.Object, "status", "conditions")
+		g.Expect(conds).To(ContainElement(And(HaveKeyWithValue("type", "Available"), HaveKeyWithValue("status", "True"))))
+	}, 2*time.Minute).Should(Succeed())
+}
+
+// afeClients are the Go clients of the suite's admin, by namespace.
+var afeClients sync.Map
+
+// afeClient is the Go client (package client) of the suite's admin in ns.
+func afeClient(ns string) *afeclient.Client {
+	if c, ok := afeClients.Load(ns); ok {
+		return c.(*afeclient.Client)
+	}
+	c, err := afeclient.New(testConfig, afeclient.WithNamespace(ns))
+	Expect(err).NotTo(HaveOccurred())
+	afeClients.Store(ns, c)
+	return c
+}
+
+// servedUsage is what the sandbox uses as the access API serves it
+// (sandboxusages/NAME), measured as this very Sandbox; it fails g until
+// there is a measurement.
+func servedUsage(ctx context.Context, g Gomega, sbx *afev1.Sandbox) accessv1.SandboxUsage {
+	u, err := afeClient(sbx.Namespace).Usage(ctx, sbx.Name)
+	g.ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	if sbx.UID != "" {
+		g.ExpectWithOffset(1, u.UID).To(Equal(sbx.UID), "measured as this Sandbox")
+	}
+	return *u
+}
