@@ -21,7 +21,7 @@ import (
 	"afe.dev/sandbox/controllers/ticket"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/runlog"
-	"afe.dev/sandbox/internal/status"
+	"afe.dev/sandbox/internal/usage"
 )
 
 // Options are the controller settings that come from the manager's flags.
@@ -225,7 +225,7 @@ func usagePeriod(o Options) time.Duration {
 	case o.UsagePeriod < 0:
 		return 0
 	case o.UsagePeriod == 0:
-		return max(o.ResyncPeriod, status.MinUsageInterval)
+		return max(o.ResyncPeriod, usage.MinPeriod)
 	}
 	return o.UsagePeriod
 }
@@ -240,5 +240,5 @@ func diskCheckPeriod(o Options) time.Duration {
 	if usagePeriod(o) > 0 {
 		return 0
 	}
-	return max(o.ResyncPeriod, status.MinUsageInterval)
+	return max(o.ResyncPeriod, usage.MinPeriod)
 }

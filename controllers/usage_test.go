@@ -47,12 +47,13 @@ func hasLabels(m *dto.Metric, want map[string]string) bool {
 
 // Serial, as the disk-limit specs: Docker 20.10 runs one disk usage
 // measurement at a time, and the other processes' collectors can hold it
-// past this spec's waits on a loaded machine.
+// past this spec's waits on a loaded machine. Serial also leaves the
+// manager to this spec while it counts the writes.
 var _ = Describe("Sandbox usage", Serial, func() {
 	// The figures come from the engine (the container's cgroups and its
 	// measure of the volume and the writable layer), whatever the runtime.
 	forEachRuntime(func(runtime string) {
-		It("serves CPU, memory and disk of each sandbox and their sum per ticket through the access API, and as metrics", func() {
+		It("serves CPU, memory and disk of each sandbox and their sum per ticket through the access API, and as metrics, writing nothing to the API", func() {
 			ctx := context.Background()
 			ns := newNamespace(ctx)
 			tk := newTicket(ns, "usage")
@@ -118,6 +119,20 @@ var _ = Describe("Sandbox usage", Serial, func() {
 				g.Expect(metricValue("afe_ticket_workspace_bytes", map[string]string{"namespace": ns, "ticket": tk.Name})).
 					To(BeNumerically(">=", 5<<20))
 			}).Should(Succeed())
+
+			By("writing nothing to the API while the sandbox idles, measurement after measurement")
+			Expect(auditedWrites(ns, time.Time{})).To(ContainElement(ContainSubstring("sandboxes/status "+sbx.Name)),
+				"the audit log holds the status writes that made the sandbox Ready")
+			since := time.Now()
+			before := map[string]string{"sandbox": getSandbox(ctx, sbx)(Default).ResourceVersion, "ticket": getTicket(ctx, tk)(Default).ResourceVersion}
+			measured := map[time.Time]bool{}
+			Eventually(func(g Gomega) {
+				measured[servedUsage(ctx, g, sbx).Timestamp.Time] = true
+				g.Expect(len(measured)).To(BeNumerically(">=", 4), "three measurements more than the first")
+			}, 40*time.Second, time.Second).Should(Succeed())
+			Expect(auditedWrites(ns, since)).To(BeEmpty(), "no write to any Sandbox, Ticket or Run of the namespace")
+			Expect(map[string]string{"sandbox": getSandbox(ctx, sbx)(Default).ResourceVersion, "ticket": getTicket(ctx, tk)(Default).ResourceVersion}).
+				To(Equal(before))
 
 			By("serving no figures and no series once its ticket is finished")
 			setState(ctx, tk, afev1.TicketDone)

@@ -34,7 +34,6 @@ import (
 	"afe.dev/sandbox/internal/peerca"
 	"afe.dev/sandbox/internal/placement"
 	"afe.dev/sandbox/internal/sandboxspec"
-	"afe.dev/sandbox/internal/status"
 	"afe.dev/sandbox/internal/subnets"
 	"afe.dev/sandbox/internal/telemetry"
 	"afe.dev/sandbox/internal/usage"
@@ -86,7 +85,7 @@ func setupOptions(log logr.Logger, f *managerFlags) error {
 		return setupFailed(fmt.Errorf("--max-pool-replicas must be 0 or more, not %d", opts.MaxPoolReplicas), "Invalid --max-pool-replicas")
 	}
 	if opts.UsagePeriod > 0 {
-		opts.UsagePeriod = max(opts.UsagePeriod, status.MinUsageInterval)
+		opts.UsagePeriod = max(opts.UsagePeriod, usage.MinPeriod)
 	}
 	if opts.UsagePeriod >= 0 {
 		// What the collector measures, the access API serves.

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,7 +20,6 @@ import (
 	"afe.dev/sandbox/internal/metrics"
 	"afe.dev/sandbox/internal/pool"
 	"afe.dev/sandbox/internal/sandboxspec"
-	"afe.dev/sandbox/internal/status"
 	"afe.dev/sandbox/internal/telemetry"
 	"afe.dev/sandbox/internal/usage"
 )
@@ -31,16 +29,16 @@ const usageConcurrency = 4
 
 // UsageCollector measures what every sandbox of this instance uses, every
 // Period, and keeps it in Store, which the access API serves
-// (sandboxusages); the leader also reports it as Prometheus series and in
-// status.usage of the Sandboxes and their Tickets. It measures on every
-// replica, so that each one's access API answers; the series, the status
-// and the disk limits are the leader's alone. One measurement is one list of the running
-// sandbox containers, one disk usage request for all writable layers and
-// volumes, and the usage of each running sandbox container: read from the
-// host's cgroup files for a local engine, else one one-shot stats request
-// each, since the engine has no batched call for CPU, memory and network
-// (docs/telemetry.md, Usage, has the cost). Nothing is asked of the
-// engine when no sandbox runs.
+// (sandboxusages), as metrics-server keeps what Pods use: in memory,
+// never in an object's status. The leader also reports it as Prometheus
+// series. It measures on every replica, so that each one's access API
+// answers; the series and the disk limits are the leader's alone. One
+// measurement is one list of the running sandbox containers, one disk
+// usage request for all writable layers and volumes, and the usage of each
+// running sandbox container: read from the host's cgroup files for a local
+// engine, else one one-shot stats request each, since the engine has no
+// batched call for CPU, memory and network (docs/telemetry.md, Usage, has
+// the cost). Nothing is asked of the engine when no sandbox runs.
 type UsageCollector struct {
 	Client   client.Client
 	Cache    cache.Cache
@@ -179,7 +177,7 @@ type measurement struct {
 	// afe.sandbox-uid label, with their usage.
 	running map[string]runningContainer
 	disk    *docker.DiskUsage
-	time    metav1.Time
+	time    time.Time
 }
 
 type runningContainer struct {
@@ -190,8 +188,8 @@ type runningContainer struct {
 }
 
 // collect measures every sandbox and keeps the figures in the Store; the
-// leader also applies the disk limits, sets the series and writes the
-// status.
+// leader also applies the disk limits and sets the series. Nothing is
+// written to the API.
 func (u *UsageCollector) collect(ctx context.Context, leading bool) error {
 	m, err := u.measure(ctx)
 	if err != nil {
@@ -224,10 +222,10 @@ func (u *UsageCollector) collect(ctx context.Context, leading bool) error {
 			Ticket: ticketOf(sbx), Labels: sbx.Labels, Usage: figures})
 	}
 	if u.Store != nil {
-		u.Store.Set(m.time.Time, u.Period, samples)
+		u.Store.Set(m.time, u.Period, samples)
 	}
 	if leading {
-		errs = append(errs, u.report(ctx, list.Items, samples, m.time))
+		metrics.Usage.Set(samples)
 	}
 	return errors.Join(errs...)
 }
@@ -240,47 +238,6 @@ func ticketOf(sbx *afev1.Sandbox) string {
 	return sbx.Spec.TicketRef.Name
 }
 
-// report sets the series and writes status.usage of the sandboxes
-// measured and of their tickets.
-func (u *UsageCollector) report(ctx context.Context, sandboxes []afev1.Sandbox, samples []usage.Sample, at metav1.Time) error {
-	var metricSamples []metrics.UsageSample
-	byTicket := map[types.NamespacedName][]afev1.Usage{}
-	byKey := map[types.NamespacedName]usage.Sample{}
-	for _, smp := range samples {
-		byKey[types.NamespacedName{Namespace: smp.Namespace, Name: smp.Name}] = smp
-	}
-	var errs []error
-	for i := range sandboxes {
-		sbx := &sandboxes[i]
-		smp, ok := byKey[client.ObjectKeyFromObject(sbx)]
-		if !ok {
-			continue
-		}
-		figures := statusUsage(smp.Usage, at)
-		metricSamples = append(metricSamples, metrics.UsageSample{Namespace: sbx.Namespace, Sandbox: sbx.Name,
-			Ticket: sandboxspec.IdentityOf(sbx, u.Instance).Ticket, Usage: figures})
-		if smp.Ticket != "" {
-			k := types.NamespacedName{Namespace: sbx.Namespace, Name: smp.Ticket}
-			byTicket[k] = append(byTicket[k], figures)
-		}
-		if status.UsageChanged(sbx.Status.Usage, figures) {
-			errs = append(errs, u.writeSandboxUsage(ctx, sbx, figures))
-		}
-	}
-	metrics.Usage.Set(metricSamples)
-	for k, usages := range byTicket {
-		errs = append(errs, u.writeTicketUsage(ctx, k, *status.SumUsage(usages)))
-	}
-	return errors.Join(errs...)
-}
-
-// statusUsage is the figures as status.usage holds them.
-func statusUsage(f accessv1.Usage, at metav1.Time) afev1.Usage {
-	return afev1.Usage{CPUMilliseconds: f.CPUMilliseconds, MemoryBytes: f.MemoryBytes, DiskBytes: f.DiskBytes,
-		WritableLayerBytes: f.WritableLayerBytes, WorkspaceBytes: f.WorkspaceBytes, NetworkReceiveBytes: f.NetworkReceiveBytes,
-		NetworkTransmitBytes: f.NetworkTransmitBytes, EgressBytes: f.EgressBytes, EgressDenials: f.EgressDenials, Time: at}
-}
-
 // measure asks the engine, in one list, one disk usage request and the
 // usage of each running sandbox container.
 func (u *UsageCollector) measure(ctx context.Context) (*measurement, error) {
@@ -288,7 +245,7 @@ func (u *UsageCollector) measure(ctx context.Context) (*measurement, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &measurement{running: map[string]runningContainer{}, time: metav1.Now()}
+	m := &measurement{running: map[string]runningContainer{}, time: time.Now()}
 	for _, ct := range containers {
 		if ct.Running {
 			m.running[ct.Labels[afev1.LabelSandboxUID]] = runningContainer{container: ct}
@@ -381,37 +338,4 @@ func (m *measurement) usageOf(sbx *afev1.Sandbox, instance string) (accessv1.Usa
 	}
 	figures.DiskBytes = figures.WritableLayerBytes + figures.WorkspaceBytes
 	return figures, true
-}
-
-// writeSandboxUsage patches status.usage alone: the patch holds no other
-// field, so it cannot undo a reconcile's status write.
-func (u *UsageCollector) writeSandboxUsage(ctx context.Context, sbx *afev1.Sandbox, usage afev1.Usage) error {
-	before := sbx.DeepCopy()
-	sbx.Status.Usage = &usage
-	return countUsageWrite("sandboxes/status", u.Client.Status().Patch(ctx, sbx, client.MergeFrom(before)))
-}
-
-// countUsageWrite counts a usage report written, and passes its error on.
-func countUsageWrite(resource string, err error) error {
-	if err == nil {
-		metrics.UsageWrites.WithLabelValues(resource).Inc()
-	}
-	return client.IgnoreNotFound(err)
-}
-
-// writeTicketUsage patches the ticket's status.usage with the sum of its
-// sandboxes' when it changed enough, while the ticket is not finished.
-func (u *UsageCollector) writeTicketUsage(ctx context.Context, key types.NamespacedName, sum afev1.Usage) error {
-	tk := &afev1.Ticket{}
-	if err := u.Client.Get(ctx, key, tk); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	// A finished ticket keeps the sum of its sandboxes as they were, not of
-	// those its cleanup has not removed yet.
-	if !tk.DeletionTimestamp.IsZero() || tk.Ended(time.Now()) || !status.UsageChanged(tk.Status.Usage, sum) {
-		return nil
-	}
-	before := tk.DeepCopy()
-	tk.Status.Usage = &sum
-	return countUsageWrite("tickets/status", u.Client.Status().Patch(ctx, tk, client.MergeFrom(before)))
 }

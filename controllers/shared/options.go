@@ -57,9 +57,9 @@ type Options struct {
 	// SweepPeriod overrides ResyncPeriod for the sweep (tests use a short one).
 	SweepPeriod time.Duration
 	// UsagePeriod is --usage-period: how often the usage of every sandbox
-	// is measured. Zero is ResyncPeriod, but at least
-	// status.MinUsageInterval; negative turns the measuring off. The manager
-	// never passes less than status.MinUsageInterval (tests do).
+	// is measured. Zero is ResyncPeriod, but at least usage.MinPeriod;
+	// negative turns the measuring off. The manager never passes less than
+	// usage.MinPeriod (tests do).
 	UsagePeriod time.Duration
 	// Usage keeps the latest measurement, which the access API serves
 	// (nil: it is kept nowhere, and only the metrics report it).
