@@ -30,21 +30,11 @@ import (
 // list of every namespace, of one) with the query, through the API server
 // as the config's user: the code and the body.
 func usageRequest(ctx context.Context, cfg *rest.Config, ns, name string, query url.Values) (int, []byte) {
-	base, _, err := rest.DefaultServerUrlFor(cfg)
-	Expect(err).NotTo(HaveOccurred())
-	u := *base
-	u.Path = path.Join("/apis", access.Group, access.Version, "namespaces", ns, accessv1.ResourceSandboxUsages, name)
+	elems := []string{"namespaces", ns, accessv1.ResourceSandboxUsages, name}
 	if ns == "" {
-		u.Path = path.Join("/apis", access.Group, access.Version, accessv1.ResourceSandboxUsages)
+		elems = []string{accessv1.ResourceSandboxUsages}
 	}
-	u.RawQuery = query.Encode()
-	hc, err := rest.HTTPClientFor(cfg)
-	Expect(err).NotTo(HaveOccurred())
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	Expect(err).NotTo(HaveOccurred())
-	resp, err := hc.Do(req)
-	Expect(err).NotTo(HaveOccurred())
-	code, body := status(resp)
+	code, body := status(accessGet(ctx, cfg, query.Encode(), elems...))
 	return code, []byte(body)
 }
 
@@ -206,22 +196,7 @@ var _ = Describe("What sandboxes use, gathered from every node's manager", Order
 			Expect(auth.Ensure(ctx)).To(Succeed())
 			store := &usage.Store{}
 			store.Set(now, usagePeriod, measured[node])
-			srv, err := access.New(testManager, testEngine, access.Options{
-				BindAddress: "127.0.0.1:0",
-				Service:     types.NamespacedName{Namespace: ns, Name: "afe-access"},
-				Instance:    node,
-				Usage:       store,
-				Peer:        &access.PeerOptions{Authority: auth, BindAddress: "127.0.0.1:0", PlacementKey: placementKey},
-			})
-			Expect(err).NotTo(HaveOccurred())
-			serverCtx, stop := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- srv.Start(serverCtx) }()
-			DeferCleanup(func() {
-				stop()
-				Eventually(done).Should(Receive(BeNil()))
-			})
-			servers[node] = srv
+			servers[node] = startPeerManager(ns, node, auth, func(o *access.Options) { o.Usage = store })
 		}
 		By("and node-3, whose manager was last seen an hour ago")
 		stale := metav1.NewMicroTime(now.Add(-time.Hour))

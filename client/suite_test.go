@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -119,14 +118,7 @@ func startManager(cfg *rest.Config) {
 		defer GinkgoRecover()
 		Expect(mgr.Start(ctx)).To(Succeed())
 	}()
-	Eventually(func(g Gomega) {
-		as := &unstructured.Unstructured{}
-		as.SetAPIVersion("apiregistration.k8s.io/v1")
-		as.SetKind("APIService")
-		g.Expect(adminClient.Get(ctx, types.NamespacedName{Name: access.APIServiceName}, as)).To(Succeed())
-		conds, _, _ := unstructured.NestedSlice(as.Object, "status", "conditions")
-		g.Expect(conds).To(ContainElement(And(HaveKeyWithValue("type", "Available"), HaveKeyWithValue("status", "True"))))
-	}).Should(Succeed())
+	kubetest.AwaitAPIService(ctx, adminClient, access.APIServiceName)
 }
 
 var _ = AfterSuite(func() {

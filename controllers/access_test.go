@@ -10,7 +10,6 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -75,18 +74,6 @@ func addAccessAPI(mgr ctrl.Manager, engine access.Engine) error {
 		return err
 	}
 	return mgr.Add(server)
-}
-
-// awaitAccessAPI waits until the aggregator calls the access API available.
-func awaitAccessAPI(ctx context.Context) {
-	Eventually(func(g Gomega) {
-		as := &unstructured.Unstructured{}
-		as.SetAPIVersion("apiregistration.k8s.io/v1")
-		as.SetKind("APIService")
-		g.Expect(k8sClient.Get(ctx, types.NamespacedName{Name: access.APIServiceName}, as)).To(Succeed())
-		conds, _, _ := unstructured.NestedSlice(as.Object, "status", "conditions")
-		g.Expect(conds).To(ContainElement(And(HaveKeyWithValue("type", "Available"), HaveKeyWithValue("status", "True"))))
-	}, 2*time.Minute).Should(Succeed())
 }
 
 // afeClients are the Go clients of the suite's admin, by namespace.

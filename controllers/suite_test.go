@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"afe.dev/sandbox/access"
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/connlimit"
@@ -30,6 +31,7 @@ import (
 	"afe.dev/sandbox/internal/subnets"
 	"afe.dev/sandbox/internal/telemetry"
 	"afe.dev/sandbox/test/dockertest"
+	"afe.dev/sandbox/test/kubetest"
 	"afe.dev/sandbox/test/testenv"
 	"afe.dev/sandbox/test/wsroot"
 )
@@ -193,7 +195,7 @@ var _ = BeforeSuite(func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(ctx)).To(Succeed())
 	}()
-	awaitAccessAPI(ctx)
+	kubetest.AwaitAPIService(ctx, k8sClient, access.APIServiceName)
 })
 
 func mustParseSubnets(s string) []netip.Prefix {
