@@ -31,10 +31,27 @@ const (
 // The nodes whose manager is gone or did not answer are named, never left
 // out in silence. The notes of records pruned are every node's.
 func gather[T any](s *Server, r *http.Request, req *request, local nodeRecords[T], at func(T) time.Time, limit int) (nodeRecords[T], []accessv1.UnansweredNode, error) {
+	answers, missing, err := askEveryPeer[T](s, r, req)
+	if err != nil {
+		return nodeRecords[T]{}, nil, err
+	}
+	lists := [][]T{local.Items}
+	pruned := local.Pruned
+	for _, a := range answers {
+		lists = append(lists, a.Items)
+		pruned = append(pruned, a.Pruned...)
+	}
+	return nodeRecords[T]{Items: mergeNewest(lists, at, limit), Pruned: pruned}, missing, nil
+}
+
+// askEveryPeer asks every other node's manager the request's question, as
+// the caller, at once: their answers, and the nodes whose manager is gone
+// or did not answer, by name.
+func askEveryPeer[T any](s *Server, r *http.Request, req *request) ([]nodeRecords[T], []accessv1.UnansweredNode, error) {
 	ctx := r.Context()
 	others, err := s.peer.peers.list(ctx)
 	if err != nil {
-		return nodeRecords[T]{}, nil, err
+		return nil, nil, err
 	}
 	type answer struct {
 		node string
@@ -52,8 +69,7 @@ func gather[T any](s *Server, r *http.Request, req *request, local nodeRecords[T
 			answers <- answer{p.node, recs, err}
 		}()
 	}
-	lists := [][]T{local.Items}
-	pruned := local.Pruned
+	var got []nodeRecords[T]
 	var missing []accessv1.UnansweredNode
 	for range others {
 		a := <-answers
@@ -61,11 +77,10 @@ func gather[T any](s *Server, r *http.Request, req *request, local nodeRecords[T
 			missing = append(missing, accessv1.UnansweredNode{Node: a.node, Message: a.err.Error()})
 			continue
 		}
-		lists = append(lists, a.recs.Items)
-		pruned = append(pruned, a.recs.Pruned...)
+		got = append(got, a.recs)
 	}
 	slices.SortFunc(missing, func(a, b accessv1.UnansweredNode) int { return strings.Compare(a.Node, b.Node) })
-	return nodeRecords[T]{Items: mergeNewest(lists, at, limit), Pruned: pruned}, missing, nil
+	return got, missing, nil
 }
 
 // nodeRecords is one manager's answer: its records and its notes of

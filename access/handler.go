@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -26,13 +27,20 @@ type route struct {
 // Kubernetes API server derives from the method (POST is create, GET get),
 // except where authorizeAs says otherwise.
 var routes = map[route]func(s *Server, w http.ResponseWriter, r *http.Request, req *request){
-	{"sandboxes", "exec", http.MethodPost}:     (*Server).serveExec,
-	{"sandboxes", "exec", http.MethodGet}:      (*Server).serveExec,
-	{"sandboxes", "files", http.MethodGet}:     (*Server).serveDownload,
-	{"sandboxes", "files", http.MethodPost}:    (*Server).serveUpload,
-	{"runs", "log", http.MethodGet}:            (*Server).serveLog,
-	{"sandboxes", "telemetry", http.MethodGet}: (*Server).serveSandboxTelemetry,
-	{"tickets", "telemetry", http.MethodGet}:   (*Server).serveTicketTelemetry,
+	{"sandboxes", "exec", http.MethodPost}:               (*Server).serveExec,
+	{"sandboxes", "exec", http.MethodGet}:                (*Server).serveExec,
+	{"sandboxes", "files", http.MethodGet}:               (*Server).serveDownload,
+	{"sandboxes", "files", http.MethodPost}:              (*Server).serveUpload,
+	{"runs", "log", http.MethodGet}:                      (*Server).serveLog,
+	{"sandboxes", "telemetry", http.MethodGet}:           (*Server).serveSandboxTelemetry,
+	{"tickets", "telemetry", http.MethodGet}:             (*Server).serveTicketTelemetry,
+	{accessv1.ResourceSandboxUsages, "", http.MethodGet}: (*Server).serveUsage,
+}
+
+// collections are the routes that are also served without a name, as a
+// list of a namespace or of every namespace (verb list).
+var collections = map[route]bool{
+	{accessv1.ResourceSandboxUsages, "", http.MethodGet}: true,
 }
 
 // authorizeAs are the routes authorized as another verb than their
@@ -78,34 +86,67 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, u user.Info, hop
 		s.serveDiscovery(w, r)
 		return
 	}
-	serve, ok := routes[route{info.Resource, info.Subresource, r.Method}]
-	if !ok || info.APIGroup != Group || info.APIVersion != Version || info.Namespace == "" || info.Name == "" {
+	rt := route{info.Resource, info.Subresource, r.Method}
+	serve, ok := routes[rt]
+	// A route is asked of one object of a namespace or, for a collection,
+	// of all of a namespace or of every one.
+	asked := info.Namespace != "" && info.Name != "" || collections[rt] && info.Name == ""
+	if !ok || info.APIGroup != Group || info.APIVersion != Version || !asked {
 		writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, "", "the server could not find the requested resource")
 		return
 	}
-	if verb, ok := authorizeAs[route{info.Resource, info.Subresource, r.Method}]; ok {
+	if info.Verb == "watch" {
+		writeStatus(w, http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed, accessv1.ReasonInvalidRequest, info.Resource+" cannot be watched")
+		return
+	}
+	if verb, ok := authorizeAs[rt]; ok {
 		info.Verb = verb
 	}
 	decision, reason, err := s.auth.authz.Authorize(r.Context(), attributes(u, info))
 	if decision != authorizer.DecisionAllow {
-		msg := fmt.Sprintf("%s.%s %q is forbidden: User %q cannot %s resource \"%s/%s\" in API group %q in the namespace %q",
-			info.Resource, Group, info.Name, u.GetName(), info.Verb, info.Resource, info.Subresource, Group, info.Namespace)
-		if reason != "" {
-			msg += ": " + reason
-		}
-		if err != nil {
-			msg += ": " + err.Error()
-		}
-		s.log.Info("Refused", "user", u.GetName(), "verb", info.Verb, "resource", info.Resource+"/"+info.Subresource,
+		s.log.Info("Refused", "user", u.GetName(), "verb", info.Verb, "resource", resourceOf(info),
 			"namespace", info.Namespace, "name", info.Name, "forwardedBy", hop)
-		writeStatus(w, http.StatusForbidden, metav1.StatusReasonForbidden, accessv1.ReasonForbidden, msg)
+		writeStatus(w, http.StatusForbidden, metav1.StatusReasonForbidden, accessv1.ReasonForbidden, forbidden(u, info, reason, err))
 		return
 	}
 	req := &request{user: u, namespace: info.Namespace, name: info.Name, hop: hop}
-	if s.peer != nil && info.Subresource != "telemetry" && s.route(w, r, req, info.Resource) {
+	// A request about one sandbox is served by its node's manager; a list
+	// and the telemetry are gathered from every node's.
+	if s.peer != nil && info.Subresource != "telemetry" && info.Name != "" && s.route(w, r, req, info.Resource) {
 		return
 	}
 	serve(s, w, r, req)
+}
+
+// resourceOf is the resource of a request, with its subresource after a
+// slash.
+func resourceOf(info *apirequest.RequestInfo) string {
+	if info.Subresource == "" {
+		return info.Resource
+	}
+	return info.Resource + "/" + info.Subresource
+}
+
+// forbidden is the message of a refusal, in the words of the Kubernetes
+// API server's.
+func forbidden(u user.Info, info *apirequest.RequestInfo, reason string, err error) string {
+	what := info.Resource + "." + Group
+	if info.Name != "" {
+		what += fmt.Sprintf(" %q", info.Name)
+	}
+	where := fmt.Sprintf("in the namespace %q", info.Namespace)
+	if info.Namespace == "" {
+		where = "at the cluster scope"
+	}
+	msg := fmt.Sprintf("%s is forbidden: User %q cannot %s resource %q in API group %q %s",
+		what, u.GetName(), info.Verb, resourceOf(info), Group, where)
+	if reason != "" {
+		msg += ": " + reason
+	}
+	if err != nil {
+		msg += ": " + err.Error()
+	}
+	return msg
 }
 
 // attributes are what the SubjectAccessReview asks about.
@@ -151,22 +192,29 @@ func (s *Server) serveDiscovery(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// apiResources lists the subresources, with their verbs.
+// apiResources lists the resources and subresources, with their verbs.
 func apiResources() []metav1.APIResource {
 	verbs := map[string][]string{}
 	for rt := range routes {
-		name := rt.resource + "/" + rt.subresource
+		name := rt.resource
+		if rt.subresource != "" {
+			name += "/" + rt.subresource
+		}
 		verb := "create"
 		if rt.method == http.MethodGet {
 			verb = "get"
 		}
 		verbs[name] = append(verbs[name], verb)
+		if collections[rt] {
+			verbs[name] = append(verbs[name], "list")
+		}
 	}
 	kinds := map[string]string{"sandboxes/exec": "SandboxExec", "sandboxes/files": "SandboxFiles", "runs/log": "RunLog",
-		"sandboxes/telemetry": TelemetryKind, "tickets/telemetry": TelemetryKind}
+		"sandboxes/telemetry": TelemetryKind, "tickets/telemetry": TelemetryKind, accessv1.ResourceSandboxUsages: accessv1.SandboxUsageKind}
 	var out []metav1.APIResource
-	for _, name := range []string{"sandboxes/exec", "sandboxes/files", "runs/log", "sandboxes/telemetry", "tickets/telemetry"} {
+	for _, name := range []string{"sandboxes/exec", "sandboxes/files", "runs/log", "sandboxes/telemetry", "tickets/telemetry", accessv1.ResourceSandboxUsages} {
 		if v, ok := verbs[name]; ok {
+			slices.Sort(v)
 			out = append(out, metav1.APIResource{Name: name, Namespaced: true, Kind: kinds[name], Verbs: v})
 		}
 	}

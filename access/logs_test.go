@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"path"
 	"strings"
 	"time"
 
@@ -17,27 +16,17 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"afe.dev/sandbox/access"
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 )
 
 // logRequest reads the Run's log through the API server as the config's
 // user.
 func logRequest(ctx context.Context, cfg *rest.Config, ns, name string, follow bool) *http.Response {
-	base, _, err := rest.DefaultServerUrlFor(cfg)
-	Expect(err).NotTo(HaveOccurred())
-	u := *base
-	u.Path = path.Join("/apis", access.Group, access.Version, "namespaces", ns, "runs", name, "log")
+	query := ""
 	if follow {
-		u.RawQuery = url.Values{"follow": {"true"}}.Encode()
+		query = url.Values{"follow": {"true"}}.Encode()
 	}
-	hc, err := rest.HTTPClientFor(cfg)
-	Expect(err).NotTo(HaveOccurred())
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	Expect(err).NotTo(HaveOccurred())
-	resp, err := hc.Do(req)
-	Expect(err).NotTo(HaveOccurred())
-	return resp
+	return accessGet(ctx, cfg, query, "namespaces", ns, "runs", name, "log")
 }
 
 func newRun(ctx context.Context, ns, name, script string) *afev1.Run {

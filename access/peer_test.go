@@ -54,6 +54,31 @@ func placeholderOn(ctx context.Context, tk *afev1.Ticket, node string) {
 	ExpectWithOffset(1, adminClient.SubResource("binding").Create(ctx, pod, binding)).To(Succeed())
 }
 
+// startPeerManager starts the access API of node's manager in per-node
+// mode (its peer listener and Lease in ns, its certificates of auth),
+// changed by edit if not nil, until the spec's cleanup.
+func startPeerManager(ns, node string, auth *peerca.Authority, edit func(*access.Options)) *access.Server {
+	opts := access.Options{
+		BindAddress: "127.0.0.1:0",
+		Service:     types.NamespacedName{Namespace: ns, Name: "afe-access"},
+		Instance:    node,
+		Peer:        &access.PeerOptions{Authority: auth, BindAddress: "127.0.0.1:0", PlacementKey: placementKey},
+	}
+	if edit != nil {
+		edit(&opts)
+	}
+	srv, err := access.New(testManager, testEngine, opts)
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	serverCtx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Start(serverCtx) }()
+	DeferCleanup(func() {
+		stop()
+		Eventually(done).Should(Receive(BeNil()))
+	})
+	return srv
+}
+
 // The peer listener of per-node mode, on its own: a manager of node
 // peer-a, and callers with and without a manager's certificate of the
 // managers' CA (a Secret of a namespace of the spec's own).
@@ -76,20 +101,7 @@ var _ = Describe("Peer listener", Ordered, func() {
 		b, err = peerca.New(adminClient, peerca.Options{Secret: secret, Node: "peer-b"})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(b.Ensure(ctx)).To(Succeed())
-		server, err = access.New(testManager, testEngine, access.Options{
-			BindAddress: "127.0.0.1:0",
-			Service:     types.NamespacedName{Namespace: ns, Name: "afe-access"},
-			Instance:    "peer-a",
-			Peer:        &access.PeerOptions{Authority: a, BindAddress: "127.0.0.1:0", PlacementKey: placementKey},
-		})
-		Expect(err).NotTo(HaveOccurred())
-		serverCtx, stop := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- server.Start(serverCtx) }()
-		DeferCleanup(func() {
-			stop()
-			Eventually(done).Should(Receive(BeNil()))
-		})
+		server = startPeerManager(ns, "peer-a", a, nil)
 		By("registering itself in its Lease")
 		Eventually(func(g Gomega) {
 			var lease metav1.PartialObjectMetadata
@@ -226,21 +238,7 @@ var _ = Describe("Peer listener", Ordered, func() {
 		}
 		servers := map[string]*access.Server{}
 		for _, node := range []string{instance, "peer-a"} {
-			srv, err := access.New(testManager, testEngine, access.Options{
-				BindAddress: "127.0.0.1:0",
-				Service:     types.NamespacedName{Namespace: ns, Name: "afe-access"},
-				Instance:    node,
-				Peer:        &access.PeerOptions{Authority: authorities[node], BindAddress: "127.0.0.1:0", PlacementKey: placementKey},
-			})
-			Expect(err).NotTo(HaveOccurred())
-			serverCtx, stop := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- srv.Start(serverCtx) }()
-			DeferCleanup(func() {
-				stop()
-				Eventually(done).Should(Receive(BeNil()))
-			})
-			servers[node] = srv
+			servers[node] = startPeerManager(ns, node, authorities[node], nil)
 		}
 		moves := &access.Moves{}
 		moves.Attach(servers["peer-a"])

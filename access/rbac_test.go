@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"path"
 	"strconv"
 	"time"
 
@@ -17,7 +16,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 
-	"afe.dev/sandbox/access"
 	accessv1 "afe.dev/sandbox/api/access/v1alpha1"
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 )
@@ -25,18 +23,7 @@ import (
 // attemptLogRequest reads one attempt's log (not followed) as the
 // config's user.
 func attemptLogRequest(ctx context.Context, cfg *rest.Config, ns, name string, attempt int) *http.Response {
-	base, _, err := rest.DefaultServerUrlFor(cfg)
-	Expect(err).NotTo(HaveOccurred())
-	u := *base
-	u.Path = path.Join("/apis", access.Group, access.Version, "namespaces", ns, "runs", name, "log")
-	u.RawQuery = url.Values{"attempt": {strconv.Itoa(attempt)}}.Encode()
-	hc, err := rest.HTTPClientFor(cfg)
-	Expect(err).NotTo(HaveOccurred())
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	Expect(err).NotTo(HaveOccurred())
-	resp, err := hc.Do(req)
-	Expect(err).NotTo(HaveOccurred())
-	return resp
+	return accessGet(ctx, cfg, url.Values{"attempt": {strconv.Itoa(attempt)}}.Encode(), "namespaces", ns, "runs", name, "log")
 }
 
 // Each user follows logs and moves files in the namespace of its own, and

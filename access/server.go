@@ -29,6 +29,7 @@ import (
 	"afe.dev/sandbox/internal/runlog"
 	"afe.dev/sandbox/internal/sandboxenv"
 	"afe.dev/sandbox/internal/telemetry"
+	"afe.dev/sandbox/internal/usage"
 )
 
 // The access API's group and version (written once, in the public package
@@ -83,6 +84,9 @@ type Options struct {
 	Telemetry *telemetry.Store
 	// Executions are told of each exec's start and end (nil: nothing is).
 	Executions *telemetry.Executions
+	// Usage is what the usage collector last measured, served as
+	// sandboxusages; nil serves none.
+	Usage *usage.Store
 	// MaxFileBytes bounds the tar of one file transfer (0 is
 	// DefaultMaxFileBytes).
 	MaxFileBytes int64

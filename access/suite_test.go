@@ -3,7 +3,9 @@ package access_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,7 +17,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -33,6 +34,7 @@ import (
 	"afe.dev/sandbox/internal/localcp"
 	"afe.dev/sandbox/internal/runlog"
 	"afe.dev/sandbox/internal/telemetry"
+	"afe.dev/sandbox/internal/usage"
 	"afe.dev/sandbox/test/dockertest"
 	"afe.dev/sandbox/test/kubetest"
 )
@@ -76,6 +78,10 @@ func forEachRuntime(body func(runtime string), decorators ...interface{}) {
 // maxFileBytes is the suite's --access-max-file-bytes: a 50 MiB file fits.
 const maxFileBytes = 64 << 20
 
+// usagePeriod is the suite's --usage-period (the manager takes no less
+// than 30 s).
+const usagePeriod = 5 * time.Second
+
 func TestAccess(t *testing.T) {
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "Access API Suite")
@@ -115,10 +121,13 @@ var _ = BeforeSuite(func() {
 	runLogs := &runlog.Store{Dir: GinkgoT().TempDir()}
 	store, err = telemetry.Open(filepath.Join(GinkgoT().TempDir(), "telemetry.db"), telemetry.Options{})
 	Expect(err).NotTo(HaveOccurred())
+	measured := &usage.Store{}
 	Expect(controllers.SetupAll(ctx, mgr, engine, controllers.Options{
 		Instance:                instance,
 		RunLogs:                 runLogs,
 		Telemetry:               store,
+		Usage:                   measured,
+		UsagePeriod:             usagePeriod,
 		ResyncPeriod:            30 * time.Second,
 		MaxConcurrentReconciles: 2,
 		ProxyImage:              "afe/egress-proxy:dev",
@@ -135,6 +144,7 @@ var _ = BeforeSuite(func() {
 		SpoolDir:     spoolDir,
 		RunLogs:      runLogs,
 		Telemetry:    store,
+		Usage:        measured,
 	})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(mgr.Add(accessServer)).To(Succeed())
@@ -145,14 +155,7 @@ var _ = BeforeSuite(func() {
 	}()
 
 	By("waiting for the aggregator to call the access API available")
-	Eventually(func(g Gomega) {
-		as := &unstructured.Unstructured{}
-		as.SetAPIVersion("apiregistration.k8s.io/v1")
-		as.SetKind("APIService")
-		g.Expect(adminClient.Get(ctx, types.NamespacedName{Name: access.APIServiceName}, as)).To(Succeed())
-		conds, _, _ := unstructured.NestedSlice(as.Object, "status", "conditions")
-		g.Expect(conds).To(ContainElement(And(HaveKeyWithValue("type", "Available"), HaveKeyWithValue("status", "True"))))
-	}).Should(Succeed())
+	kubetest.AwaitAPIService(ctx, adminClient, access.APIServiceName)
 
 	By("giving alice and bob afe-sandbox-user, each in a namespace of their own")
 	applyAccessRoles(ctx)
@@ -227,6 +230,23 @@ func readySandboxUnder(ctx context.Context, ns, name, runtime string, edit func(
 		g.Expect(meta.IsStatusConditionTrue(sbx.Status.Conditions, afev1.SandboxReadyCondition)).To(BeTrue())
 	}).Should(Succeed())
 	return sbx
+}
+
+// accessGet GETs the access API's path (its elements after the group and
+// version) with the raw query, through the API server as the config's
+// user.
+func accessGet(ctx context.Context, cfg *rest.Config, rawQuery string, elems ...string) *http.Response {
+	base, _, err := rest.DefaultServerUrlFor(cfg)
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	u := *base
+	u.Path, u.RawQuery = path.Join(append([]string{"/apis", access.Group, access.Version}, elems...)...), rawQuery
+	hc, err := rest.HTTPClientFor(cfg)
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	resp, err := hc.Do(req)
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	return resp
 }
 
 // anonymous reaches the API server with no credentials.

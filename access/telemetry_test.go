@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os/exec"
-	"path"
 	"sync"
 	"time"
 
@@ -17,7 +16,6 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"afe.dev/sandbox/access"
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/internal/telemetry"
 )
@@ -32,17 +30,7 @@ func telemetryRequest(ctx context.Context, cfg *rest.Config, ns, resource, name 
 // ticket) of that name, with the query, through the API server as the
 // config's user: the list when it answered 200, and its status code.
 func telemetryGet[L any](ctx context.Context, cfg *rest.Config, ns, resource, name, query string) (*L, int) {
-	base, _, err := rest.DefaultServerUrlFor(cfg)
-	Expect(err).NotTo(HaveOccurred())
-	u := *base
-	u.Path = path.Join("/apis", access.Group, access.Version, "namespaces", ns, resource, name, "telemetry")
-	u.RawQuery = query
-	hc, err := rest.HTTPClientFor(cfg)
-	Expect(err).NotTo(HaveOccurred())
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	Expect(err).NotTo(HaveOccurred())
-	resp, err := hc.Do(req)
-	Expect(err).NotTo(HaveOccurred())
+	resp := accessGet(ctx, cfg, query, "namespaces", ns, resource, name, "telemetry")
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
 		return nil, resp.StatusCode

@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -32,6 +31,7 @@ import (
 	"afe.dev/sandbox/internal/localcp"
 	"afe.dev/sandbox/internal/runlog"
 	"afe.dev/sandbox/internal/telemetry"
+	"afe.dev/sandbox/internal/usage"
 	"afe.dev/sandbox/test/dockertest"
 	"afe.dev/sandbox/test/kubetest"
 )
@@ -49,6 +49,8 @@ var (
 	// alice may work in nsA, bob in nsB (afe-sandbox-user).
 	alice, bob *rest.Config
 	nsA, nsB   string
+	// measuredUsage is what the access API serves as sandboxusages.
+	measuredUsage = &usage.Store{}
 )
 
 func TestClient(t *testing.T) {
@@ -99,14 +101,16 @@ func startManager(cfg *rest.Config) {
 	runLogs := &runlog.Store{Dir: GinkgoT().TempDir()}
 	store, err := telemetry.Open(filepath.Join(GinkgoT().TempDir(), "telemetry.db"), telemetry.Options{})
 	Expect(err).NotTo(HaveOccurred())
+	// The specs put the figures into the store (top_test.go): the
+	// collector measures nothing.
 	Expect(controllers.SetupAll(ctx, mgr, engine, controllers.Options{
-		Instance: instance, RunLogs: runLogs, Telemetry: store, ResyncPeriod: 30 * time.Second,
+		Instance: instance, RunLogs: runLogs, Telemetry: store, Usage: measuredUsage, UsagePeriod: -1, ResyncPeriod: 30 * time.Second,
 		MaxConcurrentReconciles: 2, ProxyImage: "afe/egress-proxy:dev", EgressNetwork: "bridge", Runtimes: dockertest.Runtimes(),
 	})).To(Succeed())
 	server, err := access.New(mgr, engine, access.Options{
 		BindAddress: "127.0.0.1:0", Service: types.NamespacedName{Namespace: "afe-system", Name: "afe-access"},
 		Register: true, ExternalName: "localhost", Instance: instance, MaxFileBytes: 64 << 20,
-		SpoolDir: GinkgoT().TempDir(), RunLogs: runLogs, Telemetry: store,
+		SpoolDir: GinkgoT().TempDir(), RunLogs: runLogs, Telemetry: store, Usage: measuredUsage,
 	})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(mgr.Add(server)).To(Succeed())
@@ -114,14 +118,7 @@ func startManager(cfg *rest.Config) {
 		defer GinkgoRecover()
 		Expect(mgr.Start(ctx)).To(Succeed())
 	}()
-	Eventually(func(g Gomega) {
-		as := &unstructured.Unstructured{}
-		as.SetAPIVersion("apiregistration.k8s.io/v1")
-		as.SetKind("APIService")
-		g.Expect(adminClient.Get(ctx, types.NamespacedName{Name: access.APIServiceName}, as)).To(Succeed())
-		conds, _, _ := unstructured.NestedSlice(as.Object, "status", "conditions")
-		g.Expect(conds).To(ContainElement(And(HaveKeyWithValue("type", "Available"), HaveKeyWithValue("status", "True"))))
-	}).Should(Succeed())
+	kubetest.AwaitAPIService(ctx, adminClient, access.APIServiceName)
 }
 
 var _ = AfterSuite(func() {

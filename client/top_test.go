@@ -12,15 +12,17 @@ import (
 	"k8s.io/client-go/rest"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 
+	accessv1 "afe.dev/sandbox/api/access/v1alpha1"
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/client"
+	"afe.dev/sandbox/internal/usage"
 	"afe.dev/sandbox/test/dockertest"
 )
 
-// The usage of these sandboxes is written into their status here, as the
-// controller's usage collector would: they are suspended, so the
-// collector, which measures running containers only, never writes over it.
-var _ = Describe("The Go client's top, from status.usage through the API", Ordered, func() {
+// The usage of these sandboxes is put into the manager's memory here, as
+// its usage collector would (the suite's measures nothing: its store is
+// the specs'), and read through the access API.
+var _ = Describe("The Go client's top and usage, from the manager's memory through the access API", Ordered, func() {
 	var (
 		ctx      = context.Background()
 		c        *client.Client
@@ -29,7 +31,7 @@ var _ = Describe("The Go client's top, from status.usage through the API", Order
 
 	BeforeAll(func() {
 		c = clientIn(alice, nsA)
-		By("creating suspended Sandboxes and writing their status.usage")
+		By("creating suspended Sandboxes, and their figures in the manager's memory")
 		createTopSandboxes(measured)
 	})
 
@@ -64,6 +66,21 @@ var _ = Describe("The Go client's top, from status.usage through the API", Order
 		Expect(rowNames(rows)).To(Equal([]string{nsA + "/top-t1-b"}))
 	})
 
+	It("reads one sandbox's figures, and says why there are none", func() {
+		u, err := c.Usage(ctx, "top-t1")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(u.Ticket).To(Equal("top-t1"))
+		Expect(u.Usage.CPUMilliseconds).To(BeEquivalentTo(3000))
+		Expect(u.Timestamp.Time).To(BeTemporally("==", measured.Time))
+		_, err = c.Usage(ctx, "top-fresh")
+		Expect(client.IsNotFound(err)).To(BeTrue(), "%v", err)
+		Expect(client.ReasonOf(err)).To(Equal(string(accessv1.ReasonUsageNotMeasured)))
+		_, err = c.Usage(ctx, "top-none")
+		Expect(client.ReasonOf(err)).To(Equal(string(accessv1.ReasonSandboxNotFound)))
+		_, err = clientIn(alice, nsB).Usage(ctx, "top-bobs")
+		Expect(client.IsForbidden(err)).To(BeTrue(), "%v", err)
+	})
+
 	It("refuses alice bob's namespace and all namespaces, and gives them to an admin", func() {
 		_, err := clientIn(alice, nsB).Top(ctx, client.TopOptions{})
 		Expect(client.IsForbidden(err)).To(BeTrue(), "%v", err)
@@ -77,23 +94,32 @@ var _ = Describe("The Go client's top, from status.usage through the API", Order
 })
 
 // createTopSandboxes makes the Sandboxes of the top specs, deleted after
-// them: in alice's namespace a ticket's two, two without a ticket (one not
-// measured yet), and one in bob's.
+// them, and their figures as measured: in alice's namespace a ticket's
+// two, two without a ticket (one not measured yet), and one in bob's.
 func createTopSandboxes(measured metav1.Time) {
-	for _, sbx := range []*afev1.Sandbox{
-		usageSandbox(nsA, "top-t1", "top-t1", "x",
-			&afev1.Usage{CPUMilliseconds: 3000, MemoryBytes: 10 << 20, DiskBytes: 5 << 20, Time: measured}),
-		usageSandbox(nsA, "top-t1-b", "top-t1", "y",
-			&afev1.Usage{CPUMilliseconds: 1000, MemoryBytes: 30 << 20, NetworkReceiveBytes: 7, Time: measured}),
-		usageSandbox(nsA, "top-solo", "", "x",
-			&afev1.Usage{CPUMilliseconds: 2000, MemoryBytes: math.MaxInt64, DiskBytes: -1, Time: measured}),
-		usageSandbox(nsA, "top-fresh", "", "x", nil),
-		usageSandbox(nsB, "top-bobs", "", "x", &afev1.Usage{CPUMilliseconds: 9000, Time: measured}),
+	type sandbox struct {
+		ns, name, ticket, label string
+		usage                   *accessv1.Usage
+	}
+	var samples []usage.Sample
+	for _, s := range []sandbox{
+		{nsA, "top-t1", "top-t1", "x", &accessv1.Usage{CPUMilliseconds: 3000, MemoryBytes: 10 << 20, DiskBytes: 5 << 20}},
+		{nsA, "top-t1-b", "top-t1", "y", &accessv1.Usage{CPUMilliseconds: 1000, MemoryBytes: 30 << 20, NetworkReceiveBytes: 7}},
+		{nsA, "top-solo", "", "x", &accessv1.Usage{CPUMilliseconds: 2000, MemoryBytes: math.MaxInt64, DiskBytes: -1}},
+		{nsA, "top-fresh", "", "x", nil},
+		{nsB, "top-bobs", "", "x", &accessv1.Usage{CPUMilliseconds: 9000}},
 	} {
+		sbx := suspendedSandbox(s.ns, s.name, s.ticket, s.label)
 		DeferCleanup(func() {
 			Expect(ctrlclient.IgnoreNotFound(adminClient.Delete(context.Background(), sbx))).To(Succeed())
 		})
+		if s.usage != nil {
+			samples = append(samples, usage.Sample{Namespace: s.ns, Name: s.name, UID: sbx.UID, Ticket: s.ticket,
+				Labels: sbx.Labels, Usage: *s.usage})
+		}
 	}
+	measuredUsage.Set(measured.Time, time.Minute, samples)
+	DeferCleanup(func() { measuredUsage.Set(time.Now(), time.Minute, nil) })
 }
 
 // clientIn is a Client with cfg's identity in namespace ns.
@@ -112,9 +138,8 @@ func rowNames(rows []client.UsageRow) []string {
 	return out
 }
 
-// usageSandbox creates a suspended Sandbox with the label top=label and,
-// when usage is set, writes it into its status.
-func usageSandbox(ns, name, ticket, label string, usage *afev1.Usage) *afev1.Sandbox {
+// suspendedSandbox creates a suspended Sandbox with the label top=label.
+func suspendedSandbox(ns, name, ticket, label string) *afev1.Sandbox {
 	sbx := &afev1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"top": label}}}
 	sbx.Spec.Image = dockertest.TestImage
 	sbx.Spec.Suspend = true
@@ -122,15 +147,5 @@ func usageSandbox(ns, name, ticket, label string, usage *afev1.Usage) *afev1.San
 		sbx.Spec.TicketRef = &afev1.TicketReference{Name: ticket}
 	}
 	Expect(adminClient.Create(context.Background(), sbx)).To(Succeed())
-	if usage != nil {
-		Eventually(func() error {
-			if err := adminClient.Get(context.Background(), ctrlclient.ObjectKeyFromObject(sbx), sbx); err != nil {
-				return err
-			}
-			before := sbx.DeepCopy()
-			sbx.Status.Usage = usage
-			return adminClient.Status().Patch(context.Background(), sbx, ctrlclient.MergeFrom(before))
-		}).Should(Succeed())
-	}
 	return sbx
 }

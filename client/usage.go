@@ -5,6 +5,9 @@ import (
 	"math"
 	"slices"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	accessv1 "afe.dev/sandbox/api/access/v1alpha1"
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 )
 
@@ -37,10 +40,9 @@ const (
 )
 
 // UsageRow is the usage of a Sandbox, or the sum of the Sandboxes of a
-// ticket or a namespace, as their status.usage says. status.usage is a
-// report, written by the controller but writable by anyone who may
-// update the Sandbox's status: the figures are for display only. A
-// negative figure counts as zero and a sum stops at math.MaxInt64.
+// ticket or a namespace, as the manager measured them (the access API's
+// sandboxusages). A negative figure counts as zero and a sum stops at
+// math.MaxInt64.
 type UsageRow struct {
 	// Namespace of the Sandbox, the ticket or the namespace itself.
 	Namespace string `json:"namespace"`
@@ -51,13 +53,16 @@ type UsageRow struct {
 	Ticket string `json:"ticket,omitempty"`
 	// Sandboxes is the number of Sandboxes the row adds up (1 for one).
 	Sandboxes int `json:"sandboxes"`
-	// Measured is how many of them have a status.usage.
+	// Measured is how many of them have figures.
 	Measured int `json:"measured"`
-	// Usage is the figures, as status.usage names them. For a sum, Time
-	// is the oldest measurement in it (every figure is at least that
-	// recent); zero when nothing was measured. CPU time and network bytes
-	// count from the start of each container: cumulative, not rates.
-	afev1.Usage `json:",inline"`
+	// Usage is the figures, as a SandboxUsage names them. CPU time and
+	// network bytes count from the start of each container: cumulative,
+	// not rates.
+	accessv1.Usage `json:",inline"`
+	// Time is when the figures were measured; for a sum, the oldest
+	// measurement in it (every figure is at least that recent); zero when
+	// nothing was measured.
+	Time metav1.Time `json:"time"`
 }
 
 // NetworkBytes is the bytes received and sent.
@@ -65,17 +70,18 @@ func (r *UsageRow) NetworkBytes() int64 {
 	return addSat(r.NetworkReceiveBytes, r.NetworkTransmitBytes)
 }
 
-// SandboxUsage is the row of one Sandbox.
-func SandboxUsage(sbx *afev1.Sandbox) UsageRow {
+// UsageRowOf is the row of one Sandbox, with the figures measured of it:
+// none when measured is nil or of another Sandbox that had its name (its
+// UID differs).
+func UsageRowOf(sbx *afev1.Sandbox, measured *accessv1.SandboxUsage) UsageRow {
 	row := UsageRow{Namespace: sbx.Namespace, Name: sbx.Name, Sandboxes: 1}
 	if sbx.Spec.TicketRef != nil {
 		row.Ticket = sbx.Spec.TicketRef.Name
 	}
-	u := sbx.Status.Usage
-	if u == nil {
+	if measured == nil || measured.UID != sbx.UID {
 		return row
 	}
-	row.add(&UsageRow{Measured: 1, Usage: *u.DeepCopy()})
+	row.add(&UsageRow{Measured: 1, Usage: measured.Usage, Time: measured.Timestamp})
 	return row
 }
 

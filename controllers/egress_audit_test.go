@@ -7,8 +7,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/internal/telemetry"
 )
@@ -90,14 +88,12 @@ var _ = Describe("Egress audit", func() {
 		Expect(eg[2].Seq).To(BeNumerically("<", runRec.Seq))
 		Expect(eg[0].Time).To(BeTemporally(">=", runRec.Started.Add(-time.Second)))
 
-		By("adding the records up in status.usage")
+		By("adding the records up in the sandbox's usage")
 		want := eg[0].BytesUp + eg[0].BytesDown + eg[1].BytesUp + eg[1].BytesDown + eg[2].BytesUp + eg[2].BytesDown
 		Eventually(func(g Gomega) {
-			got := &afev1.Sandbox{}
-			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(sbx), got)).To(Succeed())
-			g.Expect(got.Status.Usage).NotTo(BeNil())
-			g.Expect(got.Status.Usage.EgressDenials).To(BeEquivalentTo(2))
-			g.Expect(got.Status.Usage.EgressBytes).To(Equal(want))
-		}, "180s", "2s").Should(Succeed())
+			u := servedUsage(ctx, g, sbx)
+			g.Expect(u.Usage.EgressDenials).To(BeEquivalentTo(2))
+			g.Expect(u.Usage.EgressBytes).To(Equal(want))
+		}, "60s", "1s").Should(Succeed())
 	})
 })

@@ -89,13 +89,10 @@ var _ = Describe("Warm pools: claims", func() {
 		}, "20s").Should(Succeed())
 
 		By("measuring its usage, its member's workspace included")
-		// The workspace's bytes from the metric, set on every measurement:
-		// status.usage is written again only past a step (1 MiB) and 30 s
-		// after its first write, which may come before the Run's file.
 		Eventually(func(g Gomega) {
-			got := getSandbox(ctx, sbx)(g)
-			g.Expect(got.Status.Usage).NotTo(BeNil())
-			g.Expect(got.Status.Usage.MemoryBytes).To(BeNumerically(">", 0))
+			u := servedUsage(ctx, g, ready)
+			g.Expect(u.Usage.MemoryBytes).To(BeNumerically(">", 0))
+			g.Expect(u.Usage.WorkspaceBytes).To(BeNumerically(">", 0), "the Run's file in the member's workspace")
 			g.Expect(metricValue("afe_sandbox_workspace_bytes", map[string]string{"namespace": ns, "sandbox": sbx.Name})).
 				To(BeNumerically(">", 0))
 		}, "30s").Should(Succeed())

@@ -79,9 +79,7 @@ var _ = Describe("Warm pools: disk limits", Serial, func() {
 		By("measuring what the member's workspace holds as the Sandbox's")
 		Expect(inSandbox(name, "dd if=/dev/zero of=/workspace/first bs=1M count=4 2>/dev/null")).Error().NotTo(HaveOccurred())
 		Eventually(func(g Gomega) {
-			got := getSandbox(ctx, sbx)(g)
-			g.Expect(got.Status.Usage).NotTo(BeNil())
-			g.Expect(got.Status.Usage.WorkspaceBytes).To(BeNumerically(">=", 4<<20))
+			g.Expect(servedUsage(ctx, g, ready).Usage.WorkspaceBytes).To(BeNumerically(">=", 4<<20))
 		}, "30s").Should(Succeed())
 
 		By("stopping the member, not removing it, when a workload writes past the limit")

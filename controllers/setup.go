@@ -21,7 +21,7 @@ import (
 	"afe.dev/sandbox/controllers/ticket"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/runlog"
-	"afe.dev/sandbox/internal/status"
+	"afe.dev/sandbox/internal/usage"
 )
 
 // Options are the controller settings that come from the manager's flags.
@@ -109,7 +109,8 @@ func addLoops(mgr ctrl.Manager, engine Engine, cfg shared.Config) (*background, 
 	// The collector also measures the workspaces for resources.disk, even
 	// with the usage turned off.
 	collector := &loops.UsageCollector{Client: c, Cache: mgr.GetCache(), Engine: engine, Instance: opts.Instance,
-		Period: usagePeriod(opts), Disk: bg.disk, DiskPeriod: diskCheckPeriod(opts), Enqueue: events.Enqueue, Telemetry: opts.Telemetry}
+		Period: usagePeriod(opts), Disk: bg.disk, DiskPeriod: diskCheckPeriod(opts), Enqueue: events.Enqueue, Telemetry: opts.Telemetry,
+		Store: opts.Usage, Elected: mgr.Elected()}
 	type named struct {
 		what string
 		r    manager.Runnable
@@ -224,7 +225,7 @@ func usagePeriod(o Options) time.Duration {
 	case o.UsagePeriod < 0:
 		return 0
 	case o.UsagePeriod == 0:
-		return max(o.ResyncPeriod, status.MinUsageInterval)
+		return max(o.ResyncPeriod, usage.MinPeriod)
 	}
 	return o.UsagePeriod
 }
@@ -239,5 +240,5 @@ func diskCheckPeriod(o Options) time.Duration {
 	if usagePeriod(o) > 0 {
 		return 0
 	}
-	return max(o.ResyncPeriod, status.MinUsageInterval)
+	return max(o.ResyncPeriod, usage.MinPeriod)
 }

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"afe.dev/sandbox/access"
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/connlimit"
@@ -30,6 +31,7 @@ import (
 	"afe.dev/sandbox/internal/subnets"
 	"afe.dev/sandbox/internal/telemetry"
 	"afe.dev/sandbox/test/dockertest"
+	"afe.dev/sandbox/test/kubetest"
 	"afe.dev/sandbox/test/testenv"
 	"afe.dev/sandbox/test/wsroot"
 )
@@ -118,9 +120,12 @@ var _ = BeforeSuite(func() {
 		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assetsDir(),
+		ControlPlane:          envtest.ControlPlane{APIServer: &envtest.APIServer{}},
 	}
+	Expect(configureAPIServer(testEnv.ControlPlane.APIServer, GinkgoT().TempDir())).To(Succeed())
 	cfg, err := testEnv.Start()
 	Expect(err).NotTo(HaveOccurred())
+	testConfig = cfg
 	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme.Scheme})
 	Expect(err).NotTo(HaveOccurred())
 
@@ -183,11 +188,14 @@ var _ = BeforeSuite(func() {
 		Telemetry:      testTelemetry,
 		Executions:     &telemetry.Executions{},
 		Runtimes:       append(dockertest.Runtimes(), missingRuntime),
+		Usage:          testUsage,
 	})).To(Succeed())
+	Expect(addAccessAPI(mgr, engine)).To(Succeed())
 	go func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(ctx)).To(Succeed())
 	}()
+	kubetest.AwaitAPIService(ctx, k8sClient, access.APIServiceName)
 })
 
 func mustParseSubnets(s string) []netip.Prefix {

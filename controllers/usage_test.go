@@ -6,13 +6,12 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	accessv1 "afe.dev/sandbox/api/access/v1alpha1"
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/internal/metrics"
-	"afe.dev/sandbox/internal/status"
+	afeclient "afe.dev/sandbox/client"
 )
 
 // metricValue is the value of the series of name whose labels include all
@@ -48,12 +47,13 @@ func hasLabels(m *dto.Metric, want map[string]string) bool {
 
 // Serial, as the disk-limit specs: Docker 20.10 runs one disk usage
 // measurement at a time, and the other processes' collectors can hold it
-// past this spec's waits on a loaded machine.
+// past this spec's waits on a loaded machine. Serial also leaves the
+// manager to this spec while it counts the writes.
 var _ = Describe("Sandbox usage", Serial, func() {
 	// The figures come from the engine (the container's cgroups and its
 	// measure of the volume and the writable layer), whatever the runtime.
 	forEachRuntime(func(runtime string) {
-		It("reports CPU, memory and disk of each sandbox and their sum per ticket, in status.usage and as metrics, without churn", func() {
+		It("serves CPU, memory and disk of each sandbox and their sum per ticket through the access API, and as metrics, writing nothing to the API", func() {
 			ctx := context.Background()
 			ns := newNamespace(ctx)
 			tk := newTicket(ns, "usage")
@@ -70,7 +70,7 @@ var _ = Describe("Sandbox usage", Serial, func() {
 			DeferCleanup(func() { _ = k8sClient.Delete(ctx, tk) })
 			sbx := &afev1.Sandbox{}
 			sbx.Namespace, sbx.Name = ns, tk.Name
-			waitReady(ctx, sbx)
+			sbx = waitReady(ctx, sbx)
 			// Under gVisor the root filesystem's writes stay in its kernel's
 			// memory (an overlay of its own over the image), never in the
 			// engine's writable layer, which it measures empty: they count in
@@ -80,42 +80,35 @@ var _ = Describe("Sandbox usage", Serial, func() {
 				layer = 0
 			}
 
-			By("writing the sandbox's status.usage")
-			reports := testutil.ToFloat64(metrics.UsageWrites.WithLabelValues("sandboxes/status"))
-			var usage afev1.Usage
+			By("serving the sandbox's figures from the manager's memory, as measured each period")
+			var u accessv1.SandboxUsage
 			Eventually(func(g Gomega) {
-				got := getSandbox(ctx, sbx)(g)
-				g.Expect(got.Status.Usage).NotTo(BeNil())
-				usage = *got.Status.Usage
-				g.Expect(usage.WorkspaceBytes).To(BeNumerically(">=", 5<<20))
+				u = servedUsage(ctx, g, sbx)
+				g.Expect(u.Usage.WorkspaceBytes).To(BeNumerically(">=", 5<<20))
 				if layer == 0 {
-					g.Expect(usage.WritableLayerBytes).To(BeZero(), "the writes to / are in gVisor's memory")
+					g.Expect(u.Usage.WritableLayerBytes).To(BeZero(), "the writes to / are in gVisor's memory")
 				} else {
-					g.Expect(usage.WritableLayerBytes).To(BeNumerically(">=", layer))
+					g.Expect(u.Usage.WritableLayerBytes).To(BeNumerically(">=", layer))
 				}
-				// The first write may come while the loop still runs, and
-				// the next only once the figure moved by a second of CPU
-				// (status.UsageChanged): the loop's own 100 ms are checked
-				// on the series below, which follows every measurement.
-				g.Expect(usage.CPUMilliseconds).To(BeNumerically(">", 0))
-			}, 2*status.MinUsageInterval+10*time.Second).Should(Succeed())
-			// The write is counted after its PATCH returns: the informer may
-			// show it first.
-			Eventually(func() float64 {
-				return testutil.ToFloat64(metrics.UsageWrites.WithLabelValues("sandboxes/status"))
-			}).Should(BeNumerically(">", reports), "counted apart in afe_usage_writes_total")
-			Expect(usage.DiskBytes).To(Equal(usage.WritableLayerBytes + usage.WorkspaceBytes))
-			Expect(usage.MemoryBytes).To(BeNumerically(">", 0))
-			Expect(usage.MemoryBytes).To(BeNumerically("<=", 64<<20))
-			Expect(usage.NetworkReceiveBytes).To(BeZero(), "no network")
+				// Every measurement is served: the loop's own 100 ms show.
+				g.Expect(u.Usage.CPUMilliseconds).To(BeNumerically(">=", 100))
+			}, 30*time.Second, time.Second).Should(Succeed())
+			Expect(u.Ticket).To(Equal(tk.Name))
+			Expect(u.Window.Duration).To(Equal(5 * time.Second))
+			Expect(u.Usage.DiskBytes).To(Equal(u.Usage.WritableLayerBytes + u.Usage.WorkspaceBytes))
+			Expect(u.Usage.MemoryBytes).To(BeNumerically(">", 0))
+			Expect(u.Usage.MemoryBytes).To(BeNumerically("<=", 64<<20))
+			Expect(u.Usage.NetworkReceiveBytes).To(BeZero(), "no network")
 
-			By("summing it in the ticket's status.usage")
-			Eventually(func(g Gomega) {
-				got := getTicket(ctx, tk)(g)
-				g.Expect(got.Status.Usage).NotTo(BeNil())
-				g.Expect(got.Status.Usage.WorkspaceBytes).To(BeNumerically(">=", 5<<20))
-				g.Expect(got.Status.Usage.CPUMilliseconds).To(BeNumerically(">", 0))
-			}).Should(Succeed())
+			By("summing it per ticket, as kubectl afe top --by ticket does")
+			rows, err := afeClient(ns).Top(ctx, afeclient.TopOptions{By: afeclient.ByTicket})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(rows).To(HaveLen(1))
+			Expect(rows[0].Name).To(Equal(tk.Name))
+			Expect(rows[0].Sandboxes).To(Equal(1))
+			Expect(rows[0].Measured).To(Equal(1))
+			Expect(rows[0].WorkspaceBytes).To(BeNumerically(">=", 5<<20))
+			Expect(rows[0].CPUMilliseconds).To(BeNumerically(">=", 100))
 
 			By("serving per-sandbox and per-ticket series")
 			Eventually(func(g Gomega) {
@@ -127,18 +120,27 @@ var _ = Describe("Sandbox usage", Serial, func() {
 					To(BeNumerically(">=", 5<<20))
 			}).Should(Succeed())
 
-			By("not writing the status again while the figures stand still")
-			written := getSandbox(ctx, sbx)(Default)
-			Consistently(func(g Gomega) {
-				got := getSandbox(ctx, sbx)(g)
-				g.Expect(got.ResourceVersion).To(Equal(written.ResourceVersion))
-			}, 12*time.Second, time.Second).Should(Succeed())
+			By("writing nothing to the API while the sandbox idles, measurement after measurement")
+			Expect(auditedWrites(ns, time.Time{})).To(ContainElement(ContainSubstring("sandboxes/status "+sbx.Name)),
+				"the audit log holds the status writes that made the sandbox Ready")
+			since := time.Now()
+			before := map[string]string{"sandbox": getSandbox(ctx, sbx)(Default).ResourceVersion, "ticket": getTicket(ctx, tk)(Default).ResourceVersion}
+			measured := map[time.Time]bool{}
+			Eventually(func(g Gomega) {
+				measured[servedUsage(ctx, g, sbx).Timestamp.Time] = true
+				g.Expect(len(measured)).To(BeNumerically(">=", 4), "three measurements more than the first")
+			}, 40*time.Second, time.Second).Should(Succeed())
+			Expect(auditedWrites(ns, since)).To(BeEmpty(), "no write to any Sandbox, Ticket or Run of the namespace")
+			Expect(map[string]string{"sandbox": getSandbox(ctx, sbx)(Default).ResourceVersion, "ticket": getTicket(ctx, tk)(Default).ResourceVersion}).
+				To(Equal(before))
 
-			By("keeping the ticket's last sum once it is finished, and dropping the series of its sandbox")
-			last := getTicket(ctx, tk)(Default).Status.Usage
+			By("serving no figures and no series once its ticket is finished")
 			setState(ctx, tk, afev1.TicketDone)
-			finished := waitTicketPhase(ctx, tk, afev1.TicketFinished)
-			Expect(finished.Status.Usage).To(Equal(last))
+			waitTicketPhase(ctx, tk, afev1.TicketFinished)
+			Eventually(func() bool {
+				_, err := afeClient(ns).Usage(ctx, sbx.Name)
+				return afeclient.IsNotFound(err)
+			}).Should(BeTrue())
 			Eventually(func() float64 {
 				return metricValue("afe_sandbox_disk_bytes", map[string]string{"namespace": ns, "sandbox": sbx.Name})
 			}).Should(Equal(-1.0))

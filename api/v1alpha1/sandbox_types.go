@@ -660,51 +660,11 @@ type SandboxStatus struct {
 	// empty without a disk limit.
 	// +optional
 	DiskEnforcement DiskEnforcement `json:"diskEnforcement,omitempty"`
-	// usage is what the sandbox container and its workspace have used, as
-	// last measured by the controller's usage collector (refreshed at most
-	// every 30 s, and only when a value changed noticeably). A report:
-	// nothing reads it back.
-	// +optional
-	Usage *Usage `json:"usage,omitempty"`
 	// conditions: Ready, WorkspaceReady, EgressReady, ContainerReady.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
-}
-
-// Usage is what was used, as measured at time. CPU time and network bytes
-// count from the start of the current sandbox container: a recreated
-// container starts again from zero.
-type Usage struct {
-	// cpuMilliseconds is the CPU time of the container's processes.
-	CPUMilliseconds int64 `json:"cpuMilliseconds"`
-	// memoryBytes is the container's working set (memory in use less the
-	// page cache the kernel may reclaim).
-	MemoryBytes int64 `json:"memoryBytes"`
-	// diskBytes is writableLayerBytes plus workspaceBytes.
-	DiskBytes int64 `json:"diskBytes"`
-	// writableLayerBytes is the size of the container's writable layer.
-	WritableLayerBytes int64 `json:"writableLayerBytes"`
-	// workspaceBytes is the size of the workspace volume (zero for a Folder
-	// workspace, which the engine does not measure).
-	WorkspaceBytes int64 `json:"workspaceBytes"`
-	// networkReceiveBytes are the bytes received on the container's
-	// interfaces (zero without egress).
-	NetworkReceiveBytes int64 `json:"networkReceiveBytes"`
-	// networkTransmitBytes are the bytes sent from the container's
-	// interfaces (zero without egress).
-	NetworkTransmitBytes int64 `json:"networkTransmitBytes"`
-	// egressBytes are the bytes of the requests through the egress proxy,
-	// both ways, as its decisions recorded in the telemetry say (the
-	// records the retention keeps).
-	// +optional
-	EgressBytes int64 `json:"egressBytes,omitempty"`
-	// egressDenials are the requests the egress proxy denied, as recorded.
-	// +optional
-	EgressDenials int64 `json:"egressDenials,omitempty"`
-	// time is when it was measured.
-	Time metav1.Time `json:"time"`
 }
 
 // SandboxSnapshot is one snapshot volume of a sandbox's workspace.

@@ -228,12 +228,6 @@ type TicketStatus struct {
 	// its manager last reported it.
 	// +optional
 	Node string `json:"node,omitempty"`
-	// usage is the sum of the usage of the ticket's sandboxes (each as in
-	// its own status.usage; time is the latest of theirs), refreshed with
-	// them while the ticket is not finished, and kept as last measured once
-	// it is.
-	// +optional
-	Usage *Usage `json:"usage,omitempty"`
 	// conditions: Ready, Requeued, CleanedUp.
 	// +listType=map
 	// +listMapKey=type

@@ -18,28 +18,27 @@ import (
 
 // topHelp says what the figures are: cumulative CPU time, not a rate.
 const topHelp = `Print what sandboxes use, like kubectl top pods: a row per sandbox, or
-the sums per ticket or per namespace, from the Sandboxes' status.usage read
-through the Kubernetes API with your identity (no Docker access). With
---by ticket a sandbox without a ticket is a ticket of its own, as in its
-afe.ticket label; per sandbox, its TICKET is empty.
+the sums per ticket or per namespace, as the manager measured them, read
+through its access API (sandboxusages, as metrics.k8s.io serves what Pods
+use) with your identity (no Docker access). With --by ticket a sandbox
+without a ticket is a ticket of its own, as in its afe.ticket label; per
+sandbox, its TICKET is empty.
 
 CPU-TIME is the CPU time the sandbox's processes used since its container
 started (a recreated container starts from zero): cumulative, not a rate;
-status.usage holds no rate. MEMORY is the working set, DISK the writable
-layer plus the workspace volume (-o wide: each, WRITABLE-LAYER and
-WORKSPACE), NET-RX and NET-TX the bytes received and sent since the
-container started (zero without egress); sizes are in bytes, in binary
-units (12Mi), as kubectl prints quantities. MEASURED is how
-old the figures are (for a sum, its oldest); the controller measures every
---usage-period and writes a figure only when it moved, so an idle or
-stopped sandbox keeps its last one. A sandbox not measured yet shows "-".
+no rate is measured. MEMORY is the working set, DISK the writable layer
+plus the workspace volume (-o wide: each, WRITABLE-LAYER and WORKSPACE),
+NET-RX and NET-TX the bytes received and sent since the container started
+(zero without egress); sizes are in bytes, in binary units (12Mi), as
+kubectl prints quantities. MEASURED is how old the figures are (for a sum,
+its oldest); the manager measures every sandbox every --usage-period and
+keeps the last figures in memory only. A sandbox not measured (not
+running, or started since the last measurement) shows "-".
 
 -o json, yaml, jsonpath=... or a template print the rows as a UsageList
-(by, items), every figure of status.usage in its own unit.
+(by, items), every figure of a SandboxUsage in its own unit.
 
-The figures are reports, for display: status is writable by whoever may
-update it. A negative figure counts as zero and a sum stops at the largest
-int64.`
+A negative figure counts as zero and a sum stops at the largest int64.`
 
 // topFlags are the flags of kubectl afe top.
 type topFlags struct {

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	accessv1 "afe.dev/sandbox/api/access/v1alpha1"
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/client"
 )
@@ -21,16 +22,16 @@ func TestTopTable(t *testing.T) {
 	future := metav1.NewTime(now.Add(time.Hour))
 	rows := []client.UsageRow{
 		{Namespace: "a", Name: "t1", Ticket: "t1", Sandboxes: 1, Measured: 1,
-			Usage: afev1.Usage{CPUMilliseconds: 1234_567, MemoryBytes: 12 << 20, DiskBytes: 3 << 29, WritableLayerBytes: 1 << 29,
-				WorkspaceBytes: 1 << 30, NetworkReceiveBytes: 512, NetworkTransmitBytes: 2048, Time: measured}},
+			Usage: accessv1.Usage{CPUMilliseconds: 1234_567, MemoryBytes: 12 << 20, DiskBytes: 3 << 29, WritableLayerBytes: 1 << 29,
+				WorkspaceBytes: 1 << 30, NetworkReceiveBytes: 512, NetworkTransmitBytes: 2048}, Time: measured},
 		// A Sandbox without a ticket, not measured yet.
-		client.SandboxUsage(&afev1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: "b", Name: "new"}}),
+		client.UsageRowOf(&afev1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: "b", Name: "new"}}, nil),
 		{Namespace: "b", Name: "odd\x1b[2J", Ticket: "odd", Sandboxes: 1, Measured: 1,
-			Usage: afev1.Usage{CPUMilliseconds: math.MaxInt64, MemoryBytes: math.MaxInt64, Time: future}},
+			Usage: accessv1.Usage{CPUMilliseconds: math.MaxInt64, MemoryBytes: math.MaxInt64}, Time: future},
 	}
 	perNamespace := []client.UsageRow{{Namespace: "a", Name: "a", Sandboxes: 1, Measured: 1,
-		Usage: afev1.Usage{CPUMilliseconds: 1234_567, MemoryBytes: 12 << 20, DiskBytes: 3 << 29,
-			NetworkReceiveBytes: 512, NetworkTransmitBytes: 2048, Time: measured}}}
+		Usage: accessv1.Usage{CPUMilliseconds: 1234_567, MemoryBytes: 12 << 20, DiskBytes: 3 << 29,
+			NetworkReceiveBytes: 512, NetworkTransmitBytes: 2048}, Time: measured}}
 	tests := map[string]struct {
 		by            string
 		allNamespaces bool
@@ -100,7 +101,7 @@ kind: UsageList
 func TestTopJSON(t *testing.T) {
 	measured := metav1.NewTime(time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC))
 	rows := []client.UsageRow{{Namespace: "a", Name: "t1", Sandboxes: 2, Measured: 1,
-		Usage: afev1.Usage{CPUMilliseconds: 1500, MemoryBytes: 42, Time: measured}}}
+		Usage: accessv1.Usage{CPUMilliseconds: 1500, MemoryBytes: 42}, Time: measured}}
 	f := &topFlags{by: "ticket", output: parseOutput(t, "-o", "json")}
 	out, _ := printed(t, func(streams genericiooptions.IOStreams) error { return writeTop(streams, rows, f, time.Now(), "none") })
 	var got map[string]any

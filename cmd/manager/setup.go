@@ -34,9 +34,9 @@ import (
 	"afe.dev/sandbox/internal/peerca"
 	"afe.dev/sandbox/internal/placement"
 	"afe.dev/sandbox/internal/sandboxspec"
-	"afe.dev/sandbox/internal/status"
 	"afe.dev/sandbox/internal/subnets"
 	"afe.dev/sandbox/internal/telemetry"
+	"afe.dev/sandbox/internal/usage"
 )
 
 // setupError is a step of the start that failed: what the log says of it,
@@ -73,8 +73,9 @@ func logSetupError(log logr.Logger, err error) {
 }
 
 // setupOptions sets the options the flags give without the engine's
-// help: the usage period, the environment's deny list and passthrough,
-// and the egress subnets and denied addresses.
+// help: the usage period and the store of its measurements, the
+// environment's deny list and passthrough, and the egress subnets and
+// denied addresses.
 func setupOptions(log logr.Logger, f *managerFlags) error {
 	opts := &f.opts
 	if opts.MaxWorkspaceCopyBytes < 0 {
@@ -84,7 +85,12 @@ func setupOptions(log logr.Logger, f *managerFlags) error {
 		return setupFailed(fmt.Errorf("--max-pool-replicas must be 0 or more, not %d", opts.MaxPoolReplicas), "Invalid --max-pool-replicas")
 	}
 	if opts.UsagePeriod > 0 {
-		opts.UsagePeriod = max(opts.UsagePeriod, status.MinUsageInterval)
+		opts.UsagePeriod = max(opts.UsagePeriod, usage.MinPeriod)
+	}
+	if opts.UsagePeriod >= 0 {
+		// What the collector measures, the access API serves.
+		measured := &usage.Store{}
+		opts.Usage, f.access.Usage = measured, measured
 	}
 	for _, n := range strings.Split(f.denyEnv, ",") {
 		if n = strings.TrimSpace(n); n != "" {

@@ -8,34 +8,37 @@ import (
 	"sync"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	accessv1 "afe.dev/sandbox/api/access/v1alpha1"
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/controllers/shared"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/metrics"
 	"afe.dev/sandbox/internal/pool"
 	"afe.dev/sandbox/internal/sandboxspec"
-	"afe.dev/sandbox/internal/status"
 	"afe.dev/sandbox/internal/telemetry"
+	"afe.dev/sandbox/internal/usage"
 )
 
 // usageConcurrency bounds the stats requests in flight at once.
 const usageConcurrency = 4
 
 // UsageCollector measures what every sandbox of this instance uses, every
-// Period, and reports it as Prometheus series and in status.usage of the
-// Sandboxes and their Tickets. One measurement is one list of the running
-// sandbox containers, one disk usage request for all writable layers and
-// volumes, and the usage of each running sandbox container: read from the
-// host's cgroup files for a local engine, else one one-shot stats request
-// each, since the engine has no batched call for CPU, memory and network
-// (docs/telemetry.md, Usage, has the cost). Nothing is asked of the
-// engine when no sandbox runs.
+// Period, and keeps it in Store, which the access API serves
+// (sandboxusages), as metrics-server keeps what Pods use: in memory,
+// never in an object's status. The leader also reports it as Prometheus
+// series. It measures on every replica, so that each one's access API
+// answers; the series and the disk limits are the leader's alone. One
+// measurement is one list of the running sandbox containers, one disk
+// usage request for all writable layers and volumes, and the usage of each
+// running sandbox container: read from the host's cgroup files for a local
+// engine, else one one-shot stats request each, since the engine has no
+// batched call for CPU, memory and network (docs/telemetry.md, Usage, has
+// the cost). Nothing is asked of the engine when no sandbox runs.
 type UsageCollector struct {
 	Client   client.Client
 	Cache    cache.Cache
@@ -55,14 +58,33 @@ type UsageCollector struct {
 	// Telemetry, when set, gives the egress bytes and denials its records
 	// add up to.
 	Telemetry *telemetry.Store
+	// Store keeps the latest measurement, for the access API.
+	Store *usage.Store
+	// Elected is closed once this replica leads (the manager's Elected);
+	// nil leads from the start.
+	Elected <-chan struct{}
 
 	// over holds the UIDs last measured over their disk limit, with their
 	// Sandbox's namespace and name.
 	over map[string]types.NamespacedName
 }
 
-// NeedLeaderElection is true: only the leader writes status.
-func (u *UsageCollector) NeedLeaderElection() bool { return true }
+// NeedLeaderElection is false: every replica serves the access API, from
+// its own measurement.
+func (u *UsageCollector) NeedLeaderElection() bool { return false }
+
+// leading tells whether this replica leads.
+func (u *UsageCollector) leading() bool {
+	if u.Elected == nil {
+		return true
+	}
+	select {
+	case <-u.Elected:
+		return true
+	default:
+		return false
+	}
+}
 
 // Start measures at once, then every Period, until ctx ends.
 func (u *UsageCollector) Start(ctx context.Context) error {
@@ -80,10 +102,11 @@ func (u *UsageCollector) Start(ctx context.Context) error {
 	var last time.Time
 	for {
 		var err error
+		leading := u.leading()
 		if u.Period > 0 && time.Since(last) >= u.Period-tick/2 {
 			last = time.Now()
-			err = u.collect(ctx)
-		} else {
+			err = u.collect(ctx, leading)
+		} else if leading {
 			err = u.checkDisk(ctx)
 		}
 		if err != nil && ctx.Err() == nil {
@@ -154,7 +177,7 @@ type measurement struct {
 	// afe.sandbox-uid label, with their usage.
 	running map[string]runningContainer
 	disk    *docker.DiskUsage
-	time    metav1.Time
+	time    time.Time
 }
 
 type runningContainer struct {
@@ -164,7 +187,10 @@ type runningContainer struct {
 	record map[string]string
 }
 
-func (u *UsageCollector) collect(ctx context.Context) error {
+// collect measures every sandbox and keeps the figures in the Store; the
+// leader also applies the disk limits and sets the series. Nothing is
+// written to the API.
+func (u *UsageCollector) collect(ctx context.Context, leading bool) error {
 	m, err := u.measure(ctx)
 	if err != nil {
 		return err
@@ -173,11 +199,9 @@ func (u *UsageCollector) collect(ctx context.Context) error {
 	if err := u.Client.List(ctx, list); err != nil {
 		return err
 	}
-	if m.disk != nil {
+	if m.disk != nil && leading {
 		u.recordDisk(list.Items, m.disk)
 	}
-	var samples []metrics.UsageSample
-	byTicket := map[types.NamespacedName][]afev1.Usage{}
 	var errs []error
 	var egress map[string]telemetry.EgressTotal
 	if u.Telemetry != nil {
@@ -185,29 +209,33 @@ func (u *UsageCollector) collect(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("add up the egress records: %w", err))
 		}
 	}
+	var samples []usage.Sample
 	for i := range list.Items {
 		sbx := &list.Items[i]
-		usage, ok := m.usageOf(sbx, u.Instance)
+		figures, ok := m.usageOf(sbx, u.Instance)
 		if !ok || !sbx.DeletionTimestamp.IsZero() {
 			continue
 		}
 		t := egress[string(sbx.UID)]
-		usage.EgressBytes, usage.EgressDenials = t.Bytes, t.Denials
-		id := sandboxspec.IdentityOf(sbx, u.Instance)
-		samples = append(samples, metrics.UsageSample{Namespace: sbx.Namespace, Sandbox: sbx.Name, Ticket: id.Ticket, Usage: usage})
-		if sbx.Spec.TicketRef != nil && sbx.Spec.TicketRef.Name != "" {
-			k := types.NamespacedName{Namespace: sbx.Namespace, Name: sbx.Spec.TicketRef.Name}
-			byTicket[k] = append(byTicket[k], usage)
-		}
-		if status.UsageChanged(sbx.Status.Usage, usage) {
-			errs = append(errs, u.writeSandboxUsage(ctx, sbx, usage))
-		}
+		figures.EgressBytes, figures.EgressDenials = t.Bytes, t.Denials
+		samples = append(samples, usage.Sample{Namespace: sbx.Namespace, Name: sbx.Name, UID: sbx.UID,
+			Ticket: ticketOf(sbx), Labels: sbx.Labels, Usage: figures})
 	}
-	metrics.Usage.Set(samples)
-	for k, usages := range byTicket {
-		errs = append(errs, u.writeTicketUsage(ctx, k, *status.SumUsage(usages)))
+	if u.Store != nil {
+		u.Store.Set(m.time, u.Period, samples)
+	}
+	if leading {
+		metrics.Usage.Set(samples)
 	}
 	return errors.Join(errs...)
+}
+
+// ticketOf is the Sandbox's spec.ticketRef, empty without one.
+func ticketOf(sbx *afev1.Sandbox) string {
+	if sbx.Spec.TicketRef == nil {
+		return ""
+	}
+	return sbx.Spec.TicketRef.Name
 }
 
 // measure asks the engine, in one list, one disk usage request and the
@@ -217,7 +245,7 @@ func (u *UsageCollector) measure(ctx context.Context) (*measurement, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &measurement{running: map[string]runningContainer{}, time: metav1.Now()}
+	m := &measurement{running: map[string]runningContainer{}, time: time.Now()}
 	for _, ct := range containers {
 		if ct.Running {
 			m.running[ct.Labels[afev1.LabelSandboxUID]] = runningContainer{container: ct}
@@ -283,65 +311,31 @@ func (u *UsageCollector) claimedMembers(ctx context.Context, m *measurement) err
 // usageOf is the usage of a sandbox whose container runs and was measured:
 // the container and its workspace volume are found by the labels of the
 // sandbox's identity, or of its claim record and the member it binds.
-func (m *measurement) usageOf(sbx *afev1.Sandbox, instance string) (afev1.Usage, bool) {
+func (m *measurement) usageOf(sbx *afev1.Sandbox, instance string) (accessv1.Usage, bool) {
 	id := sandboxspec.IdentityOf(sbx, instance)
 	rc, ok := m.running[id.UID]
 	if !ok || rc.usage == nil {
-		return afev1.Usage{}, false
+		return accessv1.Usage{}, false
 	}
 	claimed := rc.record != nil && pool.Binds(id, rc.record, &rc.container)
 	if !claimed && !id.OwnsAs(rc.container.Labels, afev1.RoleSandbox) {
-		return afev1.Usage{}, false
+		return accessv1.Usage{}, false
 	}
-	usage := afev1.Usage{
+	figures := accessv1.Usage{
 		CPUMilliseconds:      int64(rc.usage.CPUNanoseconds / 1_000_000),
 		MemoryBytes:          int64(rc.usage.MemoryBytes),
 		NetworkReceiveBytes:  int64(rc.usage.NetworkReceiveBytes),
 		NetworkTransmitBytes: int64(rc.usage.NetworkTransmitBytes),
-		Time:                 m.time,
 	}
 	if m.disk != nil {
-		usage.WritableLayerBytes = max(0, m.disk.Containers[rc.container.ID])
+		figures.WritableLayerBytes = max(0, m.disk.Containers[rc.container.ID])
 		for _, v := range m.disk.Volumes {
 			ours := id.OwnsAs(v.Labels, afev1.RoleWorkspace) || claimed && pool.MemberVolumeOf(id, rc.record, v.Labels)
 			if ours && v.Bytes > 0 {
-				usage.WorkspaceBytes += v.Bytes
+				figures.WorkspaceBytes += v.Bytes
 			}
 		}
 	}
-	usage.DiskBytes = usage.WritableLayerBytes + usage.WorkspaceBytes
-	return usage, true
-}
-
-// writeSandboxUsage patches status.usage alone: the patch holds no other
-// field, so it cannot undo a reconcile's status write.
-func (u *UsageCollector) writeSandboxUsage(ctx context.Context, sbx *afev1.Sandbox, usage afev1.Usage) error {
-	before := sbx.DeepCopy()
-	sbx.Status.Usage = &usage
-	return countUsageWrite("sandboxes/status", u.Client.Status().Patch(ctx, sbx, client.MergeFrom(before)))
-}
-
-// countUsageWrite counts a usage report written, and passes its error on.
-func countUsageWrite(resource string, err error) error {
-	if err == nil {
-		metrics.UsageWrites.WithLabelValues(resource).Inc()
-	}
-	return client.IgnoreNotFound(err)
-}
-
-// writeTicketUsage patches the ticket's status.usage with the sum of its
-// sandboxes' when it changed enough, while the ticket is not finished.
-func (u *UsageCollector) writeTicketUsage(ctx context.Context, key types.NamespacedName, sum afev1.Usage) error {
-	tk := &afev1.Ticket{}
-	if err := u.Client.Get(ctx, key, tk); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	// A finished ticket keeps the sum of its sandboxes as they were, not of
-	// those its cleanup has not removed yet.
-	if !tk.DeletionTimestamp.IsZero() || tk.Ended(time.Now()) || !status.UsageChanged(tk.Status.Usage, sum) {
-		return nil
-	}
-	before := tk.DeepCopy()
-	tk.Status.Usage = &sum
-	return countUsageWrite("tickets/status", u.Client.Status().Patch(ctx, tk, client.MergeFrom(before)))
+	figures.DiskBytes = figures.WritableLayerBytes + figures.WorkspaceBytes
+	return figures, true
 }

@@ -16,6 +16,7 @@ import (
 	"afe.dev/sandbox/internal/sandboxenv"
 	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/internal/telemetry"
+	"afe.dev/sandbox/internal/usage"
 )
 
 // Options are the controller settings that come from the manager's flags.
@@ -56,10 +57,13 @@ type Options struct {
 	// SweepPeriod overrides ResyncPeriod for the sweep (tests use a short one).
 	SweepPeriod time.Duration
 	// UsagePeriod is --usage-period: how often the usage of every sandbox
-	// is measured. Zero is ResyncPeriod, but at least
-	// status.MinUsageInterval; negative turns the measuring off. The manager
-	// never passes less than status.MinUsageInterval (tests do).
+	// is measured. Zero is ResyncPeriod, but at least usage.MinPeriod;
+	// negative turns the measuring off. The manager never passes less than
+	// usage.MinPeriod (tests do).
 	UsagePeriod time.Duration
+	// Usage keeps the latest measurement, which the access API serves
+	// (nil: it is kept nowhere, and only the metrics report it).
+	Usage *usage.Store
 	// DiskCheckPeriod is --disk-check-period: how often the workspaces are
 	// measured between two usage measurements, while a sandbox has
 	// resources.disk (zero: only with the usage).

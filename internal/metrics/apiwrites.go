@@ -14,13 +14,6 @@ var APIWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "afe_api_writes_total", Help: "Writes of the manager to the Kubernetes API, by verb and resource (subresource after a slash).",
 }, []string{"verb", "resource"})
 
-// UsageWrites counts the status.usage reports among APIWrites, by
-// resource: periodic writes (--usage-period) of every running sandbox and
-// its ticket, which the bench tells apart from the writes a change makes.
-var UsageWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
-	Name: "afe_usage_writes_total", Help: "Writes of status.usage by the usage collector, by resource (counted in afe_api_writes_total too).",
-}, []string{"resource"})
-
 // CountAPIWrites wraps a client's transport so that its writes are counted
 // in APIWrites; reads pass uncounted.
 func CountAPIWrites(rt http.RoundTripper) http.RoundTripper {

@@ -78,5 +78,5 @@ var (
 // (docker.Requests) is registered by the manager, which wires the engine:
 // this package stays free of the Docker SDK.
 func init() {
-	crmetrics.Registry.MustRegister(SandboxReady, SandboxRecovered, Recreations, TicketCleanup, TicketMoves, RunDuration, Runs, Usage, Commands, TelemetryDropped, TelemetryPruned, APIWrites, UsageWrites, EgressRequests, EgressEmptyConnections, EgressLinesRefused)
+	crmetrics.Registry.MustRegister(SandboxReady, SandboxRecovered, Recreations, TicketCleanup, TicketMoves, RunDuration, Runs, Usage, Commands, TelemetryDropped, TelemetryPruned, APIWrites, EgressRequests, EgressEmptyConnections, EgressLinesRefused)
 }

@@ -86,9 +86,12 @@ spec:
 		mustKubectl("wait", "-n", ns, "--for=jsonpath={.status.recreations}=1", "sandbox/watched", "--timeout=60s")
 		mustKubectl("wait", "-n", ns, "--for=condition=Ready", "sandbox/watched", "--timeout=60s")
 
-		By("its usage measured (every --usage-period, 30 s here)")
+		By("its usage measured (every --usage-period, 30 s here), and served to kubectl afe top")
 		Eventually(prom.values, 90*time.Second, time.Second).
 			WithArguments(`afe_sandbox_cpu_seconds_total{namespace="` + ns + `"}`).ShouldNot(BeEmpty())
+		top, errs, code := afe("", "top")
+		Expect(code).To(BeZero(), errs)
+		Expect(top).To(MatchRegexp(`(?m)^watched\s+watched\s+[0-9]`), "its figures, from the manager's memory")
 		// The CPU and Network panels take a rate over 15 s, which needs two
 		// scrapes of a series; suspending removes the sandbox's series.
 		for _, counter := range []string{"afe_sandbox_cpu_seconds_total", "afe_sandbox_network_receive_bytes_total"} {

@@ -17,6 +17,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -113,4 +114,18 @@ func BindUser(ctx context.Context, c client.Client, user, ns, role string) {
 		g.Expect(c.Create(ctx, sar)).To(gomega.Succeed())
 		g.Expect(sar.Status.Allowed).To(gomega.BeTrue(), "%s is not yet allowed by %s in %s", user, role, ns)
 	}).WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(gomega.Succeed())
+}
+
+// AwaitAPIService waits until the aggregator calls the APIService of that
+// name Available (a manager registered its access API and answers it).
+func AwaitAPIService(ctx context.Context, c client.Client, name string) {
+	gomega.EventuallyWithOffset(1, func(g gomega.Gomega) {
+		as := &unstructured.Unstructured{}
+		as.SetAPIVersion("apiregistration.k8s.io/v1")
+		as.SetKind("APIService")
+		g.Expect(c.Get(ctx, client.ObjectKey{Name: name}, as)).To(gomega.Succeed())
+		conds, _, _ := unstructured.NestedSlice(as.Object, "status", "conditions")
+		g.Expect(conds).To(gomega.ContainElement(gomega.And(
+			gomega.HaveKeyWithValue("type", "Available"), gomega.HaveKeyWithValue("status", "True"))))
+	}).WithTimeout(2 * time.Minute).Should(gomega.Succeed())
 }

@@ -229,6 +229,11 @@ const (
 	ReasonLogsNotKept Reason = "LogsNotKept"
 	// ReasonTelemetryNotKept: this manager keeps no command telemetry.
 	ReasonTelemetryNotKept Reason = "TelemetryNotKept"
+	// ReasonUsageNotMeasured: the sandbox has no usage measured (its
+	// container is not running, or started since the last measurement:
+	// ask again within the manager's --usage-period), or the manager
+	// measures none (--usage-period negative).
+	ReasonUsageNotMeasured Reason = "UsageNotMeasured"
 	// ReasonPathNotFound: the workspace path of a transfer does not exist.
 	ReasonPathNotFound Reason = "PathNotFound"
 	// ReasonPathRefused: the workspace path of a transfer is outside

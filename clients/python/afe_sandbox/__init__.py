@@ -5,7 +5,7 @@ ExecResult, the runtime-checkable Protocol SandboxBackend, and
 KubernetesBackend, which implements it on the controller (spawn, exec,
 snapshot, destroy). Beyond the port, synchronous, as the Go client offers
 it: Client (tickets with egress, Runs with their JSON result, files,
-snapshots, merge_and_ci). Errors are typed (errors.py) and carry the reason
+snapshots, merge_and_ci, and what sandboxes use as SandboxUsage). Errors are typed (errors.py) and carry the reason
 the controller or its access API gave. docs/python.md describes it.
 """
 
@@ -23,6 +23,7 @@ from .errors import (
 )
 from .port import ExecResult, ResourceLimits, SandboxBackend, SandboxHandle, SandboxSpec
 from .runs import MergeReport, RunOutcome
+from .usage import SandboxUsage
 
 __all__ = [
     "AfeError",
@@ -40,6 +41,7 @@ __all__ = [
     "SandboxBackend",
     "SandboxHandle",
     "SandboxSpec",
+    "SandboxUsage",
     "SpecRefusedError",
     "TimedOutError",
 ]

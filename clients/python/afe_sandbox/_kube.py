@@ -144,6 +144,22 @@ class Kube:
             w.stop()
         return None
 
+    def access_get(self, resource: str, name: str, what: str) -> dict:
+        """The access API's resource/name in the namespace."""
+        try:
+            return self.custom.get_namespaced_custom_object(ACCESS_GROUP, ACCESS_VERSION, self.namespace, resource, name)
+        except ApiException as e:
+            raise from_status(e.status, e.body, what) from e
+
+    def access_list(self, resource: str, label_selector: str, what: str) -> dict:
+        """The access API's list of resource in the namespace, of the
+        objects label_selector matches (empty: all)."""
+        try:
+            return self.custom.list_namespaced_custom_object(ACCESS_GROUP, ACCESS_VERSION, self.namespace, resource,
+                                                             label_selector=label_selector)
+        except ApiException as e:
+            raise from_status(e.status, e.body, what) from e
+
     def access_path(self, resource: str, name: str, subresource: str) -> str:
         """The path of an access API subresource."""
         return (f"/apis/{ACCESS_GROUP}/{ACCESS_VERSION}/namespaces/{self.namespace}"

@@ -1,7 +1,8 @@
 """Client: the synchronous API beyond the port, as the Go client offers it
 (client/): tickets and sandboxes with egress, Runs with their JSON result,
-files in and out of the workspace, exec, snapshots, merges with CI, and the
-end of a ticket. Every method blocks; timeouts are in seconds."""
+files in and out of the workspace, exec, snapshots, merges with CI, what
+sandboxes use, and the end of a ticket. Every method blocks; timeouts are
+in seconds."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from ._kube import Kube
 from .errors import FailedError, NotFoundError, SpecRefusedError
 from .port import ExecResult
 from .runs import MergeReport, RunOutcome
+from .usage import RESOURCE, SandboxUsage, usage_of
 
 
 class Client:
@@ -108,6 +110,21 @@ class Client:
         self._kube.patch("tickets", ticket, {"spec": {"state": state}})
         return self._kube.wait("tickets", ticket, lambda t: (t.get("status") or {}).get("phase") == "Finished",
                                timeout)
+
+    def usage(self, sandbox: str) -> SandboxUsage:
+        """What the sandbox uses, as its manager last measured it (every
+        --usage-period, kept in the manager's memory). A sandbox not
+        measured yet (not running, or started since the last measurement)
+        raises NotFoundError with reason UsageNotMeasured; one that does not
+        exist, reason SandboxNotFound."""
+        return usage_of(self._kube.access_get(RESOURCE, sandbox, f"the usage of sandbox {sandbox}"))
+
+    def usages(self, selector: str = "") -> list[SandboxUsage]:
+        """What every measured sandbox of the namespace whose labels match
+        selector (kubectl's -l; empty: all) uses, in one request, in the
+        order of their names."""
+        answer = self._kube.access_list(RESOURCE, selector, f"the usage of sandboxes in {self.namespace}")
+        return [usage_of(item) for item in answer.get("items") or []]
 
     def delete_ticket(self, ticket: str, timeout: float = 180.0) -> None:
         """Deletes the ticket and waits until it is gone; gone already is

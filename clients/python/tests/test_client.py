@@ -1,17 +1,18 @@
 """Client, the synchronous API beyond the port: tickets with egress, Runs
-with their JSON result, files both ways, merges with CI, and the README's
-example as it is written."""
+with their JSON result, files both ways, merges with CI, what sandboxes
+use, and the README's example as it is written."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from afe_sandbox import Client, NotFoundError, TimedOutError
+from afe_sandbox import Client, ForbiddenError, NotFoundError, SandboxUsage, TimedOutError
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "readme.py"
 
@@ -72,6 +73,34 @@ echo a > ../lanes/a/a.txt && echo b > ../lanes/b/b.txt""")
         assert not failing.ok and failing.result["ci_passed"] is False
     finally:
         client.delete_sandbox("py-lanes")
+
+
+def test_usage_as_the_manager_measured_it(client: Client) -> None:
+    client.create_sandbox("py-usage")
+    try:
+        client.exec("py-usage", ["sh", "-c", "dd if=/dev/zero of=/workspace/data bs=1M count=2 2>/dev/null"])
+        # The manager measures every --usage-period (30 s here).
+        deadline, used = time.monotonic() + 90, None
+        while used is None or used.workspace_bytes < 2 << 20:
+            try:
+                used = client.usage("py-usage")
+            except NotFoundError as e:
+                assert e.reason == "UsageNotMeasured", e
+            assert time.monotonic() < deadline, f"no figures of py-usage's 2 MiB: {used}"
+            time.sleep(1)
+        assert isinstance(used, SandboxUsage) and used.sandbox == "py-usage" and used.ticket == ""
+        assert used.uid == client._kube.get("sandboxes", "py-usage")["metadata"]["uid"]
+        assert used.memory_bytes > 0 and used.window_s == 30
+        assert used.disk_bytes == used.writable_layer_bytes + used.workspace_bytes
+        assert "py-usage" in [u.sandbox for u in client.usages()]
+        assert client.usages(selector="nothing=here") == []
+        with pytest.raises(NotFoundError) as e:
+            client.usage("py-none")
+        assert e.value.reason == "SandboxNotFound"
+        with pytest.raises(ForbiddenError):
+            Client(namespace="default").usages()
+    finally:
+        client.delete_sandbox("py-usage")
 
 
 def test_the_readme_example_as_written() -> None:
