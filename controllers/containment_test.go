@@ -219,8 +219,8 @@ func (k killless) Exec(ctx context.Context, container string, spec docker.ExecSp
 	return k.Engine.Exec(ctx, container, spec)
 }
 
-// Serial, as the deadlines above: EndProcesses is held to KillGrace and a
-// second.
+// Serial, as the deadlines above: EndProcesses is held to KillGrace and
+// a margin.
 var _ = Describe("Run deadline fallback", Serial, func() {
 	forEachRuntime(func(runtime string) {
 		It("removes the sandbox container when processes of the attempt survive every kill", func() {
@@ -240,7 +240,10 @@ var _ = Describe("Run deadline fallback", Serial, func() {
 			r := &runctrl.Reconciler{Engine: killless{engine}}
 			t0 := time.Now()
 			Expect(r.EndProcesses(ctx, a, 1000)).To(BeTrue(), "the container had to go")
-			Expect(time.Since(t0)).To(BeNumerically("<", runctrl.KillGrace+time.Second))
+			// Bounded by the kill's grace, not by the minute a process list
+			// may wait: generous past the grace, as a loaded engine's removal
+			// of the container took 2.5 s once.
+			Expect(time.Since(t0)).To(BeNumerically("<", runctrl.KillGrace+15*time.Second))
 			_, err = engine.InspectContainer(ctx, c.ID)
 			Expect(err).To(MatchError(docker.ErrNotFound))
 
