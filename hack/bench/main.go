@@ -164,8 +164,12 @@ func run(ctx context.Context, cfg config, log io.Writer) (rows []row, err error)
 	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
 		return nil, err
 	}
-	b := &bench{cfg: cfg, log: log, ns: "bench",
-		instance:    fmt.Sprintf("bench-%d", os.Getpid()),
+	// The namespace is the run's own, as its instance is: a container is
+	// named for its sandbox's namespace and name, and one that a killed
+	// run left would otherwise hold the name of this run's sandbox (which
+	// the controller refuses to adopt, so that it never became Ready).
+	instance := fmt.Sprintf("bench-%d", os.Getpid())
+	b := &bench{cfg: cfg, log: log, ns: instance, instance: instance,
 		cliInstance: fmt.Sprintf("bench-cli-%d", os.Getpid())}
 	b.egressNet = "afe-" + b.instance + "-egress"
 
