@@ -347,7 +347,8 @@ func TestBenchSmoke(t *testing.T) {
 	var log strings.Builder
 	rows, err := run(ctx, cfg, &log)
 	if err != nil {
-		t.Fatalf("bench: %v\n%s", err, log.String())
+		t.Fatalf("bench: %v\n%s\nthe manager's log, its errors and its last lines:\n%s",
+			err, log.String(), managerErrors(filepath.Join(cfg.Out, "manager.log"), 40))
 	}
 	var table strings.Builder
 	writeTable(&table, rows)
@@ -518,4 +519,24 @@ func checkWritten(t *testing.T, cfg config, rows []row) {
 	if m := got["egress-scale"][1].Memory; m == nil || !slices.Equal(counts(m), []int{cfg.EgressScale}) {
 		t.Errorf("the egress-scale memory: %+v, want a point at %d sandboxes", m, cfg.EgressScale)
 	}
+}
+
+// managerErrors returns the lines of the manager's log that report an
+// error, then its last lines, at most n of each: what a failed smoke run
+// needs to be told apart, the log itself going with the test's folder.
+func managerErrors(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	var errs []string
+	for i, l := range lines {
+		lines[i] = l[:min(len(l), 400)]
+		if strings.Contains(l, `"level":"error"`) {
+			errs = append(errs, lines[i])
+		}
+	}
+	errs = errs[max(0, len(errs)-n):]
+	return strings.Join(errs, "\n") + "\n...\n" + strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
