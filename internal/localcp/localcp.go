@@ -10,12 +10,17 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"afe.dev/sandbox/internal/pki"
 )
+
+// startTimeout bounds each process's start and stop, and the wait for the
+// CRDs to be served.
+const startTimeout = time.Minute
 
 // ControlPlane is a running local control plane.
 type ControlPlane struct {
@@ -45,10 +50,17 @@ func Start(dir, assets string, crdDirs ...string) (*ControlPlane, error) {
 	if err := os.MkdirAll(certs, 0o700); err != nil {
 		return nil, err
 	}
+	// envtest's bounds (20 s for each process to start, 10 s for the CRDs
+	// to be served) are a test's on a quiet machine: an API server started
+	// again on a stored etcd, beside a busy engine and other suites, passed
+	// them. A user's control plane waits a minute.
 	env := &envtest.Environment{
-		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     crdDirs,
-		ErrorIfCRDPathMissing: len(crdDirs) > 0,
+		BinaryAssetsDirectory:    assets,
+		CRDDirectoryPaths:        crdDirs,
+		ErrorIfCRDPathMissing:    len(crdDirs) > 0,
+		CRDInstallOptions:        envtest.CRDInstallOptions{MaxTime: startTimeout},
+		ControlPlaneStartTimeout: startTimeout,
+		ControlPlaneStopTimeout:  startTimeout,
 	}
 	env.ControlPlane.Etcd = &envtest.Etcd{DataDir: filepath.Join(dir, "etcd")}
 	env.ControlPlane.APIServer = &envtest.APIServer{CertDir: certs}
