@@ -131,7 +131,8 @@ func (tr *tourRun) restart(t *testing.T, runArgs []string) {
 	tr.cp = &controlPlane{cmd: cmd, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(tr.cp.done) }()
 	if err := tr.cp.waitReady(probe); err != nil {
-		t.Fatalf("make run (%s): %v\n%s", strings.Join(argv, " "), err, tail(tr.log, 40))
+		// The log first: a CI report keeps the start of a long message.
+		t.Fatalf("make run: %v; the last lines of its log:\n%s\n(make run was: %s)", err, tail(tr.log, 25), strings.Join(argv, " "))
 	}
 	// The readiness probe checks the engine; `kubectl afe` needs the access
 	// API, registered again on a new port at each start.
@@ -210,6 +211,9 @@ func tail(path string, n int) string {
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
+	}
+	for i, l := range lines {
+		lines[i] = l[:min(len(l), 300)] // a manager's JSON line can be kilobytes
 	}
 	return strings.Join(lines, "\n")
 }
