@@ -99,7 +99,7 @@ func (s *Server) placementKey() placement.Key {
 // sandboxOf names the sandbox a request is about: the object itself, or a
 // Run's sandbox. Telemetry is gathered from every node instead.
 func (s *Server) sandboxOf(ctx context.Context, resource, namespace, name string) (string, error) {
-	if resource != "runs" {
+	if resource != accessv1.ResourceRuns {
 		return name, nil
 	}
 	run := &afev1.Run{}
