@@ -1,10 +1,13 @@
-// Package localcp runs a local Kubernetes control plane (etcd and
+// Package controlplane runs a local Kubernetes control plane (etcd and
 // kube-apiserver, as envtest starts them) whose state survives restarts: etcd
 // keeps its data under the given folder, so a restarted controller finds its
-// objects again as on a real cluster. `make run` and the end-to-end tests use
-// it. For the per-node mode it also runs kube-scheduler and registers Nodes
-// that no kubelet backs (StartScheduler, RegisterNode, SetNodeReady).
-package localcp
+// objects again as on a real cluster. For the per-node mode it also runs
+// kube-scheduler and registers Nodes that no kubelet backs (StartScheduler,
+// RegisterNode, SetNodeReady). It is a tool, no rule of the product: the
+// command hack/localcp (which `make run` starts), hack/bench and the suites
+// that need a control plane of their own (test/e2e, the access API's and
+// the clients') import it.
+package controlplane
 
 import (
 	"fmt"

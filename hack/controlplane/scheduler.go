@@ -1,4 +1,4 @@
-package localcp
+package controlplane
 
 import (
 	"encoding/json"
