@@ -20,6 +20,7 @@ import (
 	"afe.dev/sandbox/controllers/shared"
 	"afe.dev/sandbox/controllers/ticket"
 	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/placement"
 	"afe.dev/sandbox/internal/runlog"
 	"afe.dev/sandbox/internal/usage"
 )
@@ -102,7 +103,7 @@ func addLoops(mgr ctrl.Manager, engine Engine, cfg shared.Config) (*background, 
 		ConnLimits: opts.ConnLimits, EgressNetwork: opts.EgressNetwork}
 	if opts.PerNode {
 		bg.sweeper.Here = func(ctx context.Context, sbx *afev1.Sandbox) bool {
-			here, _, err := shared.SandboxHere(ctx, c, opts.Instance, opts.PlacementKey, sbx)
+			here, _, err := placement.SandboxHere(ctx, c, opts.Instance, opts.PlacementKey, sbx)
 			return here || err != nil // what cannot be read is looked at
 		}
 	}

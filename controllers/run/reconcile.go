@@ -14,6 +14,7 @@ import (
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/controllers/shared"
 	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/placement"
 	"afe.dev/sandbox/internal/sandboxspec"
 )
 
@@ -200,6 +201,6 @@ func (r *Reconciler) here(ctx context.Context, run *afev1.Run) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	here, ticketed, err := shared.SandboxHere(ctx, r.Client, r.Config.Instance, r.Config.PlacementKey, sbx)
+	here, ticketed, err := placement.SandboxHere(ctx, r.Client, r.Config.Instance, r.Config.PlacementKey, sbx)
 	return here || !ticketed, err
 }

@@ -24,6 +24,7 @@ import (
 	"afe.dev/sandbox/controllers/shared"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/crashpoint"
+	"afe.dev/sandbox/internal/placement"
 	"afe.dev/sandbox/internal/sandboxspec"
 )
 
@@ -216,7 +217,7 @@ func (r *Reconciler) endClaim(s *sandboxScope) {
 }
 
 // here is the per-node gate (--per-node): this manager acts on the Sandbox
-// when it is placed on this node (shared.SandboxHere). Another node's
+// when it is placed on this node (placement.SandboxHere). Another node's
 // sandbox that ran here before its ticket moved is removed from here once
 // that node holds it (moveOut). A Sandbox of no Ticket is no node's: it is told
 // so (commitNotPlaced), once.
@@ -224,7 +225,7 @@ func (r *Reconciler) here(ctx context.Context, s *sandboxScope) (bool, ctrl.Resu
 	if !r.Config.PerNode {
 		return true, ctrl.Result{}, nil
 	}
-	here, ticketed, err := shared.SandboxHere(ctx, r.Client, r.Config.Instance, r.Config.PlacementKey, s.sbx)
+	here, ticketed, err := placement.SandboxHere(ctx, r.Client, r.Config.Instance, r.Config.PlacementKey, s.sbx)
 	switch {
 	case err != nil || here:
 		return here, ctrl.Result{}, err

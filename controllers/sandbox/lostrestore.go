@@ -17,6 +17,7 @@ import (
 	"afe.dev/sandbox/controllers/shared"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/naming"
+	"afe.dev/sandbox/internal/placement"
 	"afe.dev/sandbox/internal/tarbound"
 )
 
@@ -64,7 +65,7 @@ func (r *Reconciler) afterNodeLost(ctx context.Context, s *sandboxScope) (types.
 	if !r.Config.PerNode || r.Config.Moves == nil {
 		return "", nil
 	}
-	tk, _, err := shared.TicketOf(ctx, r.Client, s.sbx)
+	tk, _, err := placement.TicketOf(ctx, r.Client, s.sbx)
 	if err != nil || !madeAfterNodeLost(s.sbx, tk) {
 		return "", err
 	}

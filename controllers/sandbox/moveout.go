@@ -12,6 +12,7 @@ import (
 	"afe.dev/sandbox/controllers/shared"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/naming"
+	"afe.dev/sandbox/internal/placement"
 )
 
 // moveOut removes, on the node a sandbox's ticket left, what it ran there,
@@ -25,7 +26,7 @@ func (r *Reconciler) moveOut(ctx context.Context, s *sandboxScope) (ctrl.Result,
 	if held, err := r.holdsAny(ctx, s); err != nil || !held {
 		return ctrl.Result{}, err
 	}
-	placed, err := shared.PlacedNode(ctx, r.Client, r.Config.PlacementKey, s.sbx)
+	placed, err := placement.PlacedNode(ctx, r.Client, r.Config.PlacementKey, s.sbx)
 	if err != nil {
 		return ctrl.Result{}, err
 	}

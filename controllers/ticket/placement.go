@@ -68,7 +68,7 @@ func (r *Reconciler) here(ctx context.Context, s *ticketScope) (here bool, res c
 		return true, ctrl.Result{}, nil
 	}
 	tk, key := s.tk, r.Options.PlacementKey
-	pod, state, again, err := shared.PlaceholderOf(ctx, r.Client, key, tk)
+	pod, state, again, err := placement.PlaceholderOf(ctx, r.Client, key, tk)
 	if err != nil {
 		return false, ctrl.Result{}, err
 	}
@@ -81,7 +81,7 @@ func (r *Reconciler) here(ctx context.Context, s *ticketScope) (here bool, res c
 		// after the ticket read here, and the optimistic lock refuses
 		// this manager's. That read also shows a Pod of the
 		// placeholder's name the cache does not hold (no label).
-		if pod, state, again, err = shared.PlaceholderOf(ctx, r.APIReader, key, tk); err != nil {
+		if pod, state, again, err = placement.PlaceholderOf(ctx, r.APIReader, key, tk); err != nil {
 			return false, ctrl.Result{}, err
 		}
 		d = r.decide(ctx, tk, pod, state)
@@ -296,7 +296,7 @@ func (r *Reconciler) removePlaceholder(ctx context.Context, tk *afev1.Ticket) er
 	if !r.Options.PerNode {
 		return nil
 	}
-	pod, state, _, err := shared.PlaceholderOf(ctx, r.Client, r.Options.PlacementKey, tk)
+	pod, state, _, err := placement.PlaceholderOf(ctx, r.Client, r.Options.PlacementKey, tk)
 	if err != nil || state == placement.PodAbsent || state == placement.PodForeign {
 		return err
 	}

@@ -1,4 +1,4 @@
-package shared
+package placement
 
 import (
 	"context"
@@ -11,33 +11,32 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/internal/placement"
 	"afe.dev/sandbox/internal/ticketspec"
 )
 
 // PlaceholderOf reads the ticket's placeholder Pod and what it is to the
-// ticket (placement.Check.State, with the managers' key): only a Pod a
+// ticket (Check.State, with the managers' key): only a Pod a
 // manager signed and kube-scheduler bound is PodBound. again is how soon to
 // look again at a placeholder its maker has not signed yet.
-func PlaceholderOf(ctx context.Context, c client.Reader, key placement.Key, tk *afev1.Ticket) (pod *corev1.Pod, state placement.PodState, again time.Duration, err error) {
+func PlaceholderOf(ctx context.Context, c client.Reader, key Key, tk *afev1.Ticket) (pod *corev1.Pod, state PodState, again time.Duration, err error) {
 	pod = &corev1.Pod{}
-	err = c.Get(ctx, types.NamespacedName{Namespace: tk.Namespace, Name: placement.PodName(tk.Name)}, pod)
+	err = c.Get(ctx, types.NamespacedName{Namespace: tk.Namespace, Name: PodName(tk.Name)}, pod)
 	switch {
 	case apierrors.IsNotFound(err):
-		return nil, placement.PodAbsent, 0, nil
+		return nil, PodAbsent, 0, nil
 	case err != nil:
-		return nil, placement.PodAbsent, 0, err
+		return nil, PodAbsent, 0, err
 	}
-	check := placement.Check{Key: key, Ticket: tk, Requests: placement.Requests(ticketspec.Sandboxes(tk)), Now: time.Now()}
+	check := Check{Key: key, Ticket: tk, Requests: Requests(ticketspec.Sandboxes(tk)), Now: time.Now()}
 	state, again = check.State(pod)
 	return pod, state, again, nil
 }
 
 // PlacedOn is the node the ticket's placeholder is bound to, empty when it
 // has no placeholder a manager signed and kube-scheduler bound.
-func PlacedOn(ctx context.Context, c client.Reader, key placement.Key, tk *afev1.Ticket) (string, error) {
+func PlacedOn(ctx context.Context, c client.Reader, key Key, tk *afev1.Ticket) (string, error) {
 	pod, state, _, err := PlaceholderOf(ctx, c, key, tk)
-	if err != nil || state != placement.PodBound {
+	if err != nil || state != PodBound {
 		return "", err
 	}
 	return pod.Spec.NodeName, nil
@@ -49,7 +48,7 @@ func PlacedOn(ctx context.Context, c client.Reader, key placement.Key, tk *afev1
 // Sandbox of no Ticket (never placed). A Sandbox being deleted whose ticket
 // has no placeholder any more is finished by the node the ticket reports.
 // Each kind's gate is its reconciler's here method.
-func SandboxHere(ctx context.Context, c client.Reader, instance string, key placement.Key, sbx *afev1.Sandbox) (here, ticketed bool, err error) {
+func SandboxHere(ctx context.Context, c client.Reader, instance string, key Key, sbx *afev1.Sandbox) (here, ticketed bool, err error) {
 	tk, ticketed, err := TicketOf(ctx, c, sbx)
 	if err != nil || !ticketed {
 		return false, ticketed, err
@@ -72,7 +71,7 @@ func SandboxHere(ctx context.Context, c client.Reader, instance string, key plac
 
 // PlacedNode is the node the placeholder Pod of the Sandbox's Ticket is
 // bound to: empty when the Sandbox has no Ticket, or its Pod is not bound.
-func PlacedNode(ctx context.Context, c client.Reader, key placement.Key, sbx *afev1.Sandbox) (string, error) {
+func PlacedNode(ctx context.Context, c client.Reader, key Key, sbx *afev1.Sandbox) (string, error) {
 	tk, _, err := TicketOf(ctx, c, sbx)
 	if err != nil || tk == nil {
 		return "", err
