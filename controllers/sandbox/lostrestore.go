@@ -19,6 +19,7 @@ import (
 	"afe.dev/sandbox/internal/naming"
 	"afe.dev/sandbox/internal/placement"
 	"afe.dev/sandbox/internal/tarbound"
+	"afe.dev/sandbox/move"
 )
 
 // A ticket whose node is lost (per-node mode, NodeLost) is placed anew and
@@ -32,7 +33,7 @@ import (
 // with the newest, before the container first runs. Each manager answers
 // only for its own instance's volumes of that namespace, sandbox name and
 // Ticket UID, and only to the manager of the node the ticket's placeholder
-// is bound to (access/move.go). The ticket's status says the placement
+// is bound to (the move package). The ticket's status says the placement
 // was lost; a forged one only has a sandbox start from its own ticket's
 // newest snapshot.
 
@@ -136,7 +137,7 @@ func (r *Reconciler) restoreAfterNodeLost(ctx context.Context, s *sandboxScope, 
 // sandbox's name on this engine or on the engine of a manager that
 // answers; false when there is none, or a result while a running manager
 // has not answered yet.
-func (r *Reconciler) newestReachableSnapshot(ctx context.Context, s *sandboxScope, ticketUID types.UID) (shared.PeerSnapshot, bool, ctrl.Result, error) {
+func (r *Reconciler) newestReachableSnapshot(ctx context.Context, s *sandboxScope, ticketUID types.UID) (move.PeerSnapshot, bool, ctrl.Result, error) {
 	found, unanswered := r.Config.Moves.Snapshots(ctx, s.sbx)
 	if unanswered != nil {
 		// A running manager that has not answered yet (its cache not
@@ -145,7 +146,7 @@ func (r *Reconciler) newestReachableSnapshot(ctx context.Context, s *sandboxScop
 		if time.Since(s.sbx.CreationTimestamp.Time) < snapshotsPatience {
 			shared.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, false, afev1.NodeLostReason,
 				"Asking the managers of the other nodes for the ticket's snapshots: "+unanswered.Error())
-			return shared.PeerSnapshot{}, false, ctrl.Result{RequeueAfter: moveRetry}, nil
+			return move.PeerSnapshot{}, false, ctrl.Result{RequeueAfter: moveRetry}, nil
 		}
 		logf.FromContext(ctx).Info("Some managers did not say which snapshots of the ticket they keep", "error", unanswered.Error())
 		r.Recorder.Eventf(s.sbx, nil, corev1.EventTypeWarning, afev1.NodeLostReason, "Restore",
@@ -159,12 +160,12 @@ func (r *Reconciler) newestReachableSnapshot(ctx context.Context, s *sandboxScop
 		afev1.LabelTicketUID:  string(ticketUID),
 	})
 	if err != nil {
-		return shared.PeerSnapshot{}, false, ctrl.Result{}, err
+		return move.PeerSnapshot{}, false, ctrl.Result{}, err
 	}
 	for _, v := range local {
-		found = append(found, shared.PeerSnapshot{Node: r.Config.Instance, Volume: v.Name, Created: v.Created})
+		found = append(found, move.PeerSnapshot{Node: r.Config.Instance, Volume: v.Name, Created: v.Created})
 	}
-	snap, ok := shared.NewestSnapshot(found)
+	snap, ok := move.NewestSnapshot(found)
 	return snap, ok, ctrl.Result{}, nil
 }
 
@@ -188,7 +189,7 @@ func (r *Reconciler) copyLocalSnapshot(ctx context.Context, s *sandboxScope, sna
 
 // fetchSnapshot fills the workspace volume with a snapshot another node's
 // manager sends, and verifies that it arrived whole.
-func (r *Reconciler) fetchSnapshot(ctx context.Context, s *sandboxScope, snap shared.PeerSnapshot, volume string) (int64, error) {
+func (r *Reconciler) fetchSnapshot(ctx context.Context, s *sandboxScope, snap move.PeerSnapshot, volume string) (int64, error) {
 	tree, err := r.Config.Moves.Snapshot(ctx, snap.Node, s.sbx, snap.Volume)
 	if err != nil {
 		return 0, err

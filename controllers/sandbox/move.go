@@ -19,12 +19,13 @@ import (
 	"afe.dev/sandbox/internal/naming"
 	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/internal/tarbound"
+	"afe.dev/sandbox/move"
 )
 
 // A sandbox whose ticket was moved off a drained node (per-node mode,
 // NodeDrained) keeps its UID. The manager of the node it arrives on (B)
 // finds status.node naming another node (A): it takes the Run logs and the
-// workspace from A's manager (shared.Mover, which A answers only for the
+// workspace from A's manager (move.Mover, which A answers only for the
 // sandbox of this UID placed on B, and which stops A's container first),
 // fills a volume with them and verifies them, then records that on its
 // engine (the volume naming.MoveVerified). A's manager asks B's whether it
@@ -111,12 +112,12 @@ func (r *Reconciler) takeMoved(ctx context.Context, s *sandboxScope) (ctrl.Resul
 		}
 		err = r.Config.Moves.RunLogs(ctx, from, sbx, uids)
 	}
-	var tree *shared.MovedWorkspace
+	var tree *move.Workspace
 	if err == nil {
 		tree, err = r.Config.Moves.Workspace(ctx, from, sbx)
 	}
 	switch {
-	case errors.Is(err, shared.ErrNothingToMove):
+	case errors.Is(err, move.ErrNothingToMove):
 		log.Info("Nothing of the sandbox to move from the node its ticket left", "reason", err.Error())
 		r.Recorder.Eventf(sbx, nil, corev1.EventTypeWarning, afev1.SandboxLostReason, "Move",
 			"Node %s's manager has no workspace of the sandbox to move: %v", from, err)
@@ -136,7 +137,7 @@ func (r *Reconciler) takeMoved(ctx context.Context, s *sandboxScope) (ctrl.Resul
 // receiveMoved fills the moved tree into its volume and records it
 // verified, with a record of its own: a volume of the record's name made
 // by another in the meantime is a conflict, and what was filled goes.
-func (r *Reconciler) receiveMoved(ctx context.Context, s *sandboxScope, tree *shared.MovedWorkspace, log logr.Logger) (ctrl.Result, error) {
+func (r *Reconciler) receiveMoved(ctx context.Context, s *sandboxScope, tree *move.Workspace, log logr.Logger) (ctrl.Result, error) {
 	into, err := r.moveTarget(ctx, s)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -312,7 +313,7 @@ func (r *Reconciler) removeMoveVolumes(ctx context.Context, s *sandboxScope) err
 // user they had there made the sandbox's user's here, and verifies that
 // the tree arrived whole; on any failure the volume is removed, and made
 // again by the next attempt.
-func (r *Reconciler) fillMoved(ctx context.Context, s *sandboxScope, into docker.VolumeSpec, tree *shared.MovedWorkspace) (int64, error) {
+func (r *Reconciler) fillMoved(ctx context.Context, s *sandboxScope, into docker.VolumeSpec, tree *move.Workspace) (int64, error) {
 	owners, err := r.movedOwners(s, tree.User)
 	if err != nil {
 		return 0, errors.Join(err, r.removeFilled(ctx, s, into))

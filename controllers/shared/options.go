@@ -17,6 +17,7 @@ import (
 	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/internal/telemetry"
 	"afe.dev/sandbox/internal/usage"
+	"afe.dev/sandbox/move"
 )
 
 // Options are the controller settings that come from the manager's flags.
@@ -121,7 +122,7 @@ type Options struct {
 	// (--peer-bind-address), moves a drained ticket's sandboxes with their
 	// workspaces (NodeDrained); nil releases it, and its sandboxes start
 	// afresh where it is placed next (NodeLost).
-	Moves Mover
+	Moves move.Mover
 	// PlaceholderImage is --placeholder-image: the image of the placeholder
 	// Pods (the controller's own, which pauses).
 	PlaceholderImage string

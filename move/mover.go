@@ -1,4 +1,4 @@
-package shared
+package move
 
 import (
 	"context"
@@ -12,15 +12,16 @@ import (
 )
 
 // Mover is the channel between the managers of per-node mode that a
-// moved ticket's workspaces go through (NodeDrained): the access API's
-// peer listener, mutually authenticated with the managers' CA. A manager
+// moved ticket's workspaces go through (NodeDrained): the move routes on
+// the access API's peer listener, mutually authenticated with the
+// managers' CA (Client asks them, Handler serves them). A manager
 // answers for a sandbox of that namespace, name and UID only, and gives
 // its workspace or its Runs' logs only to the manager of the node the
 // sandbox's ticket is placed on now.
 type Mover interface {
 	// Workspace streams the sandbox's workspace from node's manager,
 	// which first stops the sandbox's container there.
-	Workspace(ctx context.Context, node string, sbx *afev1.Sandbox) (*MovedWorkspace, error)
+	Workspace(ctx context.Context, node string, sbx *afev1.Sandbox) (*Workspace, error)
 	// RunLogs copies the logs node's manager keeps of the sandbox's Runs
 	// runs into this manager's Run log store.
 	RunLogs(ctx context.Context, node string, sbx *afev1.Sandbox, runs []types.UID) error
@@ -37,7 +38,7 @@ type Mover interface {
 	// unanswered names the managers that did not answer.
 	Snapshots(ctx context.Context, sbx *afev1.Sandbox) (found []PeerSnapshot, unanswered error)
 	// Snapshot streams one of them from node's manager.
-	Snapshot(ctx context.Context, node string, sbx *afev1.Sandbox, volume string) (*MovedWorkspace, error)
+	Snapshot(ctx context.Context, node string, sbx *afev1.Sandbox, volume string) (*Workspace, error)
 }
 
 // PeerSnapshot is a snapshot volume of a ticket's sandbox on a node's
@@ -61,8 +62,8 @@ func NewestSnapshot(found []PeerSnapshot) (PeerSnapshot, bool) {
 	return best, len(found) > 0
 }
 
-// MovedWorkspace is a workspace on its way from another node.
-type MovedWorkspace struct {
+// Workspace is a workspace on its way from another node.
+type Workspace struct {
 	// Tree is a tar whose entries are under workspace/.
 	Tree io.ReadCloser
 	// User is the uid:gid the workspace's files belonged to there (its
@@ -78,5 +79,5 @@ type MovedWorkspace struct {
 // of the sandbox (it was lost there, or already moved).
 var ErrNothingToMove = errors.New("no workspace of the sandbox on that node")
 
-// ErrMoveUnavailable is a node's manager that does not answer.
-var ErrMoveUnavailable = errors.New("the manager of that node does not answer")
+// ErrUnavailable is a node's manager that does not answer.
+var ErrUnavailable = errors.New("the manager of that node does not answer")
