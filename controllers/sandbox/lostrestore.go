@@ -14,7 +14,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/writes"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/naming"
 	"afe.dev/sandbox/internal/placement"
@@ -122,7 +122,7 @@ func (r *Reconciler) restoreAfterNodeLost(ctx context.Context, s *sandboxScope, 
 		return v, "", ctrl.Result{}, err
 	}
 	if err != nil {
-		shared.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, false, afev1.NodeLostReason,
+		writes.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, false, afev1.NodeLostReason,
 			fmt.Sprintf("Restoring snapshot %s of node %s, the ticket's newest after its node was lost: %v", snap.Volume, snap.Node, err))
 		return nil, "", ctrl.Result{}, errors.Join(err, r.removeOwnedVolume(ctx, s))
 	}
@@ -144,7 +144,7 @@ func (r *Reconciler) newestReachableSnapshot(ctx context.Context, s *sandboxScop
 		// showing the new placement, say) may keep the newest: asked
 		// again for a while, then done without it.
 		if time.Since(s.sbx.CreationTimestamp.Time) < snapshotsPatience {
-			shared.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, false, afev1.NodeLostReason,
+			writes.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, false, afev1.NodeLostReason,
 				"Asking the managers of the other nodes for the ticket's snapshots: "+unanswered.Error())
 			return move.PeerSnapshot{}, false, ctrl.Result{RequeueAfter: moveRetry}, nil
 		}

@@ -14,7 +14,8 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/identity"
+	"afe.dev/sandbox/controllers/writes"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/naming"
 	"afe.dev/sandbox/internal/sandboxspec"
@@ -69,7 +70,7 @@ func (r *Reconciler) moveIn(ctx context.Context, s *sandboxScope) (*docker.Volum
 	// Until its container runs here, status.node keeps naming the node it
 	// comes from (recordNode).
 	s.moving = true
-	shared.SetCondition(sbx, afev1.ContainerReadyCondition, false, afev1.NodeDrainedReason,
+	writes.SetCondition(sbx, afev1.ContainerReadyCondition, false, afev1.NodeDrainedReason,
 		"The sandbox is moving from node "+from+" with its workspace")
 	verified, res, err := r.moveRecord(ctx, s)
 	if err != nil || !res.IsZero() {
@@ -124,7 +125,7 @@ func (r *Reconciler) takeMoved(ctx context.Context, s *sandboxScope) (ctrl.Resul
 		sbx.Status.Node = r.Config.Instance
 		return ctrl.Result{}, nil
 	case err != nil:
-		shared.SetCondition(sbx, afev1.WorkspaceReadyCondition, false, afev1.NodeDrainedReason,
+		writes.SetCondition(sbx, afev1.WorkspaceReadyCondition, false, afev1.NodeDrainedReason,
 			fmt.Sprintf("Waiting for the workspace from node %s, which the ticket left: %v", from, err))
 		log.Info("The workspace cannot be moved yet", "error", err.Error())
 		return ctrl.Result{RequeueAfter: moveRetry}, nil
@@ -196,7 +197,7 @@ func (r *Reconciler) placeMoved(ctx context.Context, s *sandboxScope, log logr.L
 		return nil, ctrl.Result{}, err
 	}
 	if staging == nil {
-		v, err := shared.WorkspaceVolume(ctx, r.Engine, s.id)
+		v, err := identity.WorkspaceVolume(ctx, r.Engine, s.id)
 		if errors.Is(err, docker.ErrNotFound) {
 			// Removed since it was filled: taken again.
 			return nil, ctrl.Result{RequeueAfter: moveRetry}, r.removeMoveVolumes(ctx, s)
@@ -208,7 +209,7 @@ func (r *Reconciler) placeMoved(ctx context.Context, s *sandboxScope, log logr.L
 		return nil, ctrl.Result{}, err
 	}
 	if v == nil {
-		shared.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, false, afev1.NodeDrainedReason, fmt.Sprintf(
+		writes.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, false, afev1.NodeDrainedReason, fmt.Sprintf(
 			"The workspace arrived from node %s and was verified; waiting for that node's manager to remove its copy", s.sbx.Status.Node))
 		return nil, ctrl.Result{RequeueAfter: moveRetry}, nil
 	}
@@ -236,7 +237,7 @@ func (r *Reconciler) placeMoved(ctx context.Context, s *sandboxScope, log logr.L
 // staging volume's name that is not this sandbox's of this instance
 // (another instance's, on an engine the nodes share) is a conflict: it is
 // never taken for this sandbox's, nothing is transferred while it is
-// there, and the move is looked at again after shared.ConflictRetry.
+// there, and the move is looked at again after writes.ConflictRetry.
 func (r *Reconciler) moveRecord(ctx context.Context, s *sandboxScope) (*docker.Volume, ctrl.Result, error) {
 	var verified *docker.Volume
 	for _, name := range []string{naming.MoveStaging(s.id.Key, s.id.Instance), naming.MoveVerified(s.id.Key, s.id.Instance)} {
@@ -335,7 +336,7 @@ func (r *Reconciler) fillMoved(ctx context.Context, s *sandboxScope, into docker
 	if errors.Is(err, tarbound.ErrTooLarge) || errors.Is(err, tarbound.ErrSparse) {
 		err = fmt.Errorf("the workspace holds more than %s, each file at its full size: %w", r.Config.CopyBound(s.sbx), err)
 	}
-	shared.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, false, afev1.NodeDrainedReason,
+	writes.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, false, afev1.NodeDrainedReason,
 		fmt.Sprintf("The workspace from node %s did not arrive whole; trying again: %v", s.sbx.Status.Node, err))
 	return n, errors.Join(fmt.Errorf("move the workspace from node %s: %w", s.sbx.Status.Node, err), r.removeFilled(ctx, s, into))
 }

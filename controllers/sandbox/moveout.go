@@ -9,7 +9,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/identity"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/naming"
 	"afe.dev/sandbox/internal/placement"
@@ -67,7 +67,7 @@ func (r *Reconciler) holdsAny(ctx context.Context, s *sandboxScope) (bool, error
 	if err != nil && !errors.Is(err, docker.ErrNotFound) {
 		return false, err
 	}
-	if _, err = shared.WorkspaceVolume(ctx, r.Engine, s.id); !errors.Is(err, docker.ErrNotFound) {
+	if _, err = identity.WorkspaceVolume(ctx, r.Engine, s.id); !errors.Is(err, docker.ErrNotFound) {
 		return err == nil, err
 	}
 	_, err = r.Engine.InspectVolume(ctx, naming.Claim(s.id.Key))
