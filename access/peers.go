@@ -164,17 +164,23 @@ type movePeers struct{ p *peering }
 // Peer implements move.Peers.
 func (m movePeers) Peer(ctx context.Context, node string) (move.Peer, error) {
 	pr, err := m.p.peers.lookup(ctx, node)
-	return pr.forMove(), err
+	if err != nil {
+		return move.Peer{}, err
+	}
+	return pr.forMove(), nil
 }
 
 // Others implements move.Peers.
 func (m movePeers) Others(ctx context.Context) ([]move.Peer, error) {
 	prs, err := m.p.peers.list(ctx)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]move.Peer, 0, len(prs))
 	for _, pr := range prs {
 		out = append(out, pr.forMove())
 	}
-	return out, err
+	return out, nil
 }
 
 // Transport implements move.Peers.

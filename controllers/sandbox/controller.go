@@ -1,7 +1,7 @@
 // Package sandbox reconciles Sandboxes into Docker objects: the workspace,
 // the egress network and proxy, and the sandbox container, each phase
 // owning a condition. It acts on the engine only through the identity
-// checks of package identity (controllers/identity).
+// checks of controllers/identity.
 package sandbox
 
 import (
