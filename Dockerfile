@@ -9,11 +9,13 @@ FROM ${GO_IMAGE} AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
+COPY access/ access/
 COPY api/ api/
 COPY cmd/ cmd/
 COPY controllers/ controllers/
 COPY docker/ docker/
 COPY internal/ internal/
+COPY move/ move/
 RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /manager ./cmd/manager
 
 FROM ${BASE_IMAGE}

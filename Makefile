@@ -188,7 +188,7 @@ bench: manifests envtest images nft runsc build kubectl-afe ## The benchmark: th
 
 # The fast tier: what needs neither Docker nor images, in well under 90 s.
 # The fake engine's tests stay in `make test` too (go test ./...).
-FAST_PKGS = ./api/... ./internal/... ./test/fakeengine/... ./test/fast/...
+FAST_PKGS = ./api/... ./internal/... ./hack/controlplane/... ./test/fakeengine/... ./test/fast/...
 
 .PHONY: test-fast
 test-fast: envtest ## Unit tests, fuzz seeds, the fake engine and the controllers on envtest against it; no Docker.

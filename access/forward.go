@@ -18,6 +18,7 @@ import (
 	"afe.dev/sandbox/internal/metrics"
 	"afe.dev/sandbox/internal/peerca"
 	"afe.dev/sandbox/internal/placement"
+	"afe.dev/sandbox/move"
 )
 
 // PeerOptions turn on forwarding between the managers of per-node mode.
@@ -160,9 +161,9 @@ func (s *Server) servePeer(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "", "Unauthorized: not a manager's certificate")
 		return
 	}
-	if strings.HasPrefix(r.URL.Path, movePrefix) {
-		// A manager's own request, for a moved ticket (move.go).
-		s.serveMove(w, r, from)
+	if move.IsRoute(r.URL.Path) {
+		// A manager's own request, for a moved ticket.
+		s.moves.Serve(w, r, from)
 		return
 	}
 	u, ok := forwardedUser(r.Header)

@@ -27,14 +27,25 @@ type route struct {
 // Kubernetes API server derives from the method (POST is create, GET get),
 // except where authorizeAs says otherwise.
 var routes = map[route]func(s *Server, w http.ResponseWriter, r *http.Request, req *request){
-	{"sandboxes", "exec", http.MethodPost}:               (*Server).serveExec,
-	{"sandboxes", "exec", http.MethodGet}:                (*Server).serveExec,
-	{"sandboxes", "files", http.MethodGet}:               (*Server).serveDownload,
-	{"sandboxes", "files", http.MethodPost}:              (*Server).serveUpload,
-	{"runs", "log", http.MethodGet}:                      (*Server).serveLog,
-	{"sandboxes", "telemetry", http.MethodGet}:           (*Server).serveSandboxTelemetry,
-	{"tickets", "telemetry", http.MethodGet}:             (*Server).serveTicketTelemetry,
-	{accessv1.ResourceSandboxUsages, "", http.MethodGet}: (*Server).serveUsage,
+	{accessv1.ResourceSandboxes, accessv1.SubresourceExec, http.MethodPost}:     (*Server).serveExec,
+	{accessv1.ResourceSandboxes, accessv1.SubresourceExec, http.MethodGet}:      (*Server).serveExec,
+	{accessv1.ResourceSandboxes, accessv1.SubresourceFiles, http.MethodGet}:     (*Server).serveDownload,
+	{accessv1.ResourceSandboxes, accessv1.SubresourceFiles, http.MethodPost}:    (*Server).serveUpload,
+	{accessv1.ResourceRuns, accessv1.SubresourceLog, http.MethodGet}:            (*Server).serveLog,
+	{accessv1.ResourceSandboxes, accessv1.SubresourceTelemetry, http.MethodGet}: (*Server).serveSandboxTelemetry,
+	{accessv1.ResourceTickets, accessv1.SubresourceTelemetry, http.MethodGet}:   (*Server).serveTicketTelemetry,
+	{accessv1.ResourceSandboxUsages, "", http.MethodGet}:                        (*Server).serveUsage,
+}
+
+// discovered are the resources and subresources as discovery lists them,
+// in its order, with the kind each answers.
+var discovered = []struct{ resource, subresource, kind string }{
+	{accessv1.ResourceSandboxes, accessv1.SubresourceExec, "SandboxExec"},
+	{accessv1.ResourceSandboxes, accessv1.SubresourceFiles, "SandboxFiles"},
+	{accessv1.ResourceRuns, accessv1.SubresourceLog, "RunLog"},
+	{accessv1.ResourceSandboxes, accessv1.SubresourceTelemetry, TelemetryKind},
+	{accessv1.ResourceTickets, accessv1.SubresourceTelemetry, TelemetryKind},
+	{accessv1.ResourceSandboxUsages, "", accessv1.SandboxUsageKind},
 }
 
 // collections are the routes that are also served without a name, as a
@@ -49,7 +60,7 @@ var collections = map[route]bool{
 // it runs a command all the same, so it is authorized as create, as a
 // POST is: get alone never executes anything.
 var authorizeAs = map[route]string{
-	{"sandboxes", "exec", http.MethodGet}: "create",
+	{accessv1.ResourceSandboxes, accessv1.SubresourceExec, http.MethodGet}: "create",
 }
 
 // request is an authorized request: who asks, for which object.
@@ -112,7 +123,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, u user.Info, hop
 	req := &request{user: u, namespace: info.Namespace, name: info.Name, hop: hop}
 	// A request about one sandbox is served by its node's manager; a list
 	// and the telemetry are gathered from every node's.
-	if s.peer != nil && info.Subresource != "telemetry" && info.Name != "" && s.route(w, r, req, info.Resource) {
+	if s.peer != nil && info.Subresource != accessv1.SubresourceTelemetry && info.Name != "" && s.route(w, r, req, info.Resource) {
 		return
 	}
 	serve(s, w, r, req)
@@ -121,10 +132,16 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, u user.Info, hop
 // resourceOf is the resource of a request, with its subresource after a
 // slash.
 func resourceOf(info *apirequest.RequestInfo) string {
-	if info.Subresource == "" {
-		return info.Resource
+	return resourceName(info.Resource, info.Subresource)
+}
+
+// resourceName is a resource with its subresource after a slash, as
+// discovery and RBAC name it.
+func resourceName(resource, subresource string) string {
+	if subresource == "" {
+		return resource
 	}
-	return info.Resource + "/" + info.Subresource
+	return resource + "/" + subresource
 }
 
 // forbidden is the message of a refusal, in the words of the Kubernetes
@@ -196,10 +213,7 @@ func (s *Server) serveDiscovery(w http.ResponseWriter, r *http.Request) {
 func apiResources() []metav1.APIResource {
 	verbs := map[string][]string{}
 	for rt := range routes {
-		name := rt.resource
-		if rt.subresource != "" {
-			name += "/" + rt.subresource
-		}
+		name := resourceName(rt.resource, rt.subresource)
 		verb := "create"
 		if rt.method == http.MethodGet {
 			verb = "get"
@@ -209,13 +223,12 @@ func apiResources() []metav1.APIResource {
 			verbs[name] = append(verbs[name], "list")
 		}
 	}
-	kinds := map[string]string{"sandboxes/exec": "SandboxExec", "sandboxes/files": "SandboxFiles", "runs/log": "RunLog",
-		"sandboxes/telemetry": TelemetryKind, "tickets/telemetry": TelemetryKind, accessv1.ResourceSandboxUsages: accessv1.SandboxUsageKind}
 	var out []metav1.APIResource
-	for _, name := range []string{"sandboxes/exec", "sandboxes/files", "runs/log", "sandboxes/telemetry", "tickets/telemetry", accessv1.ResourceSandboxUsages} {
+	for _, d := range discovered {
+		name := resourceName(d.resource, d.subresource)
 		if v, ok := verbs[name]; ok {
 			slices.Sort(v)
-			out = append(out, metav1.APIResource{Name: name, Namespaced: true, Kind: kinds[name], Verbs: v})
+			out = append(out, metav1.APIResource{Name: name, Namespaced: true, Kind: d.kind, Verbs: v})
 		}
 	}
 	return out

@@ -25,10 +25,10 @@ import (
 	"afe.dev/sandbox/access"
 	accessv1 "afe.dev/sandbox/api/access/v1alpha1"
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
 	"afe.dev/sandbox/internal/peerca"
 	"afe.dev/sandbox/internal/placement"
 	"afe.dev/sandbox/internal/ticketspec"
+	"afe.dev/sandbox/move"
 	"afe.dev/sandbox/test/dockertest"
 )
 
@@ -227,7 +227,7 @@ var _ = Describe("Peer listener", Ordered, func() {
 	// startPeers starts peer listeners of this engine's instance and of
 	// peer-a, with certificates of a CA of ns (and one for peer-c, which
 	// runs none), and the moves of peer-a's manager.
-	startPeers := func(ns string) (map[string]*peerca.Authority, map[string]*access.Server, *access.Moves) {
+	startPeers := func(ns string) (map[string]*peerca.Authority, map[string]*access.Server, *move.Client) {
 		secret := types.NamespacedName{Namespace: ns, Name: "afe-peer-ca"}
 		authorities := map[string]*peerca.Authority{}
 		for _, node := range []string{instance, "peer-a", "peer-c"} {
@@ -240,8 +240,8 @@ var _ = Describe("Peer listener", Ordered, func() {
 		for _, node := range []string{instance, "peer-a"} {
 			servers[node] = startPeerManager(ns, node, authorities[node], nil)
 		}
-		moves := &access.Moves{}
-		moves.Attach(servers["peer-a"])
+		moves := &move.Client{}
+		moves.Attach(servers["peer-a"].MovePeers())
 		Eventually(func() bool { return moves.Live(ctx, instance) }).Should(BeTrue())
 		return authorities, servers, moves
 	}
@@ -263,7 +263,7 @@ var _ = Describe("Peer listener", Ordered, func() {
 	}
 	// readTree reads a tree sent over the peer channel whole: each file's
 	// size and content by its path, verified.
-	readTree := func(ws *shared.MovedWorkspace) (map[string]int64, map[string]string) {
+	readTree := func(ws *move.Workspace) (map[string]int64, map[string]string) {
 		sizes, contents := map[string]int64{}, map[string]string{}
 		tr := tar.NewReader(ws.Tree)
 		for {
@@ -301,7 +301,7 @@ var _ = Describe("Peer listener", Ordered, func() {
 		other.UID = "another-uid"
 		Expect(moves.Holds(ctx, instance, other)).To(BeFalse(), "another UID is not held")
 		_, err = moves.Workspace(ctx, instance, other)
-		Expect(err).To(MatchError(shared.ErrNothingToMove))
+		Expect(err).To(MatchError(move.ErrNothingToMove))
 
 		By("refusing the manager of another node")
 		u := url.URL{Scheme: "https", Host: servers[instance].PeerAddr().String(),
@@ -402,7 +402,7 @@ var _ = Describe("Peer listener", Ordered, func() {
 		By("sending no volume that is not the ticket's, whatever its name")
 		for _, name := range []string{"afe-test-" + ns + "-other-ticket", "afe-test-" + ns + "-other-instance", "afe-test-" + ns + "-other-sandbox", "afe-" + ns} {
 			_, err := moves.Snapshot(ctx, instance, sbx, name)
-			Expect(err).To(MatchError(shared.ErrNothingToMove), name)
+			Expect(err).To(MatchError(move.ErrNothingToMove), name)
 		}
 
 		By("refusing the manager of another node")

@@ -3,6 +3,7 @@ package access
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -11,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"afe.dev/sandbox/move"
 )
 
 // In per-node mode each manager says where its peer listener is, and that
@@ -143,4 +146,51 @@ func (p *peers) of(lease *coordinationv1.Lease) peer {
 		pr.live = pr.address != "" && p.now().Before(pr.renewed.Add(d))
 	}
 	return pr
+}
+
+// MovePeers is the peer channel as the moves of drained tickets use it
+// (move.Client.Attach); nil without Options.Peer.
+func (s *Server) MovePeers() move.Peers {
+	if s.peer == nil {
+		return nil
+	}
+	return movePeers{s.peer}
+}
+
+// movePeers gives the moves the register and the transports of the peer
+// channel.
+type movePeers struct{ p *peering }
+
+// Peer implements move.Peers.
+func (m movePeers) Peer(ctx context.Context, node string) (move.Peer, error) {
+	pr, err := m.p.peers.lookup(ctx, node)
+	if err != nil {
+		return move.Peer{}, err
+	}
+	return pr.forMove(), nil
+}
+
+// Others implements move.Peers.
+func (m movePeers) Others(ctx context.Context) ([]move.Peer, error) {
+	prs, err := m.p.peers.list(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]move.Peer, 0, len(prs))
+	for _, pr := range prs {
+		out = append(out, pr.forMove())
+	}
+	return out, nil
+}
+
+// Transport implements move.Peers.
+func (m movePeers) Transport(node string) http.RoundTripper { return m.p.transport(node) }
+
+// forMove is the peer as the moves see it.
+func (p peer) forMove() move.Peer {
+	mp := move.Peer{Node: p.node, Address: p.address, Registered: !p.renewed.IsZero(), Live: p.live}
+	if !p.live {
+		mp.Gone = p.gone()
+	}
+	return mp
 }

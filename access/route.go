@@ -10,7 +10,6 @@ import (
 
 	accessv1 "afe.dev/sandbox/api/access/v1alpha1"
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
 	"afe.dev/sandbox/internal/placement"
 )
 
@@ -77,7 +76,7 @@ func (s *Server) placedNode(ctx context.Context, namespace, name string) (string
 		}
 		return "", err
 	}
-	node, err := shared.PlacedOn(ctx, s.reader, s.placementKey(), tk)
+	node, err := placement.PlacedOn(ctx, s.reader, s.placementKey(), tk)
 	if err != nil {
 		return "", err
 	}
@@ -99,7 +98,7 @@ func (s *Server) placementKey() placement.Key {
 // sandboxOf names the sandbox a request is about: the object itself, or a
 // Run's sandbox. Telemetry is gathered from every node instead.
 func (s *Server) sandboxOf(ctx context.Context, resource, namespace, name string) (string, error) {
-	if resource != "runs" {
+	if resource != accessv1.ResourceRuns {
 		return name, nil
 	}
 	run := &afev1.Run{}

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -30,6 +29,7 @@ import (
 	"afe.dev/sandbox/internal/sandboxenv"
 	"afe.dev/sandbox/internal/telemetry"
 	"afe.dev/sandbox/internal/usage"
+	"afe.dev/sandbox/move"
 )
 
 // The access API's group and version (written once, in the public package
@@ -40,21 +40,16 @@ const (
 	APIServiceName = Version + "." + Group
 )
 
-// Engine is what the access API needs of the Docker engine.
+// Engine is what the access API needs of the Docker engine, the moves it
+// serves on its peer listener included (move.Engine).
 type Engine interface {
+	move.Engine
 	InspectContainer(ctx context.Context, name string) (*docker.Container, error)
 	// InspectVolume reads a claimed sandbox's claim record.
 	InspectVolume(ctx context.Context, name string) (*docker.Volume, error)
 	ExecStream(ctx context.Context, containerID string, spec docker.StreamSpec) (int, error)
 	OpenFilesHelper(ctx context.Context, spec docker.FilesHelperSpec) (*docker.FilesHelper, error)
 	Runtime(ctx context.Context, name string) (docker.Runtime, error)
-	// StopContainer and ExportWorkspace send a moved ticket's workspace
-	// (move.go).
-	StopContainer(ctx context.Context, name string) error
-	ExportWorkspace(ctx context.Context, name string, labels map[string]string, m docker.Mount) (io.ReadCloser, error)
-	// ListVolumes finds the snapshots of a ticket made afresh after its
-	// node was lost (move.go).
-	ListVolumes(ctx context.Context, labels map[string]string) ([]docker.Volume, error)
 }
 
 // Options configure the access API.
@@ -133,6 +128,8 @@ type Server struct {
 	caBundle    func() []byte
 	// peer is per-node forwarding (nil without Options.Peer).
 	peer *peering
+	// moves serves the other managers' moves on the peer listener.
+	moves *move.Handler
 	// serving is set once the server answers and is registered (Ready).
 	serving atomic.Bool
 }
@@ -167,6 +164,8 @@ func New(mgr ctrl.Manager, engine Engine, opts Options) (*Server, error) {
 		info: &apirequest.RequestInfoFactory{APIPrefixes: sets.NewString("apis"), GrouplessAPIPrefixes: sets.NewString("api")},
 		log:  ctrl.Log.WithName("access"),
 	}
+	s.moves = &move.Handler{Reader: s.reader, Engine: engine, Instance: opts.Instance, RunLogs: opts.RunLogs,
+		Placed: s.placedNode, Held: s.heldContainer, Log: s.log}
 	if err := s.loadCert(); err != nil {
 		return nil, err
 	}

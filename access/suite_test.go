@@ -31,7 +31,7 @@ import (
 	"afe.dev/sandbox/access"
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/controllers"
-	"afe.dev/sandbox/internal/localcp"
+	"afe.dev/sandbox/hack/controlplane"
 	"afe.dev/sandbox/internal/runlog"
 	"afe.dev/sandbox/internal/telemetry"
 	"afe.dev/sandbox/internal/usage"
@@ -41,7 +41,7 @@ import (
 
 // The suite runs the controllers and the access API on envtest, as the
 // manager does, against the real engine. Its API server is an aggregator
-// (localcp.EnableAggregation), so every request of a user goes the way it
+// (controlplane.EnableAggregation), so every request of a user goes the way it
 // goes on a cluster: the API server authenticates and authorizes the user,
 // and proxies to the access API with its front-proxy certificate.
 var (
@@ -104,7 +104,7 @@ var _ = BeforeSuite(func() {
 	testEnv, err = kubetest.Environment()
 	Expect(err).NotTo(HaveOccurred())
 	testEnv.ControlPlane.APIServer = &envtest.APIServer{}
-	Expect(localcp.EnableAggregation(testEnv.ControlPlane.APIServer, GinkgoT().TempDir())).To(Succeed())
+	Expect(controlplane.EnableAggregation(testEnv.ControlPlane.APIServer, GinkgoT().TempDir())).To(Succeed())
 	adminConfig, err = testEnv.Start()
 	Expect(err).NotTo(HaveOccurred())
 	adminClient, err = client.New(adminConfig, client.Options{Scheme: scheme.Scheme})

@@ -175,6 +175,25 @@ func containerFor(ctx context.Context, engine Engine, sbx *afev1.Sandbox, instan
 // sandbox container's; empty when it is the sandbox's, or the pool member
 // its claim record binds to it (the record's labels and the member's
 // verified as internal/pool.Binds says, never a status field).
+// heldContainer is this engine's container of the sandbox, verified as
+// containerFor verifies it, running or not; nil when there is none (the
+// move protocol's Handler.Held).
+func (s *Server) heldContainer(ctx context.Context, sbx *afev1.Sandbox) (*docker.Container, error) {
+	id := sandboxspec.IdentityOf(sbx, s.opts.Instance)
+	ct, err := s.engine.InspectContainer(ctx, naming.Container(id.Key))
+	if errors.Is(err, docker.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	k, err := differs(ctx, s.engine, id, ct)
+	if err != nil || k != "" {
+		return nil, err
+	}
+	return ct, nil
+}
+
 func differs(ctx context.Context, engine Engine, id sandboxspec.Identity, ct *docker.Container) (string, error) {
 	k := id.Differs(ct.Labels, afev1.RoleSandbox)
 	if k == "" || ct.Labels[afev1.LabelRole] != afev1.RoleMember {

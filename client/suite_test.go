@@ -28,7 +28,7 @@ import (
 	"afe.dev/sandbox/access"
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/controllers"
-	"afe.dev/sandbox/internal/localcp"
+	"afe.dev/sandbox/hack/controlplane"
 	"afe.dev/sandbox/internal/runlog"
 	"afe.dev/sandbox/internal/telemetry"
 	"afe.dev/sandbox/internal/usage"
@@ -38,7 +38,7 @@ import (
 
 // The suite runs the controllers and the access API on envtest, as the
 // manager does, against the real engine, behind an aggregating API server
-// (localcp.EnableAggregation): the client reaches the access API the way
+// (controlplane.EnableAggregation): the client reaches the access API the way
 // it does on a cluster. Every Docker object it makes carries the suite's
 // afe.controller label and is removed at the end.
 var (
@@ -72,7 +72,7 @@ var _ = BeforeSuite(func() {
 	testEnv, err = kubetest.Environment()
 	Expect(err).NotTo(HaveOccurred())
 	testEnv.ControlPlane.APIServer = &envtest.APIServer{}
-	Expect(localcp.EnableAggregation(testEnv.ControlPlane.APIServer, GinkgoT().TempDir())).To(Succeed())
+	Expect(controlplane.EnableAggregation(testEnv.ControlPlane.APIServer, GinkgoT().TempDir())).To(Succeed())
 	adminConfig, err := testEnv.Start()
 	Expect(err).NotTo(HaveOccurred())
 	adminClient, err = ctrlclient.New(adminConfig, ctrlclient.Options{Scheme: scheme.Scheme})

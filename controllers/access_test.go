@@ -19,7 +19,7 @@ import (
 	accessv1 "afe.dev/sandbox/api/access/v1alpha1"
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	afeclient "afe.dev/sandbox/client"
-	"afe.dev/sandbox/internal/localcp"
+	"afe.dev/sandbox/hack/controlplane"
 	"afe.dev/sandbox/internal/usage"
 )
 
@@ -51,7 +51,7 @@ rules:
 // configureAPIServer makes the suite's API server an aggregator with an
 // audit log of the writes to sandbox.afe.dev objects, under dir.
 func configureAPIServer(api *envtest.APIServer, dir string) error {
-	if err := localcp.EnableAggregation(api, filepath.Join(dir, "front-proxy")); err != nil {
+	if err := controlplane.EnableAggregation(api, filepath.Join(dir, "front-proxy")); err != nil {
 		return err
 	}
 	policy := filepath.Join(dir, "audit-policy.yaml")

@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/controllers/config"
 	runctrl "afe.dev/sandbox/controllers/run"
-	"afe.dev/sandbox/controllers/shared"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/runexec"
 	"afe.dev/sandbox/test/dockertest"
@@ -336,7 +336,7 @@ var _ = Describe("Run attempts and slots", func() {
 			Expect(k8sClient.Create(ctx, sbx)).To(Succeed())
 			DeferCleanup(func() { deleteAndWaitGone(ctx, sbx) })
 			waitReady(ctx, sbx)
-			limit := shared.DefaultMaxRunsPerSandbox
+			limit := config.DefaultMaxRunsPerSandbox
 			var runs []*afev1.Run
 			for i := 0; i < limit+2; i++ {
 				run := newRun(ns, fmt.Sprintf("run-%02d", i), sbx.Name)

@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/controllers/config"
 	"afe.dev/sandbox/controllers/sandbox"
-	"afe.dev/sandbox/controllers/shared"
 	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/test/dockertest"
 )
@@ -146,7 +146,7 @@ var _ = Describe("Host ids of sandboxes without a user", func() {
 		engine, skip, err := dockertest.Require()
 		Expect(err).NotTo(HaveOccurred())
 		Expect(skip).To(BeEmpty())
-		fresh := &sandbox.Reconciler{Client: k8sClient, APIReader: k8sClient, Engine: engine, Config: shared.Config{Options: Options{
+		fresh := &sandbox.Reconciler{Client: k8sClient, APIReader: k8sClient, Engine: engine, Config: config.Config{Options: Options{
 			Instance: instance, AllowedUIDs: testAllowedIDs, AllowedGIDs: testAllowedIDs}}}
 		for _, s := range sandboxes {
 			got := getSandbox(ctx, s)(Default)

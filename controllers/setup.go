@@ -13,28 +13,34 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/controllers/config"
+	"afe.dev/sandbox/controllers/disklimit"
+	"afe.dev/sandbox/controllers/egressnet"
+	"afe.dev/sandbox/controllers/hostids"
 	"afe.dev/sandbox/controllers/loops"
 	"afe.dev/sandbox/controllers/pool"
 	"afe.dev/sandbox/controllers/run"
 	"afe.dev/sandbox/controllers/sandbox"
-	"afe.dev/sandbox/controllers/shared"
 	"afe.dev/sandbox/controllers/ticket"
 	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/placement"
+	"afe.dev/sandbox/internal/poolsync"
 	"afe.dev/sandbox/internal/runlog"
+	"afe.dev/sandbox/internal/stoplog"
 	"afe.dev/sandbox/internal/usage"
 )
 
 // Options are the controller settings that come from the manager's flags.
-type Options = shared.Options
+type Options = config.Options
 
 // DefaultMaxRunsPerSandbox is --max-runs-per-sandbox when unset.
-const DefaultMaxRunsPerSandbox = shared.DefaultMaxRunsPerSandbox
+const DefaultMaxRunsPerSandbox = config.DefaultMaxRunsPerSandbox
 
 // DefaultMaxWorkspaceCopyBytes is --max-workspace-copy-bytes when unset.
-const DefaultMaxWorkspaceCopyBytes = shared.DefaultMaxWorkspaceCopyBytes
+const DefaultMaxWorkspaceCopyBytes = config.DefaultMaxWorkspaceCopyBytes
 
 // DefaultMaxPoolReplicas is --max-pool-replicas when unset.
-const DefaultMaxPoolReplicas = shared.DefaultMaxPoolReplicas
+const DefaultMaxPoolReplicas = config.DefaultMaxPoolReplicas
 
 // DefaultMaxInodes is --max-inodes when unset: 1Mi inodes, about a
 // sixteenth of an ext4 filesystem of 256 GiB at its default ratio (this
@@ -71,7 +77,7 @@ type Engine interface {
 func SetupAll(ctx context.Context, mgr ctrl.Manager, engine Engine, opts Options) error {
 	// Only an engine on a local unix socket is known to see the controller's
 	// folders at the same paths.
-	cfg := shared.Config{Options: opts, EngineRemote: !engine.IsLocal()}
+	cfg := config.Config{Options: opts, EngineRemote: !engine.IsLocal()}
 	bg, err := addLoops(mgr, engine, cfg)
 	if err != nil {
 		return err
@@ -84,14 +90,14 @@ type background struct {
 	events    *loops.DockerEventSource
 	hostAddrs *loops.HostAddresses
 	sweeper   *loops.Sweeper
-	disk      *shared.DiskMeter
+	disk      *disklimit.Meter
 }
 
 // addLoops adds the background loops to the manager.
-func addLoops(mgr ctrl.Manager, engine Engine, cfg shared.Config) (*background, error) {
+func addLoops(mgr ctrl.Manager, engine Engine, cfg config.Config) (*background, error) {
 	c, opts := mgr.GetClient(), cfg.Options
 	events := loops.NewDockerEventSource(engine, c, opts.Instance, opts.Telemetry)
-	bg := &background{events: events, disk: &shared.DiskMeter{MaxInodes: opts.MaxInodes},
+	bg := &background{events: events, disk: &disklimit.Meter{MaxInodes: opts.MaxInodes},
 		hostAddrs: &loops.HostAddresses{Engine: engine, Events: engine, Inputs: cfg.HostAddressInputs(), Changed: loops.EnqueueEgress(c, events.Enqueue)}}
 	period := opts.SweepPeriod
 	if period <= 0 {
@@ -102,7 +108,7 @@ func addLoops(mgr ctrl.Manager, engine Engine, cfg shared.Config) (*background, 
 		ConnLimits: opts.ConnLimits, EgressNetwork: opts.EgressNetwork}
 	if opts.PerNode {
 		bg.sweeper.Here = func(ctx context.Context, sbx *afev1.Sandbox) bool {
-			here, _, err := shared.SandboxHere(ctx, c, opts.Instance, opts.PlacementKey, sbx)
+			here, _, err := placement.SandboxHere(ctx, c, opts.Instance, opts.PlacementKey, sbx)
 			return here || err != nil // what cannot be read is looked at
 		}
 	}
@@ -135,14 +141,14 @@ func addLoops(mgr ctrl.Manager, engine Engine, cfg shared.Config) (*background, 
 }
 
 // addReconcilers sets up the reconciler of each kind with the manager.
-func addReconcilers(ctx context.Context, mgr ctrl.Manager, engine Engine, cfg shared.Config, bg *background) error {
-	stops := &shared.StopLog{}
+func addReconcilers(ctx context.Context, mgr ctrl.Manager, engine Engine, cfg config.Config, bg *background) error {
+	stops := &stoplog.Log{}
 	// What the Sandbox and SandboxPool reconcilers share: the host ids
 	// being given, the turns of each pool, the cold creations in flight
 	// that the refill makes room for, and the claims and misses counted for
 	// the pools' status; the subnets of the internal networks being made;
 	// and the manager's disk probe.
-	ids, probe, turns, cold, counts := &shared.HostIDs{}, &shared.DiskProbe{}, &shared.PoolTurns{}, &shared.InFlight{}, &shared.PoolCounts{}
+	ids, probe, turns, cold, counts := &hostids.Allocator{}, &disklimit.Probe{}, &poolsync.Turns{}, &poolsync.InFlight{}, &poolsync.Counts{}
 	sandboxes := &sandbox.Reconciler{
 		Client:       mgr.GetClient(),
 		APIReader:    mgr.GetAPIReader(),
@@ -157,11 +163,11 @@ func addReconcilers(ctx context.Context, mgr ctrl.Manager, engine Engine, cfg sh
 		IDs:          ids,
 		Probe:        probe,
 		Cold:         cold,
-		Claims:       &shared.InFlight{},
+		Claims:       &poolsync.InFlight{},
 		Turns:        turns,
 		PoolCounts:   counts,
 		EnqueuePool:  bg.events.EnqueuePool,
-		Subnets:      &shared.Subnets{},
+		Subnets:      &egressnet.Subnets{},
 	}
 	if err := sandboxes.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up sandbox controller: %w", err)
@@ -197,7 +203,7 @@ func addReconcilers(ctx context.Context, mgr ctrl.Manager, engine Engine, cfg sh
 // Sandbox reconciler what sandboxes says: the host ids, the pools' turns,
 // the cold creations in flight, the counts of claims, the subnets and the
 // disk probe.
-func addPools(ctx context.Context, mgr ctrl.Manager, engine Engine, cfg shared.Config, bg *background, sandboxes *sandbox.Reconciler) error {
+func addPools(ctx context.Context, mgr ctrl.Manager, engine Engine, cfg config.Config, bg *background, sandboxes *sandbox.Reconciler) error {
 	pools := &pool.Reconciler{
 		Client:       mgr.GetClient(),
 		APIReader:    mgr.GetAPIReader(),

@@ -29,7 +29,7 @@ import (
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/docker"
-	"afe.dev/sandbox/internal/localcp"
+	"afe.dev/sandbox/hack/controlplane"
 	"afe.dev/sandbox/test/dockertest"
 	"afe.dev/sandbox/test/testenv"
 )
@@ -60,7 +60,7 @@ func TestPythonClient(t *testing.T) {
 	t.Cleanup(func() { dockertest.RemoveAll(afev1.LabelController + "=" + instance) })
 	network := startWebServer(t, engine, instance)
 
-	cp, err := localcp.Start(t.TempDir(), assets, filepath.Join(root, "config", "crd", "bases"))
+	cp, err := controlplane.Start(t.TempDir(), assets, filepath.Join(root, "config", "crd", "bases"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func waitAccessAPI(t *testing.T, kubeconfig string) {
 // userKubeconfig writes a kubeconfig for a ServiceAccount of ns bound to
 // afe-sandbox-user there, as a workflow engine's identity, and waits
 // until the API server's authorizer allows it.
-func userKubeconfig(t *testing.T, kube kubernetes.Interface, cp *localcp.ControlPlane, ns string) string {
+func userKubeconfig(t *testing.T, kube kubernetes.Interface, cp *controlplane.ControlPlane, ns string) string {
 	ctx := context.Background()
 	must := func(err error) {
 		t.Helper()

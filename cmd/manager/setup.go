@@ -37,6 +37,7 @@ import (
 	"afe.dev/sandbox/internal/subnets"
 	"afe.dev/sandbox/internal/telemetry"
 	"afe.dev/sandbox/internal/usage"
+	"afe.dev/sandbox/move"
 )
 
 // setupError is a step of the start that failed: what the log says of it,
@@ -241,18 +242,18 @@ func setupRecords(log logr.Logger, mgr ctrl.Manager, f *managerFlags) error {
 // setupMoves gives the controllers, in per-node mode with the managers'
 // peer channel, the moves of drained tickets with their workspaces (their
 // channel is attached once the access API is made); nil without it.
-func setupMoves(f *managerFlags) *access.Moves {
+func setupMoves(f *managerFlags) *move.Client {
 	if !f.opts.PerNode || f.access.BindAddress == "0" || f.peer.BindAddress == "0" {
 		return nil
 	}
-	moves := &access.Moves{Store: f.opts.RunLogs}
+	moves := &move.Client{Store: f.opts.RunLogs}
 	f.opts.Moves = moves
 	return moves
 }
 
 // setupAccess adds the access API (kubectl afe) to the manager unless
 // --access-bind-address is "0", and attaches the moves to it.
-func setupAccess(ctx context.Context, mgr ctrl.Manager, engine *docker.Client, f *managerFlags, moves *access.Moves) error {
+func setupAccess(ctx context.Context, mgr ctrl.Manager, engine *docker.Client, f *managerFlags, moves *move.Client) error {
 	if f.access.BindAddress == "0" {
 		return nil
 	}
@@ -282,7 +283,7 @@ func setupAccess(ctx context.Context, mgr ctrl.Manager, engine *docker.Client, f
 		return setupFailed(err, "Cannot set up the access API")
 	}
 	if moves != nil {
-		moves.Attach(server)
+		moves.Attach(server.MovePeers())
 	}
 	if err := mgr.Add(server); err != nil {
 		return setupFailed(err, "Cannot add the access API")

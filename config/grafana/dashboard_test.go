@@ -15,7 +15,7 @@ import (
 	"strings"
 	"testing"
 
-	"afe.dev/sandbox/internal/localcp"
+	"afe.dev/sandbox/hack/controlplane"
 	"afe.dev/sandbox/test/testenv"
 )
 
@@ -142,7 +142,7 @@ func TestConfigMapPassesAServerSideDryRun(t *testing.T) {
 	if _, err := exec.LookPath("kubectl"); err != nil {
 		t.Fatal("kubectl is needed")
 	}
-	cp, err := localcp.Start(t.TempDir(), assets)
+	cp, err := controlplane.Start(t.TempDir(), assets)
 	if err != nil {
 		t.Fatal(err)
 	}

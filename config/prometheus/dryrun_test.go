@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"afe.dev/sandbox/internal/localcp"
+	"afe.dev/sandbox/hack/controlplane"
 	"afe.dev/sandbox/test/testenv"
 )
 
@@ -39,7 +39,7 @@ func TestDefaultWithPrometheusPassesAServerSideDryRun(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cp, err := localcp.Start(t.TempDir(), assets, "testdata")
+	cp, err := controlplane.Start(t.TempDir(), assets, "testdata")
 	if err != nil {
 		t.Fatal(err)
 	}

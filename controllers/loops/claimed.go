@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/identity"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/naming"
 	"afe.dev/sandbox/internal/pool"
@@ -23,7 +23,7 @@ import (
 // name and the Sandbox's claim record names its ID (pool.Binds), which is
 // checked on the engine once per container and remembered.
 type claimedMembers struct {
-	engine   shared.VolumeInspector
+	engine   identity.VolumeInspector
 	client   client.Reader
 	instance string
 
@@ -39,7 +39,7 @@ const maxBoundMembers = 4096
 // pump once per claimed member.
 const claimRecordTimeout = 5 * time.Second
 
-func newClaimedMembers(engine shared.VolumeInspector, c client.Reader, instance string) *claimedMembers {
+func newClaimedMembers(engine identity.VolumeInspector, c client.Reader, instance string) *claimedMembers {
 	return &claimedMembers{engine: engine, client: c, instance: instance, bound: map[string]types.UID{}}
 }
 
@@ -67,7 +67,7 @@ func (m *claimedMembers) sandboxOf(ev docker.Event) *afev1.Sandbox {
 	id := sandboxspec.IdentityOf(sbx, m.instance)
 	ctx, cancel := context.WithTimeout(context.Background(), claimRecordTimeout)
 	defer cancel()
-	record, err := shared.ClaimRecord(ctx, m.engine, id)
+	record, err := identity.ClaimRecord(ctx, m.engine, id)
 	c := &docker.Container{ID: ev.ID, Name: ev.Name, Labels: ev.Labels}
 	if err != nil || role == afev1.RoleMember && !pool.Binds(id, record, c) || role == afev1.RoleProxy && !pool.BindsProxy(id, record, c) {
 		return nil

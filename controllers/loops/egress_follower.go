@@ -17,7 +17,7 @@ import (
 
 	accessv1 "afe.dev/sandbox/api/access/v1alpha1"
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/identity"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/egresslog"
 	"afe.dev/sandbox/internal/metrics"
@@ -262,7 +262,7 @@ func egressRecord(id sandboxspec.Identity, proxy string, d egresslog.Decision) t
 // records into store, the Sandboxes read from c (the manager's cache), a
 // claimed pool member's proxy verified on its Sandbox's claim record, read
 // from records.
-func NewEgressFollower(engine EgressEngine, records shared.VolumeInspector, c client.Reader, instance string, store *telemetry.Store,
+func NewEgressFollower(engine EgressEngine, records identity.VolumeInspector, c client.Reader, instance string, store *telemetry.Store,
 	executions *telemetry.Executions, recorder events.EventRecorder) *EgressFollower {
 	get := func(namespace, name string) *afev1.Sandbox {
 		sbx := &afev1.Sandbox{}

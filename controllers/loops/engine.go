@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/identity"
 	"afe.dev/sandbox/docker"
 )
 
@@ -34,7 +34,7 @@ type UsageEngine interface {
 // the claim records it inspects bind pool members to their Sandboxes.
 type EventEngine interface {
 	Events(ctx context.Context, labels map[string]string, since time.Time) (<-chan docker.Event, <-chan error)
-	shared.VolumeInspector
+	identity.VolumeInspector
 	execEngine
 }
 

@@ -9,8 +9,8 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
 	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/activity"
 	"afe.dev/sandbox/internal/telemetry"
 )
 
@@ -23,7 +23,7 @@ type DockerEventSource struct {
 	Client   client.Reader
 	Instance string
 	// Activity records the commands seen in sandbox containers.
-	Activity *shared.ActivityLog
+	Activity *activity.Log
 	// execs records in the telemetry the commands others executed in
 	// sandbox containers (nil: none are).
 	execs *engineExecs
@@ -39,7 +39,7 @@ type DockerEventSource struct {
 // records in store (nil: none) the commands others execute in sandbox
 // containers.
 func NewDockerEventSource(engine EventEngine, c client.Reader, instance string, store *telemetry.Store) *DockerEventSource {
-	d := &DockerEventSource{Engine: engine, Client: c, Instance: instance, Activity: &shared.ActivityLog{},
+	d := &DockerEventSource{Engine: engine, Client: c, Instance: instance, Activity: &activity.Log{},
 		Out: make(chan event.TypedGenericEvent[*afev1.Sandbox], 1024), Pools: make(chan event.TypedGenericEvent[*afev1.SandboxPool], 256)}
 	d.members = newClaimedMembers(engine, c, instance)
 	d.execs = newEngineExecs(engine, store, instance, d.sandboxOf)
@@ -170,7 +170,7 @@ func (d *DockerEventSource) sawExec(ev docker.Event) {
 	if d.execs != nil {
 		d.execs.saw(ev) // every role's: the controller's own execs are forgotten at their end
 	}
-	if !shared.IsSandboxExec(ev) {
+	if !isSandboxExec(ev) {
 		return
 	}
 	uid := ev.Labels[afev1.LabelSandboxUID]
@@ -221,4 +221,13 @@ func (d *DockerEventSource) sandboxOf(ev docker.Event) *afev1.Sandbox {
 		return nil
 	}
 	return sbx
+}
+
+// isSandboxExec is true for an exec event of a sandbox container or of a
+// pool member, which serves a sandbox once claimed (not a proxy's): the
+// labels are the container's, as the engine reports them.
+func isSandboxExec(ev docker.Event) bool {
+	role := ev.Labels[afev1.LabelRole]
+	return (ev.Action == docker.ActionExecStart || ev.Action == docker.ActionExecDie) &&
+		(role == afev1.RoleSandbox || role == afev1.RoleMember)
 }

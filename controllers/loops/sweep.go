@@ -15,7 +15,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/identity"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/connlimit"
 	"afe.dev/sandbox/internal/naming"
@@ -159,7 +159,7 @@ func (s *Sweeper) removeMemberObjects(ctx context.Context, namespace, member str
 		return map[string]string{afev1.LabelController: s.Instance, afev1.LabelNamespace: namespace,
 			afev1.LabelMemberName: member, afev1.LabelRole: role}
 	}
-	if err := shared.RemoveContainers(ctx, s.Engine, sel(afev1.RoleProxy)); err != nil {
+	if err := identity.RemoveContainers(ctx, s.Engine, sel(afev1.RoleProxy)); err != nil {
 		return err
 	}
 	networks, err := s.Engine.ListNetworks(ctx, sel(afev1.RoleNetwork))
@@ -171,7 +171,7 @@ func (s *Sweeper) removeMemberObjects(ctx context.Context, namespace, member str
 			return err
 		}
 	}
-	return shared.RemoveVolumes(ctx, s.Engine, sel(afev1.RoleWorkspace))
+	return identity.RemoveVolumes(ctx, s.Engine, sel(afev1.RoleWorkspace))
 }
 
 // SweepTicket removes the labelled Docker objects of the finished or deleted
@@ -315,7 +315,7 @@ func statusForged(sandboxes []afev1.Sandbox, containers []docker.Container) []*a
 			continue
 		}
 		id, running := ids[string(sbx.UID)]
-		if shared.StatusNamesForeign(sbx) || running && sbx.Status.ContainerID != "" && sbx.Status.ContainerID != id {
+		if identity.StatusNamesForeign(sbx) || running && sbx.Status.ContainerID != "" && sbx.Status.ContainerID != id {
 			out = append(out, sbx)
 		}
 	}

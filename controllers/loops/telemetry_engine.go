@@ -9,7 +9,6 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/metrics"
 	"afe.dev/sandbox/internal/sandboxspec"
@@ -74,7 +73,7 @@ func (e *engineExecs) saw(ev docker.Event) {
 		e.mu.Unlock()
 		return
 	}
-	if !shared.IsSandboxExec(ev) {
+	if !isSandboxExec(ev) {
 		return
 	}
 	if ev.Action == docker.ActionExecStart {
@@ -180,7 +179,7 @@ func (e *engineExecs) record(ctx context.Context, ev docker.Event) error {
 			return err
 		}
 	}
-	shared.RecordCommand(e.store, rec, sbx.Status.Phase)
+	telemetry.RecordCommand(e.store, rec, sbx.Status.Phase)
 	return nil
 }
 

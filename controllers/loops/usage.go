@@ -15,7 +15,7 @@ import (
 
 	accessv1 "afe.dev/sandbox/api/access/v1alpha1"
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/disklimit"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/metrics"
 	"afe.dev/sandbox/internal/pool"
@@ -48,7 +48,7 @@ type UsageCollector struct {
 	// Disk receives every workspace size measured; DiskPeriod is how often
 	// the workspaces are measured (one disk usage request) between two
 	// full measurements while a sandbox with resources.disk exists.
-	Disk       *shared.DiskMeter
+	Disk       *disklimit.Meter
 	DiskPeriod time.Duration
 	// Enqueue asks for a reconcile of the Sandbox namespace/name: one whose
 	// workspace went over its resources.disk or its inode bound, or came
@@ -149,7 +149,7 @@ func (u *UsageCollector) recordDisk(sandboxes []afev1.Sandbox, disk *docker.Disk
 	if u.Disk == nil {
 		return
 	}
-	u.Disk.Set(shared.DiskUses(disk, u.Instance))
+	u.Disk.Set(disklimit.Uses(disk, u.Instance))
 	u.Disk.SetInodesCounted(disk.InodesCounted)
 	over := map[string]types.NamespacedName{}
 	for i := range sandboxes {

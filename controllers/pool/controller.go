@@ -17,11 +17,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/config"
+	"afe.dev/sandbox/controllers/disklimit"
+	"afe.dev/sandbox/controllers/egressnet"
+	"afe.dev/sandbox/controllers/hostids"
+	"afe.dev/sandbox/controllers/identity"
+	"afe.dev/sandbox/controllers/writes"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/metrics"
 	"afe.dev/sandbox/internal/naming"
 	"afe.dev/sandbox/internal/pool"
+	"afe.dev/sandbox/internal/poolsync"
 	"afe.dev/sandbox/internal/sandboxspec"
 )
 
@@ -37,25 +43,25 @@ type Reconciler struct {
 	APIReader client.Reader
 	Engine    Engine
 	Recorder  events.EventRecorder
-	Config    shared.Config
+	Config    config.Config
 	// IDs are the host ids being given, shared with the Sandbox reconciler.
-	IDs *shared.HostIDs
+	IDs *hostids.Allocator
 	// Turns serialize a pool's claims and removals.
-	Turns *shared.PoolTurns
+	Turns *poolsync.Turns
 	// Cold counts the cold sandbox creations in flight, which the refill
 	// makes room for.
-	Cold *shared.InFlight
+	Cold *poolsync.InFlight
 	// Claims counts the claims in flight, which hold the refill back.
-	Claims *shared.InFlight
+	Claims *poolsync.InFlight
 	// Counts are the claims and misses the Sandbox reconciler counted.
-	Counts *shared.PoolCounts
+	Counts *poolsync.Counts
 	// Subnets hands out the subnets of the members' internal networks,
 	// shared with the Sandbox reconciler (nil: the reconciler's own).
-	Subnets *shared.Subnets
+	Subnets *egressnet.Subnets
 	// Probe says how resources.disk is enforced on the engine, shared with
 	// the Sandbox reconciler, so that a member is made as a claimant's
 	// container would be (nil: the reconciler's own).
-	Probe *shared.DiskProbe
+	Probe *disklimit.Probe
 	// MemberEvents has a pool looked at when one of its members dies or
 	// goes (nil: only the resync does).
 	MemberEvents <-chan event.TypedGenericEvent[*afev1.SandboxPool]
@@ -67,9 +73,9 @@ type Reconciler struct {
 	// done has a pool looked at when a creation of its member ended.
 	done chan event.TypedGenericEvent[*afev1.SandboxPool]
 	// ownSubnets hands out the subnets when the manager shares none.
-	ownSubnets shared.Subnets
+	ownSubnets egressnet.Subnets
 	// ownProbe is the disk probe when the manager shares none.
-	ownProbe shared.DiskProbe
+	ownProbe disklimit.Probe
 }
 
 // poolScope is what one reconcile of a pool works with.
@@ -115,7 +121,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	r.ctx = ctx
 	r.done = make(chan event.TypedGenericEvent[*afev1.SandboxPool], 256)
 	b := ctrl.NewControllerManagedBy(mgr).
-		For(&afev1.SandboxPool{}, builder.WithPredicates(shared.SpecOrDeletionChanged(nil))).
+		For(&afev1.SandboxPool{}, builder.WithPredicates(writes.SpecOrDeletionChanged(nil))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Config.MaxConcurrentReconciles)}).
 		Named("sandboxpool").
 		WatchesRawSource(source.Channel(r.done, &handler.TypedEnqueueRequestForObject[*afev1.SandboxPool]{}))
@@ -142,12 +148,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !p.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, s)
 	}
-	if err := shared.EnsureFinalizer(ctx, r.Client, p, afev1.SandboxPoolFinalizer); err != nil {
-		return shared.ReconcileResult(ctrl.Result{}, err, nil)
+	if err := writes.EnsureFinalizer(ctx, r.Client, p, afev1.SandboxPoolFinalizer); err != nil {
+		return writes.ReconcileResult(ctrl.Result{}, err, nil)
 	}
 	s.before = p.DeepCopy()
 	res, err := r.reconcileNormal(ctx, s)
-	return shared.ReconcileResult(res, err, r.commit(ctx, s))
+	return writes.ReconcileResult(res, err, r.commit(ctx, s))
 }
 
 // reconcileNormal keeps the pool's members: the template resolved, the
@@ -158,7 +164,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *poolScope) (ctrl.Re
 	var ie *sandboxspec.InvalidError
 	if errors.As(err, &ie) {
 		// No member can be made: those of an earlier template go.
-		shared.SetCondition(s.pool, afev1.SandboxPoolReadyCondition, false, ie.Reason, ie.Message)
+		writes.SetCondition(s.pool, afev1.SandboxPoolReadyCondition, false, ie.Reason, ie.Message)
 		s.hash = ""
 		if err := r.keep(ctx, s); err != nil {
 			return ctrl.Result{}, err
@@ -215,7 +221,7 @@ func (r *Reconciler) resolve(ctx context.Context, s *poolScope) error {
 	name := sandboxspec.RuntimeOf(tmpl, vopts)
 	rt, err := r.Engine.Runtime(ctx, name)
 	if err != nil {
-		if shared.IgnoreEngineNotFound(err) == nil {
+		if identity.IgnoreEngineNotFound(err) == nil {
 			return &sandboxspec.InvalidError{Reason: afev1.RuntimeUnavailableReason,
 				Message: fmt.Sprintf("The engine has no runtime %q; retrying", name)}
 		}
@@ -242,7 +248,7 @@ func (r *Reconciler) resolve(ctx context.Context, s *poolScope) error {
 // resolveDisk sets how a disk-limited template's members are limited, as
 // the Sandbox reconciler limits a claimant's container. The disk meter
 // measures a member's volumes for the Sandbox whose claim record names it
-// (shared.DiskUses), and nothing before: a template with its own command,
+// (disklimit.Uses), and nothing before: a template with its own command,
 // which would write to the member's disk before any claim, is refused.
 func (r *Reconciler) resolveDisk(ctx context.Context, s *poolScope) error {
 	tmpl := &s.pool.Spec.Template
@@ -263,7 +269,7 @@ func (r *Reconciler) resolveDisk(ctx context.Context, s *poolScope) error {
 
 // diskProbe is the manager's probe when it shares one (Probe), else the
 // reconciler's own.
-func (r *Reconciler) diskProbe() *shared.DiskProbe {
+func (r *Reconciler) diskProbe() *disklimit.Probe {
 	if r.Probe != nil {
 		return r.Probe
 	}
@@ -296,8 +302,8 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *poolScope) (ctrl.Re
 	if err := r.keep(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
-	if _, err := shared.RemoveFinalizer(ctx, r.Client, s.pool, afev1.SandboxPoolFinalizer); err != nil {
-		return shared.ReconcileResult(ctrl.Result{}, err, nil)
+	if _, err := writes.RemoveFinalizer(ctx, r.Client, s.pool, afev1.SandboxPoolFinalizer); err != nil {
+		return writes.ReconcileResult(ctrl.Result{}, err, nil)
 	}
 	r.making.forget(s.pool.UID)
 	metrics.ForgetPool(s.pool.Namespace, s.pool.Name)
@@ -322,7 +328,7 @@ func (r *Reconciler) commit(ctx context.Context, s *poolScope) error {
 	claims, misses := r.Counts.Take(p.Namespace, p.Name)
 	p.Status.Claims += claims
 	p.Status.Misses += misses
-	_, err := shared.PatchStatus(ctx, r.Client, s.before, p, afev1.SandboxPoolFinalizer,
+	_, err := writes.PatchStatus(ctx, r.Client, s.before, p, afev1.SandboxPoolFinalizer,
 		func(p *afev1.SandboxPool) any { return p.Status })
 	if err != nil {
 		r.Counts.Add(p.Namespace, p.Name, claims, misses) // for the next write

@@ -13,7 +13,9 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/egressnet"
+	"afe.dev/sandbox/controllers/hostids"
+	"afe.dev/sandbox/controllers/identity"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/crashpoint"
 	"afe.dev/sandbox/internal/naming"
@@ -162,7 +164,7 @@ func (r *Reconciler) removeUnused(ctx context.Context, s *poolScope, sel map[str
 	for _, c := range proxies {
 		if unused(c.Labels) {
 			logf.FromContext(ctx).Info("Removing a proxy of no pool member", "container", c.Name)
-			errs = append(errs, shared.IgnoreEngineNotFound(r.Engine.RemoveContainer(ctx, c.ID)))
+			errs = append(errs, identity.IgnoreEngineNotFound(r.Engine.RemoveContainer(ctx, c.ID)))
 		}
 	}
 	errs = append(errs, r.removeNetworks(ctx, withRole(sel, afev1.RoleNetwork), func(n docker.Network) bool { return !unused(n.Labels) }))
@@ -174,7 +176,7 @@ func (r *Reconciler) removeUnused(ctx context.Context, s *poolScope, sel map[str
 		for _, v := range volumes {
 			if unused(v.Labels) {
 				logf.FromContext(ctx).Info("Removing a volume of no pool member", "volume", v.Name)
-				errs = append(errs, shared.IgnoreEngineNotFound(r.Engine.RemoveVolume(ctx, v.Name)))
+				errs = append(errs, identity.IgnoreEngineNotFound(r.Engine.RemoveVolume(ctx, v.Name)))
 			}
 		}
 	}
@@ -184,7 +186,7 @@ func (r *Reconciler) removeUnused(ctx context.Context, s *poolScope, sel map[str
 // removeMember removes an unclaimed member's container, by the ID it was
 // listed with, then its other objects (removeMemberObjects).
 func (r *Reconciler) removeMember(ctx context.Context, s *poolScope, id, name string) error {
-	if err := shared.IgnoreEngineNotFound(r.Engine.RemoveContainer(ctx, id)); err != nil {
+	if err := identity.IgnoreEngineNotFound(r.Engine.RemoveContainer(ctx, id)); err != nil {
 		return err
 	}
 	return r.removeMemberObjects(ctx, s, name)
@@ -197,13 +199,13 @@ func (r *Reconciler) removeMember(ctx context.Context, s *poolScope, id, name st
 func (r *Reconciler) removeMemberObjects(ctx context.Context, s *poolScope, name string) error {
 	sel := s.member("", r.Config.Instance).PoolSelector("")
 	sel[afev1.LabelMemberName] = name
-	if err := shared.RemoveContainers(ctx, r.Engine, withRole(sel, afev1.RoleProxy)); err != nil {
+	if err := identity.RemoveContainers(ctx, r.Engine, withRole(sel, afev1.RoleProxy)); err != nil {
 		return err
 	}
 	if err := r.removeNetworks(ctx, withRole(sel, afev1.RoleNetwork), nil); err != nil {
 		return err
 	}
-	return shared.RemoveVolumes(ctx, r.Engine, sel)
+	return identity.RemoveVolumes(ctx, r.Engine, sel)
 }
 
 // removeNetworks removes the networks carrying all the labels, but those
@@ -216,7 +218,7 @@ func (r *Reconciler) removeNetworks(ctx context.Context, labels map[string]strin
 	var errs []error
 	for _, n := range networks {
 		if keep == nil || !keep(n) {
-			errs = append(errs, shared.IgnoreEngineNotFound(r.Engine.RemoveNetwork(ctx, n.ID)))
+			errs = append(errs, identity.IgnoreEngineNotFound(r.Engine.RemoveNetwork(ctx, n.ID)))
 		}
 	}
 	return errors.Join(errs...)
@@ -313,13 +315,13 @@ func (r *Reconciler) makeMember(ctx context.Context, s *poolScope, name string) 
 		resolved.Network = naming.MemberNetwork(name)
 		resolved.ProxyEnv = sandboxspec.ProxyEnvFor()
 	}
-	var id *shared.HostID
+	var id *hostids.Reservation
 	if s.pool.Spec.Template.User == "" {
 		vopts, err := r.Config.Validation()
 		if err != nil {
 			return err
 		}
-		if id, err = r.IDs.Reserve(ctx, r.Engine, shared.HolderOf(m.Labels(afev1.RoleMember)), "", vopts); err != nil {
+		if id, err = r.IDs.Reserve(ctx, r.Engine, hostids.HolderOf(m.Labels(afev1.RoleMember)), "", vopts); err != nil {
 			return err
 		}
 		defer id.Release()
@@ -368,11 +370,11 @@ func (r *Reconciler) makeEgress(ctx context.Context, s *poolScope, m sandboxspec
 	if err != nil {
 		return "", "", fmt.Errorf("make the member's network: %w", err)
 	}
-	if err := shared.BoundNetwork(ctx, r.Config.ConnLimits, network); err != nil {
+	if err := egressnet.BoundNetwork(ctx, r.Config.ConnLimits, network); err != nil {
 		return "", "", err
 	}
 	opts := r.proxyOptions(s)
-	opts.Address = shared.FixedProxyAddress(r.Config.EgressSubnets, network)
+	opts.Address = egressnet.FixedProxyAddress(r.Config.EgressSubnets, network)
 	spec := sandboxspec.MemberProxy(&s.pool.Spec.Template, m, opts, sandboxspec.NoHosts(opts))
 	if err := r.Engine.EnsureImage(ctx, spec.Image); err != nil {
 		return "", "", err
@@ -381,13 +383,13 @@ func (r *Reconciler) makeEgress(ctx context.Context, s *poolScope, m sandboxspec
 	if err != nil {
 		return "", "", fmt.Errorf("start the member's proxy: %w", err)
 	}
-	if err := shared.BoundProxy(ctx, r.Config.ConnLimits, proxy, s.egressNetwork); err != nil {
+	if err := egressnet.BoundProxy(ctx, r.Config.ConnLimits, proxy, s.egressNetwork); err != nil {
 		return "", "", err
 	}
-	if err := shared.WaitProxy(ctx, r.Engine, proxy); err != nil {
+	if err := egressnet.WaitProxy(ctx, r.Engine, proxy); err != nil {
 		return "", "", fmt.Errorf("proxy %s does not answer: %w", proxy.Name, err)
 	}
-	return shared.ProxyAddressOn(proxy, network.Name), sandboxspec.SandboxAddress(opts.Address), nil
+	return egressnet.ProxyAddressOn(proxy, network.Name), sandboxspec.SandboxAddress(opts.Address), nil
 }
 
 // proxyOptions are the options of a member's proxy. It admits nothing

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/writes"
 	"afe.dev/sandbox/internal/metrics"
 )
 
@@ -70,16 +70,16 @@ func setReady(s *poolScope, node string, creating, maxReplicas int, failed error
 		if node != "" {
 			on = " on " + node
 		}
-		shared.SetCondition(p, afev1.SandboxPoolReadyCondition, false, afev1.PoolMemberFailedReason,
+		writes.SetCondition(p, afev1.SandboxPoolReadyCondition, false, afev1.PoolMemberFailedReason,
 			fmt.Sprintf("%d of %d members ready%s; the last one%s could not be made: %v", t.ready, t.want, where, on, failed))
 	case t.ready < t.want:
-		shared.SetCondition(p, afev1.SandboxPoolReadyCondition, false, afev1.PoolFillingReason,
+		writes.SetCondition(p, afev1.SandboxPoolReadyCondition, false, afev1.PoolFillingReason,
 			fmt.Sprintf("%d of %d members ready%s; more are being made", t.ready, t.want, where))
 	case int(p.Spec.Replicas) > maxReplicas:
-		shared.SetCondition(p, afev1.SandboxPoolReadyCondition, true, afev1.PoolReplicasBoundedReason,
+		writes.SetCondition(p, afev1.SandboxPoolReadyCondition, true, afev1.PoolReplicasBoundedReason,
 			fmt.Sprintf("%d members ready: the controller's --max-pool-replicas, below spec.replicas %d", t.ready, p.Spec.Replicas))
 	default:
-		shared.SetCondition(p, afev1.SandboxPoolReadyCondition, true, afev1.ReadyReason,
+		writes.SetCondition(p, afev1.SandboxPoolReadyCondition, true, afev1.ReadyReason,
 			fmt.Sprintf("%d members ready", t.ready))
 	}
 }

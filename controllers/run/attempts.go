@@ -15,7 +15,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/writes"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/builtin"
 	"afe.dev/sandbox/internal/metrics"
@@ -112,8 +112,8 @@ func (r *Reconciler) begin(ctx context.Context, s *runScope, sbx *afev1.Sandbox,
 	run.Status.Attempts = a.number
 	run.Status.StartTime = &now
 	run.Status.ContainerID = a.containerID
-	shared.SetCondition(run, afev1.RunSandboxReadyCondition, true, afev1.ReadyReason, "Sandbox "+sbx.Name+" is Ready")
-	shared.SetCondition(run, afev1.RunCompletedCondition, false, afev1.RunningReason,
+	writes.SetCondition(run, afev1.RunSandboxReadyCondition, true, afev1.ReadyReason, "Sandbox "+sbx.Name+" is Ready")
+	writes.SetCondition(run, afev1.RunCompletedCondition, false, afev1.RunningReason,
 		fmt.Sprintf("Attempt %d is running in %s", a.number, a.container))
 	if err := r.commitAttempt(ctx, s); err != nil {
 		return err
@@ -195,7 +195,7 @@ func (r *Reconciler) finish(ctx context.Context, s *runScope, a *attempt) error 
 		}
 	}
 	run.Status.Phase = end.Phase
-	shared.SetCondition(run, afev1.RunCompletedCondition, true, end.Reason, end.Message)
+	writes.SetCondition(run, afev1.RunCompletedCondition, true, end.Reason, end.Message)
 	s.ended = true
 	s.afterWrite(func() { r.recordEnd(ctx, run, end, o) })
 	return nil
@@ -234,8 +234,8 @@ func (r *Reconciler) wait(s *runScope, message string) error {
 func (r *Reconciler) waitFor(s *runScope, reason, message string) error {
 	run := s.run
 	run.Status.Phase = afev1.RunPending
-	shared.SetCondition(run, afev1.RunSandboxReadyCondition, false, reason, message)
-	shared.SetCondition(run, afev1.RunCompletedCondition, false, reason, "Waiting for the sandbox")
+	writes.SetCondition(run, afev1.RunSandboxReadyCondition, false, reason, message)
+	writes.SetCondition(run, afev1.RunCompletedCondition, false, reason, "Waiting for the sandbox")
 	return nil
 }
 
@@ -256,7 +256,7 @@ func (r *Reconciler) fail(ctx context.Context, s *runScope, reason, message stri
 	if run.Status.ExitCode == nil {
 		run.Status.ExitCode = ptr.To(int32(-1))
 	}
-	shared.SetCondition(run, afev1.RunCompletedCondition, true, reason, message)
+	writes.SetCondition(run, afev1.RunCompletedCondition, true, reason, message)
 	s.ended = true
 	s.afterWrite(func() {
 		r.Recorder.Eventf(run, nil, corev1.EventTypeWarning, reason, "Execute", message)

@@ -19,8 +19,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/config"
+	"afe.dev/sandbox/controllers/writes"
+	"afe.dev/sandbox/internal/runrefs"
 	"afe.dev/sandbox/internal/sandboxspec"
+	"afe.dev/sandbox/internal/stoplog"
 	"afe.dev/sandbox/internal/ticketspec"
 )
 
@@ -31,10 +34,10 @@ type Reconciler struct {
 	APIReader client.Reader
 	Engine    Engine
 	Recorder  events.EventRecorder
-	Config    shared.Config
+	Config    config.Config
 	// Stops are the containers this manager stopped (a suspension): a
 	// command that ends under one is interrupted, not completed.
-	Stops *shared.StopLog
+	Stops *stoplog.Log
 
 	// execs are the attempts this process runs; SetupWithManager makes it.
 	execs *executions
@@ -72,13 +75,13 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, run *afev1.Run) error 
 // and the ends of attempts.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	r.execs = newExecutions(ctx)
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &afev1.Run{}, shared.RunSandboxIndex, func(o client.Object) []string {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &afev1.Run{}, runrefs.SandboxIndex, func(o client.Object) []string {
 		return []string{o.(*afev1.Run).Spec.SandboxRef.Name}
 	}); err != nil {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&afev1.Run{}, builder.WithPredicates(shared.SpecOrDeletionChanged(nil))).
+		For(&afev1.Run{}, builder.WithPredicates(writes.SpecOrDeletionChanged(nil))).
 		Watches(&afev1.Sandbox{}, handler.EnqueueRequestsFromMapFunc(r.runsOfSandbox)).
 		Watches(&afev1.Ticket{}, handler.EnqueueRequestsFromMapFunc(r.runsOfTicket)).
 		WatchesRawSource(r.execs.source()).
@@ -90,7 +93,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 // finishedTicketOf is the ticket whose sandbox the Run names, when that
 // ticket is finished or being deleted.
 func (r *Reconciler) finishedTicketOf(ctx context.Context, run *afev1.Run) (*afev1.Ticket, error) {
-	tickets, err := shared.FinishingTicketsOf(ctx, r.Client, run)
+	tickets, err := runrefs.FinishingTickets(ctx, r.Client, run)
 	if err != nil || len(tickets) == 0 {
 		return nil, err
 	}
@@ -109,7 +112,7 @@ func (r *Reconciler) runsOfTicket(ctx context.Context, o client.Object) []reconc
 // runsOfSandbox maps a Sandbox to the unfinished Runs that name it.
 func (r *Reconciler) runsOfSandbox(ctx context.Context, o client.Object) []reconcile.Request {
 	list := &afev1.RunList{}
-	if err := r.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{shared.RunSandboxIndex: o.GetName()}); err != nil {
+	if err := r.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{runrefs.SandboxIndex: o.GetName()}); err != nil {
 		logf.FromContext(ctx).Error(err, "List the Runs of a sandbox")
 		return nil
 	}
@@ -141,7 +144,7 @@ func readyMessage(sbx *afev1.Sandbox) string {
 // expire deletes an ended Run once its ttlSecondsAfterFinished (or
 // --finished-ttl) has passed since its completionTime.
 func (r *Reconciler) expire(ctx context.Context, run *afev1.Run) (ctrl.Result, error) {
-	ttl, ok := shared.FinishedTTL(run.Spec.TTLSecondsAfterFinished, r.Config.FinishedTTL)
+	ttl, ok := writes.FinishedTTL(run.Spec.TTLSecondsAfterFinished, r.Config.FinishedTTL)
 	if !ok || !run.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
@@ -153,5 +156,5 @@ func (r *Reconciler) expire(ctx context.Context, run *afev1.Run) (ctrl.Result, e
 		return ctrl.Result{RequeueAfter: left}, nil
 	}
 	logf.FromContext(ctx).Info("Deleting the ended Run: its ttlSecondsAfterFinished passed", "ttl", ttl)
-	return ctrl.Result{}, shared.DeleteExpired(ctx, r.Client, run)
+	return ctrl.Result{}, writes.DeleteExpired(ctx, r.Client, run)
 }

@@ -13,7 +13,6 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/runexec"
 	"afe.dev/sandbox/internal/sandboxspec"
@@ -270,5 +269,5 @@ func (r *Reconciler) recordAttempt(run *afev1.Run, a *attempt, uid int) {
 		rec.Command = runexec.Command(run.Spec.Command, run.Spec.Script)
 		rec.OutputBytes, rec.OutputSHA256 = o.measure.Sum()
 	}
-	shared.RecordCommand(r.Config.Telemetry, rec, afev1.SandboxReady)
+	telemetry.RecordCommand(r.Config.Telemetry, rec, afev1.SandboxReady)
 }

@@ -12,8 +12,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/identity"
+	"afe.dev/sandbox/controllers/writes"
 	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/placement"
 	"afe.dev/sandbox/internal/sandboxspec"
 )
 
@@ -41,7 +43,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// A Conflict: this reconcile read a stale copy (a Run the cache still
 	// shows Running may have ended); it looks again once the cache holds the
 	// newer one, rather than act on the old one.
-	return shared.ReconcileResult(ctrl.Result{RequeueAfter: s.requeue}, err, nil)
+	return writes.ReconcileResult(ctrl.Result{RequeueAfter: s.requeue}, err, nil)
 }
 
 func (r *Reconciler) reconcile(ctx context.Context, s *runScope) error {
@@ -56,7 +58,7 @@ func (r *Reconciler) reconcile(ctx context.Context, s *runScope) error {
 	if !run.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, run)
 	}
-	if err := shared.EnsureFinalizer(ctx, r.Client, run, afev1.RunFinalizer); err != nil {
+	if err := writes.EnsureFinalizer(ctx, r.Client, run, afev1.RunFinalizer); err != nil {
 		return err
 	}
 	s.before = run.DeepCopy()
@@ -133,7 +135,7 @@ func (r *Reconciler) readySandbox(ctx context.Context, s *runScope) (*afev1.Sand
 	}
 	// The container is the one derived from the Sandbox's namespace, name
 	// and UID, verified by its labels; never one a status names.
-	ct, err := shared.SandboxContainer(ctx, r.Engine, sandboxspec.IdentityOf(sbx, r.Config.Instance))
+	ct, err := identity.SandboxContainer(ctx, r.Engine, sandboxspec.IdentityOf(sbx, r.Config.Instance))
 	switch {
 	case err != nil:
 		return nil, nil, err
@@ -200,6 +202,6 @@ func (r *Reconciler) here(ctx context.Context, run *afev1.Run) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	here, ticketed, err := shared.SandboxHere(ctx, r.Client, r.Config.Instance, r.Config.PlacementKey, sbx)
+	here, ticketed, err := placement.SandboxHere(ctx, r.Client, r.Config.Instance, r.Config.PlacementKey, sbx)
 	return here || !ticketed, err
 }

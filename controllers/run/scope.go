@@ -5,7 +5,7 @@ import (
 	"time"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/writes"
 )
 
 // runScope is what one reconcile of a Run works with.
@@ -36,7 +36,7 @@ func (s *runScope) afterWrite(f func()) { s.after = append(s.after, f) }
 // write: the queued Events and metrics (only after a write), the removal
 // of the finalizer of a Run that ended, and forgetting its attempt.
 func (r *Reconciler) commit(ctx context.Context, s *runScope) error {
-	written, err := shared.PatchStatus(ctx, r.Client, s.before, s.run, afev1.RunFinalizer,
+	written, err := writes.PatchStatus(ctx, r.Client, s.before, s.run, afev1.RunFinalizer,
 		func(o *afev1.Run) any { return o.Status })
 	if err != nil {
 		return err
@@ -70,6 +70,6 @@ func (r *Reconciler) commitAttempt(ctx context.Context, s *runScope) error {
 }
 
 func (r *Reconciler) removeFinalizer(ctx context.Context, run *afev1.Run) error {
-	_, err := shared.RemoveFinalizer(ctx, r.Client, run, afev1.RunFinalizer)
+	_, err := writes.RemoveFinalizer(ctx, r.Client, run, afev1.RunFinalizer)
 	return err
 }

@@ -11,7 +11,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/writes"
+	"afe.dev/sandbox/internal/runrefs"
 )
 
 // slotRetry is how often a Run waiting for a slot looks again, besides the
@@ -50,7 +51,7 @@ func (e *executions) admit(run *afev1.Run, sandbox types.UID, limit int, queue [
 // queueOf lists the unfinished Runs of the sandbox, oldest first.
 func (r *Reconciler) queueOf(ctx context.Context, run *afev1.Run) ([]types.UID, error) {
 	list := &afev1.RunList{}
-	if err := r.List(ctx, list, client.InNamespace(run.Namespace), client.MatchingFields{shared.RunSandboxIndex: run.Spec.SandboxRef.Name}); err != nil {
+	if err := r.List(ctx, list, client.InNamespace(run.Namespace), client.MatchingFields{runrefs.SandboxIndex: run.Spec.SandboxRef.Name}); err != nil {
 		return nil, err
 	}
 	items := list.Items[:0]
@@ -92,9 +93,9 @@ func (r *Reconciler) nudgeWaiting(ctx context.Context, run *afev1.Run) {
 func (r *Reconciler) waitForSlot(s *runScope, limit int) {
 	run := s.run
 	run.Status.Phase = afev1.RunPending
-	shared.SetCondition(run, afev1.RunSandboxReadyCondition, true, afev1.RunLimitReachedReason,
+	writes.SetCondition(run, afev1.RunSandboxReadyCondition, true, afev1.RunLimitReachedReason,
 		fmt.Sprintf("Sandbox %s runs %d Runs, the controller's --max-runs-per-sandbox; this Run starts when one ends, in the order the Runs were created",
 			run.Spec.SandboxRef.Name, limit))
-	shared.SetCondition(run, afev1.RunCompletedCondition, false, afev1.RunLimitReachedReason, "Waiting for a slot of the sandbox")
+	writes.SetCondition(run, afev1.RunCompletedCondition, false, afev1.RunLimitReachedReason, "Waiting for a slot of the sandbox")
 	s.requeue = slotRetry
 }

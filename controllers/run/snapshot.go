@@ -13,7 +13,8 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/folders"
+	"afe.dev/sandbox/controllers/identity"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/builtin"
 	"afe.dev/sandbox/internal/naming"
@@ -29,7 +30,7 @@ type snapshotJob struct {
 	source docker.Mount
 	// ticketUID is the UID of the sandbox's Ticket, if any.
 	ticketUID string
-	// maxBytes bounds the copy (shared.Options.CopyBytes; 0: nothing).
+	// maxBytes bounds the copy (config.Options.CopyBytes; 0: nothing).
 	maxBytes int64
 	// user is the sandbox's uid:gid, the owner of its files: a sandbox
 	// restored from the snapshot with another user is given them.
@@ -51,7 +52,7 @@ func (r *Reconciler) snapshotJobOf(ctx context.Context, sbx *afev1.Sandbox) (*sn
 		if err != nil {
 			return nil, err
 		}
-		c, err := shared.FindFolderConflict(ctx, r.Client, r.Engine, r.Config, sbx, f.Path)
+		c, err := folders.FindConflict(ctx, r.Client, r.Engine, r.Config, sbx, f.Path)
 		if err != nil {
 			return nil, err
 		}
@@ -61,7 +62,7 @@ func (r *Reconciler) snapshotJobOf(ctx context.Context, sbx *afev1.Sandbox) (*sn
 		job.source = docker.Mount{Type: docker.MountBind, Source: f.Path}
 		return job, nil
 	}
-	v, err := shared.WorkspaceVolume(ctx, r.Engine, job.id)
+	v, err := identity.WorkspaceVolume(ctx, r.Engine, job.id)
 	if err != nil {
 		return nil, fmt.Errorf("the workspace volume: %w", err)
 	}
@@ -154,7 +155,7 @@ func (r *Reconciler) snapshotVolume(ctx context.Context, run *afev1.Run, job *sn
 		}
 		// An earlier attempt's copy, maybe partial: made again. Its copy
 		// helpers, found by the Run's labels, go first.
-		if err := shared.RemoveContainers(ctx, r.Engine, map[string]string{
+		if err := identity.RemoveContainers(ctx, r.Engine, map[string]string{
 			afev1.LabelController: job.id.Instance,
 			afev1.LabelRunUID:     string(run.UID),
 			afev1.LabelRole:       afev1.RoleSnapshotCopy,
@@ -230,9 +231,9 @@ func (r *Reconciler) discardSnapshot(ctx context.Context, run *afev1.Run) error 
 		return nil
 	}
 	labels := map[string]string{afev1.LabelController: r.Config.Instance, afev1.LabelRunUID: string(run.UID)}
-	if err := shared.RemoveContainers(ctx, r.Engine, labels); err != nil {
+	if err := identity.RemoveContainers(ctx, r.Engine, labels); err != nil {
 		return err
 	}
 	labels[afev1.LabelRole] = afev1.RoleSnapshot
-	return shared.RemoveVolumes(ctx, r.Engine, labels)
+	return identity.RemoveVolumes(ctx, r.Engine, labels)
 }

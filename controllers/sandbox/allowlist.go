@@ -13,7 +13,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/writes"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/naming"
 	"afe.dev/sandbox/internal/runexec"
@@ -45,7 +45,7 @@ func (r *Reconciler) keepProxy(ctx context.Context, s *sandboxScope, have *docke
 // setEgressReady states that the sandbox's proxy admits its allowlist, and
 // which (its ID).
 func setEgressReady(s *sandboxScope) {
-	shared.SetCondition(s.sbx, afev1.EgressReadyCondition, true, afev1.ReadyReason,
+	writes.SetCondition(s.sbx, afev1.EgressReadyCondition, true, afev1.ReadyReason,
 		fmt.Sprintf("Proxy %s admits %s (allowlist %s)", naming.Proxy(s.id.Key), egressSummary(s.sbx.Spec.Egress), s.allowlist.ID))
 }
 
@@ -114,7 +114,7 @@ func (r *Reconciler) restartProxy(ctx context.Context, s *sandboxScope, have *do
 		if errors.Is(err, docker.ErrUnavailable) {
 			return ctrl.Result{}, true, err
 		}
-		shared.SetCondition(s.sbx, afev1.EgressReadyCondition, false, afev1.ProxyNotAnsweringReason,
+		writes.SetCondition(s.sbx, afev1.EgressReadyCondition, false, afev1.ProxyNotAnsweringReason,
 			fmt.Sprintf("Proxy %s does not answer: %v", have.Name, err))
 		return ctrl.Result{RequeueAfter: egressRetry}, true, nil
 	}

@@ -13,7 +13,8 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/identity"
+	"afe.dev/sandbox/controllers/writes"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/crashpoint"
 	"afe.dev/sandbox/internal/metrics"
@@ -192,7 +193,7 @@ func (r *Reconciler) claimStep(ctx context.Context, s *sandboxScope, action pool
 		}
 		return err
 	case pool.ClaimDropRecord:
-		return shared.IgnoreEngineNotFound(r.Engine.RemoveVolume(ctx, naming.Claim(s.id.Key)))
+		return identity.IgnoreEngineNotFound(r.Engine.RemoveVolume(ctx, naming.Claim(s.id.Key)))
 	case pool.ClaimRelease:
 		return r.releaseClaim(ctx, s, v)
 	case pool.ClaimRemoveOrphan:
@@ -295,7 +296,7 @@ func (r *Reconciler) choose(ctx context.Context, s *sandboxScope) (c *pool.Choic
 	var members []pool.Member
 	var ownErr, membersErr error
 	var wg sync.WaitGroup
-	wg.Go(func() { _, ownErr = shared.WorkspaceVolume(ctx, r.Engine, s.id) })
+	wg.Go(func() { _, ownErr = identity.WorkspaceVolume(ctx, r.Engine, s.id) })
 	wg.Go(func() { members, membersErr = r.membersOf(ctx, s, &req) })
 	wg.Wait()
 	if !errors.Is(ownErr, docker.ErrNotFound) {
@@ -410,7 +411,7 @@ func (r *Reconciler) releaseClaim(ctx context.Context, s *sandboxScope, v pool.C
 			return err
 		}
 	}
-	return shared.IgnoreEngineNotFound(r.Engine.RemoveVolume(ctx, naming.Claim(s.id.Key)))
+	return identity.IgnoreEngineNotFound(r.Engine.RemoveVolume(ctx, naming.Claim(s.id.Key)))
 }
 
 // removeMemberObjects removes a member's container (by ID, when given),
@@ -419,7 +420,7 @@ func (r *Reconciler) releaseClaim(ctx context.Context, s *sandboxScope, v pool.C
 // (a claim record, or the member's own labels) names in that role.
 func (r *Reconciler) removeMemberObjects(ctx context.Context, s *sandboxScope, id, member string, want map[string]string) error {
 	if id != "" {
-		if err := shared.IgnoreEngineNotFound(r.Engine.RemoveContainer(ctx, id)); err != nil {
+		if err := identity.IgnoreEngineNotFound(r.Engine.RemoveContainer(ctx, id)); err != nil {
 			return err
 		}
 	}
@@ -431,12 +432,12 @@ func (r *Reconciler) removeMemberObjects(ctx context.Context, s *sandboxScope, i
 	}
 	v, err := r.Engine.InspectVolume(ctx, naming.MemberVolume(member))
 	if err != nil {
-		return shared.IgnoreEngineNotFound(err)
+		return identity.IgnoreEngineNotFound(err)
 	}
 	if v.Labels[afev1.LabelMemberName] != member || !pool.MemberVolumeOf(s.id, want, v.Labels) {
 		return nil
 	}
-	return shared.IgnoreEngineNotFound(r.Engine.RemoveVolume(ctx, v.Name))
+	return identity.IgnoreEngineNotFound(r.Engine.RemoveVolume(ctx, v.Name))
 }
 
 // claimedContainer is the container phase of a sandbox served from a pool:
@@ -458,11 +459,11 @@ func (r *Reconciler) claimedContainer(ctx context.Context, s *sandboxScope) (ctr
 	}
 	shape := pool.ShapeOf(&sbx.Spec.SandboxTemplateSpec, vopts, s.resolved.Env, s.resolved.DiskEnforcement)
 	if c.Labels[afev1.LabelSpecHash] != shape.Hash() {
-		shared.SetCondition(sbx, afev1.ContainerReadyCondition, true, afev1.PoolDriftNotAppliedReason,
+		writes.SetCondition(sbx, afev1.ContainerReadyCondition, true, afev1.PoolDriftNotAppliedReason,
 			fmt.Sprintf("Container %s, a member of pool %s, is running; the spec changed what shapes the container since it was claimed, which a member keeps: delete and create the Sandbox again to apply it",
 				c.Name, sbx.Status.Pool))
 	} else {
-		shared.SetCondition(sbx, afev1.ContainerReadyCondition, true, afev1.ReadyReason,
+		writes.SetCondition(sbx, afev1.ContainerReadyCondition, true, afev1.ReadyReason,
 			"Container "+c.Name+", a member of pool "+sbx.Status.Pool+", is running")
 	}
 	r.resumed(ctx, s)

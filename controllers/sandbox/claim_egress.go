@@ -9,7 +9,8 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/identity"
+	"afe.dev/sandbox/controllers/writes"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/crashpoint"
 	"afe.dev/sandbox/internal/naming"
@@ -33,19 +34,19 @@ const CrashProxyRenamed = "claim-proxy-renamed"
 // (pool.MemberObjectOf, pool.BindsProxy), never by a status field.
 func (r *Reconciler) claimedEgress(ctx context.Context, s *sandboxScope) (ctrl.Result, error) {
 	sbx := s.sbx
-	network, err := shared.ClaimedNetwork(ctx, r.Engine, s.id, s.claimed.record)
+	network, err := identity.ClaimedNetwork(ctx, r.Engine, s.id, s.claimed.record)
 	if err != nil && !errors.Is(err, docker.ErrNotFound) {
 		return ctrl.Result{}, err
 	}
 	switch {
 	case network == nil && len(sbx.Spec.Egress) == 0:
 		s.resolved.Network = "none"
-		shared.SetCondition(sbx, afev1.EgressReadyCondition, true, afev1.NoEgressReason, "The sandbox has no network")
+		writes.SetCondition(sbx, afev1.EgressReadyCondition, true, afev1.NoEgressReason, "The sandbox has no network")
 		return ctrl.Result{}, nil
 	case network == nil:
 		// Its template had no egress (the spec changed since the claim), or
 		// its network was removed by hand: a member cannot be given one.
-		shared.SetCondition(sbx, afev1.EgressReadyCondition, false, afev1.PoolDriftNotAppliedReason,
+		writes.SetCondition(sbx, afev1.EgressReadyCondition, false, afev1.PoolDriftNotAppliedReason,
 			fmt.Sprintf("Container %s, a member of pool %s, has no network of its own for the egress the spec declares: delete and create the Sandbox again to apply it",
 				s.claimed.container.Name, sbx.Status.Pool))
 		return ctrl.Result{}, nil
@@ -72,7 +73,7 @@ func (r *Reconciler) claimedEgress(ctx context.Context, s *sandboxScope) (ctrl.R
 		return ctrl.Result{}, nil
 	}
 	if len(sbx.Spec.Egress) == 0 {
-		shared.SetCondition(sbx, afev1.EgressReadyCondition, true, afev1.NoEgressReason,
+		writes.SetCondition(sbx, afev1.EgressReadyCondition, true, afev1.NoEgressReason,
 			fmt.Sprintf("Proxy %s admits nothing: the spec declares no egress, and container %s, a member of pool %s, keeps its network",
 				want.Name, s.claimed.container.Name, sbx.Status.Pool))
 		return ctrl.Result{}, nil
@@ -98,7 +99,7 @@ func (r *Reconciler) adoptMemberProxy(ctx context.Context, s *sandboxScope, memb
 	}
 	c, err := r.Engine.InspectContainer(ctx, naming.MemberProxy(member))
 	if err != nil {
-		return shared.IgnoreEngineNotFound(err)
+		return identity.IgnoreEngineNotFound(err)
 	}
 	if !pool.MemberObjectOf(s.id, s.claimed.record, c.Labels, afev1.RoleProxy) {
 		return nil
@@ -136,17 +137,17 @@ func (r *Reconciler) removeMemberEgress(ctx context.Context, s *sandboxScope, me
 			return err
 		}
 		if c.Labels[afev1.LabelMemberName] == member && pool.MemberObjectOf(s.id, want, c.Labels, afev1.RoleProxy) {
-			if err := shared.IgnoreEngineNotFound(r.Engine.RemoveContainer(ctx, c.ID)); err != nil {
+			if err := identity.IgnoreEngineNotFound(r.Engine.RemoveContainer(ctx, c.ID)); err != nil {
 				return err
 			}
 		}
 	}
 	n, err := r.Engine.InspectNetwork(ctx, naming.MemberNetwork(member))
 	if err != nil {
-		return shared.IgnoreEngineNotFound(err)
+		return identity.IgnoreEngineNotFound(err)
 	}
 	if n.Labels[afev1.LabelMemberName] != member || !pool.MemberObjectOf(s.id, want, n.Labels, afev1.RoleNetwork) {
 		return nil
 	}
-	return shared.IgnoreEngineNotFound(r.Engine.RemoveNetwork(ctx, n.ID))
+	return identity.IgnoreEngineNotFound(r.Engine.RemoveNetwork(ctx, n.ID))
 }

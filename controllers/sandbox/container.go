@@ -12,7 +12,8 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/identity"
+	"afe.dev/sandbox/controllers/writes"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/metrics"
 	"afe.dev/sandbox/internal/naming"
@@ -28,11 +29,11 @@ func (s *sandboxScope) containerName() string { return naming.Container(s.id.Key
 
 // notAdopted states in the condition that the named object belongs to
 // another sandbox or controller instance: it is left alone, and looked at
-// again after shared.ConflictRetry.
+// again after writes.ConflictRetry.
 func (s *sandboxScope) notAdopted(condType, kind, name string) (ctrl.Result, error) {
-	shared.SetCondition(s.sbx, condType, false, afev1.NameConflictReason,
+	writes.SetCondition(s.sbx, condType, false, afev1.NameConflictReason,
 		fmt.Sprintf("%s %s belongs to another sandbox or controller instance and is not adopted", kind, name))
-	return ctrl.Result{RequeueAfter: shared.ConflictRetry}, nil
+	return ctrl.Result{RequeueAfter: writes.ConflictRetry}, nil
 }
 
 // ensureImage makes the image present; one that cannot be pulled is stated
@@ -41,7 +42,7 @@ func (r *Reconciler) ensureImage(ctx context.Context, s *sandboxScope, condType,
 	err := r.Engine.EnsureImage(ctx, image)
 	var pe *docker.PullError
 	if errors.As(err, &pe) {
-		shared.SetCondition(s.sbx, condType, false, afev1.ImagePullFailedReason,
+		writes.SetCondition(s.sbx, condType, false, afev1.ImagePullFailedReason,
 			fmt.Sprintf("%s %s is not present and could not be pulled: %s", what, pe.Ref, pe.Reason))
 	}
 	return err
@@ -54,7 +55,7 @@ func (r *Reconciler) removeStale(ctx context.Context, s *sandboxScope, labels ma
 	logf.FromContext(ctx).Info("Removing the containers of an earlier sandbox of this name", "uid", labels[afev1.LabelSandboxUID])
 	sel := s.id.NameSelector("")
 	sel[afev1.LabelSandboxUID] = labels[afev1.LabelSandboxUID]
-	return shared.RemoveContainers(ctx, r.Engine, sel)
+	return identity.RemoveContainers(ctx, r.Engine, sel)
 }
 
 // reconcileContainer runs the hardened container and keeps it running with
@@ -108,7 +109,7 @@ func (r *Reconciler) reconcileContainer(ctx context.Context, s *sandboxScope) (c
 		have = created
 	}
 	sbx.Status.ContainerID = have.ID
-	shared.SetCondition(sbx, afev1.ContainerReadyCondition, true, afev1.ReadyReason, "Container "+want.Name+" is running")
+	writes.SetCondition(sbx, afev1.ContainerReadyCondition, true, afev1.ReadyReason, "Container "+want.Name+" is running")
 	s.moving = false // its container runs here now
 	r.resumed(ctx, s)
 	return ctrl.Result{}, nil
@@ -127,16 +128,16 @@ func (r *Reconciler) actOnContainer(ctx context.Context, s *sandboxScope, want d
 	case plan.ContainerStart:
 		return r.startStopped(ctx, s, want, have)
 	case plan.ContainerCreate:
-		shared.SetCondition(sbx, afev1.ContainerReadyCondition, false, afev1.ProvisioningReason, "Creating the container")
+		writes.SetCondition(sbx, afev1.ContainerReadyCondition, false, afev1.ProvisioningReason, "Creating the container")
 	case plan.ContainerReplaceUnstarted:
 		log.Info("Replacing a container that was created and never started", "container", want.Name)
-		shared.SetCondition(sbx, afev1.ContainerReadyCondition, false, afev1.ProvisioningReason, "Creating the container")
+		writes.SetCondition(sbx, afev1.ContainerReadyCondition, false, afev1.ProvisioningReason, "Creating the container")
 		if err := r.Engine.RemoveContainer(ctx, have.ID); err != nil {
 			return nil, ctrl.Result{}, err
 		}
 	case plan.ContainerRecreate:
 		log.Info("Recreating drifted container", "container", want.Name)
-		shared.SetCondition(sbx, afev1.ContainerReadyCondition, false, afev1.SpecChangedReason,
+		writes.SetCondition(sbx, afev1.ContainerReadyCondition, false, afev1.SpecChangedReason,
 			"The container does not match the spec and is being recreated; the workspace is kept")
 		if err := r.Engine.RemoveContainer(ctx, have.ID); err != nil {
 			return nil, ctrl.Result{}, err
@@ -161,7 +162,7 @@ func (r *Reconciler) replaceLost(ctx context.Context, s *sandboxScope, have *doc
 	r.mem.crashes.set(sbx.UID, p.Crashes)
 	if p.Wait > 0 {
 		// A crash-looping container waits, exited, for its replacement.
-		shared.SetCondition(sbx, afev1.ContainerReadyCondition, false, afev1.SandboxLostReason, p.WaitWhy)
+		writes.SetCondition(sbx, afev1.ContainerReadyCondition, false, afev1.SandboxLostReason, p.WaitWhy)
 		return ctrl.Result{RequeueAfter: p.Wait}, nil
 	}
 	return ctrl.Result{}, r.recreateAfterLoss(ctx, s, have)
@@ -187,7 +188,7 @@ func (r *Reconciler) startStopped(ctx context.Context, s *sandboxScope, want doc
 // startFailed states a container the engine could not start (what
 // happened, and err), and looks again after startFailedRetry.
 func startFailed(s *sandboxScope, what string, err error) ctrl.Result {
-	shared.SetCondition(s.sbx, afev1.ContainerReadyCondition, false, afev1.ContainerStartFailedReason,
+	writes.SetCondition(s.sbx, afev1.ContainerReadyCondition, false, afev1.ContainerStartFailedReason,
 		fmt.Sprintf("%s; check the image and command: %v", what, err))
 	return ctrl.Result{RequeueAfter: startFailedRetry}
 }
@@ -245,7 +246,7 @@ func (r *Reconciler) commitLoss(ctx context.Context, s *sandboxScope, have *dock
 	sbx.Status.Recreations++ // counted in the metrics once written
 	sbx.Status.LastLostTime = &now
 	sbx.Status.ContainerID = ""
-	shared.SetCondition(sbx, afev1.ContainerReadyCondition, false, afev1.SandboxLostReason,
+	writes.SetCondition(sbx, afev1.ContainerReadyCondition, false, afev1.SandboxLostReason,
 		"The container was lost and is being recreated with a fresh workspace")
 	if err := r.commit(ctx, s); err != nil {
 		return err
@@ -293,9 +294,9 @@ func (r *Reconciler) recreateAfterLoss(ctx context.Context, s *sandboxScope, hav
 // removeOwnedContainer removes the named container when it is this
 // sandbox's in the role; another object's container is left alone.
 func (r *Reconciler) removeOwnedContainer(ctx context.Context, s *sandboxScope, name, role string) error {
-	c, err := shared.OwnedContainer(ctx, r.Engine, s.id, name, role)
+	c, err := identity.OwnedContainer(ctx, r.Engine, s.id, name, role)
 	if c == nil {
-		return shared.IgnoreEngineNotFound(err)
+		return identity.IgnoreEngineNotFound(err)
 	}
 	return r.Engine.RemoveContainer(ctx, c.ID)
 }

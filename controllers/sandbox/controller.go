@@ -1,7 +1,7 @@
 // Package sandbox reconciles Sandboxes into Docker objects: the workspace,
 // the egress network and proxy, and the sandbox container, each phase
 // owning a condition. It acts on the engine only through the identity
-// checks of package shared.
+// checks of controllers/identity.
 package sandbox
 
 import (
@@ -21,10 +21,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/config"
+	"afe.dev/sandbox/controllers/disklimit"
+	"afe.dev/sandbox/controllers/egressnet"
+	"afe.dev/sandbox/controllers/hostids"
+	"afe.dev/sandbox/controllers/writes"
 	"afe.dev/sandbox/docker"
+	"afe.dev/sandbox/internal/activity"
 	"afe.dev/sandbox/internal/crashpoint"
+	"afe.dev/sandbox/internal/placement"
+	"afe.dev/sandbox/internal/poolsync"
 	"afe.dev/sandbox/internal/sandboxspec"
+	"afe.dev/sandbox/internal/stoplog"
 )
 
 // Reconciler reconciles Sandboxes into Docker objects.
@@ -34,60 +42,60 @@ type Reconciler struct {
 	APIReader client.Reader
 	Engine    Engine
 	Recorder  events.EventRecorder
-	Config    shared.Config
+	Config    config.Config
 	// DockerEvents feeds container events into the reconcile queue.
 	DockerEvents <-chan event.TypedGenericEvent[*afev1.Sandbox]
 	// Activity is the commands seen in sandbox containers (nil: none are
 	// seen, and only Runs keep a sandbox from its idle timeout).
-	Activity *shared.ActivityLog
+	Activity *activity.Log
 	// Stops records the containers this manager stops, for the Runs they
 	// interrupt (nil: none are recorded).
-	Stops *shared.StopLog
+	Stops *stoplog.Log
 	// HostAddrs keeps the engine host's addresses the proxies refuse (nil:
 	// they are read for each reconcile of a sandbox with egress).
 	HostAddrs HostAddresses
 	// Disk holds the measured workspace sizes (nil: disk limits are not
 	// enforced on the workspace).
-	Disk *shared.DiskMeter
+	Disk *disklimit.Meter
 	// IDs are the host ids being given, shared with the pool reconciler
 	// (nil: the reconciler keeps its own).
-	IDs *shared.HostIDs
+	IDs *hostids.Allocator
 	// Probe decides how disk limits are enforced, once per manager (nil:
 	// the reconciler keeps its own).
-	Probe *shared.DiskProbe
+	Probe *disklimit.Probe
 	// Cold counts the container creations in flight, which the refill of
 	// pools makes room for (nil: none are counted).
-	Cold *shared.InFlight
+	Cold *poolsync.InFlight
 	// Claims counts the claims of pool members in flight, which hold the
 	// refill of pools back (nil: none are counted).
-	Claims *shared.InFlight
+	Claims *poolsync.InFlight
 	// Turns serialize the claims of a pool's members with the pool's own
 	// removals.
-	Turns *shared.PoolTurns
+	Turns *poolsync.Turns
 	// PoolCounts passes the claims and misses to the pools' status.
-	PoolCounts *shared.PoolCounts
+	PoolCounts *poolsync.Counts
 	// EnqueuePool has a pool looked at once a member of it was claimed
 	// (nil: its resync does).
 	EnqueuePool func(namespace, name string)
 	// Subnets hands out the internal networks' subnets, shared with the
 	// SandboxPool reconciler (nil: the reconciler's own).
-	Subnets *shared.Subnets
+	Subnets *egressnet.Subnets
 
 	// mem is what this process remembers of each Sandbox between
 	// reconciles (memory.go).
 	mem memory
 	// ownProbe decides how disk limits are enforced on the engine when the
 	// manager shares no probe (Probe).
-	ownProbe shared.DiskProbe
+	ownProbe disklimit.Probe
 	// folderLocks holds a *sync.Mutex per namespace, held across the check
 	// of a Folder workspace and the creation of its container.
 	folderLocks sync.Map
 	// ownSubnets hands out the subnets when the manager shares none
 	// (Subnets).
-	ownSubnets shared.Subnets
+	ownSubnets egressnet.Subnets
 	// ownIDs are the host ids being given to sandboxes without spec.user
 	// when the manager shares none (IDs).
-	ownIDs shared.HostIDs
+	ownIDs hostids.Allocator
 }
 
 // sandboxScope is what one reconcile of a sandbox works with.
@@ -110,7 +118,7 @@ type sandboxScope struct {
 	// allowlist is what the sandbox's proxy is to admit.
 	allowlist sandboxspec.Allowlist
 	// user is the id given to a sandbox without spec.user.
-	user *shared.HostID
+	user *hostids.Reservation
 	// claimed is the pool member the sandbox runs on (nil: a cold one).
 	claimed *claimedMember
 	// claimingProxy is true when this reconcile took the claimed member's
@@ -159,7 +167,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	s := &sandboxScope{sbx: sbx, before: sbx.DeepCopy(), id: sandboxspec.IdentityOf(sbx, r.Config.Instance)}
 	if here, res, err := r.here(ctx, s); err != nil || !here {
-		return shared.ReconcileResult(res, err, nil)
+		return writes.ReconcileResult(res, err, nil)
 	}
 	res, err := r.reconcile(ctx, s)
 	committed := r.commit(ctx, s)
@@ -173,7 +181,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if apierrors.IsNotFound(committed) {
 		committed = r.deletedUnfinalized(ctx, s)
 	}
-	return shared.ReconcileResult(res, err, client.IgnoreNotFound(committed))
+	return writes.ReconcileResult(res, err, client.IgnoreNotFound(committed))
 }
 
 // ensureFinalizer writes the Sandbox's finalizer when it lacks it, and
@@ -193,7 +201,7 @@ func (r *Reconciler) ensureFinalizer(ctx context.Context, s *sandboxScope) error
 		return nil
 	}
 	status, finalizers := s.sbx.Status.DeepCopy(), slices.Clone(s.sbx.Finalizers)
-	if err := shared.EnsureFinalizer(ctx, r.Client, s.sbx, afev1.SandboxFinalizer); err != nil {
+	if err := writes.EnsureFinalizer(ctx, r.Client, s.sbx, afev1.SandboxFinalizer); err != nil {
 		s.sbx.Finalizers, s.sbx.Status = finalizers, *status
 		return err
 	}
@@ -216,7 +224,7 @@ func (r *Reconciler) endClaim(s *sandboxScope) {
 }
 
 // here is the per-node gate (--per-node): this manager acts on the Sandbox
-// when it is placed on this node (shared.SandboxHere). Another node's
+// when it is placed on this node (placement.SandboxHere). Another node's
 // sandbox that ran here before its ticket moved is removed from here once
 // that node holds it (moveOut). A Sandbox of no Ticket is no node's: it is told
 // so (commitNotPlaced), once.
@@ -224,7 +232,7 @@ func (r *Reconciler) here(ctx context.Context, s *sandboxScope) (bool, ctrl.Resu
 	if !r.Config.PerNode {
 		return true, ctrl.Result{}, nil
 	}
-	here, ticketed, err := shared.SandboxHere(ctx, r.Client, r.Config.Instance, r.Config.PlacementKey, s.sbx)
+	here, ticketed, err := placement.SandboxHere(ctx, r.Client, r.Config.Instance, r.Config.PlacementKey, s.sbx)
 	switch {
 	case err != nil || here:
 		return here, ctrl.Result{}, err
@@ -240,9 +248,9 @@ func (r *Reconciler) here(ctx context.Context, s *sandboxScope) (bool, ctrl.Resu
 // commitNotPlaced writes the one condition of a Sandbox no node takes, and
 // nothing else of its status.
 func (r *Reconciler) commitNotPlaced(ctx context.Context, s *sandboxScope) error {
-	shared.SetCondition(s.sbx, afev1.SandboxReadyCondition, false, afev1.NotPlacedReason,
+	writes.SetCondition(s.sbx, afev1.SandboxReadyCondition, false, afev1.NotPlacedReason,
 		"In per-node mode a Sandbox runs only as part of a Ticket, which kube-scheduler places on a node; create a Ticket with this sandbox as its template")
-	_, err := shared.PatchStatus(ctx, r.Client, s.before, s.sbx, afev1.SandboxFinalizer, func(o *afev1.Sandbox) any { return o.Status })
+	_, err := writes.PatchStatus(ctx, r.Client, s.before, s.sbx, afev1.SandboxFinalizer, func(o *afev1.Sandbox) any { return o.Status })
 	return client.IgnoreNotFound(err)
 }
 
@@ -254,7 +262,7 @@ func (r *Reconciler) reconcile(ctx context.Context, s *sandboxScope) (ctrl.Resul
 	// A recorded loss stays the condition through an outage: it is what
 	// makes the next reconcile finish the recreation (lossRecorded).
 	if errors.Is(err, docker.ErrUnavailable) && !lossRecorded(s.sbx) {
-		shared.SetCondition(s.sbx, afev1.ContainerReadyCondition, false, afev1.EngineUnavailableReason,
+		writes.SetCondition(s.sbx, afev1.ContainerReadyCondition, false, afev1.EngineUnavailableReason,
 			"The Docker engine cannot be reached; retrying")
 	}
 	return res, err
@@ -386,7 +394,7 @@ func (r *Reconciler) invalidSpec(ctx context.Context, s *sandboxScope, err error
 // refuse sets the condition of a spec that cannot be honoured.
 func (r *Reconciler) refuse(ctx context.Context, s *sandboxScope, condType string, ie *sandboxspec.InvalidError) (ctrl.Result, error) {
 	logf.FromContext(ctx).Info("Sandbox spec cannot be honoured", "reason", ie.Reason, "message", ie.Message)
-	shared.SetCondition(s.sbx, condType, false, ie.Reason, ie.Message)
+	writes.SetCondition(s.sbx, condType, false, ie.Reason, ie.Message)
 	s.sbx.Status.ObservedGeneration = s.sbx.Generation
 	switch ie.Reason {
 	case afev1.SecretNotFoundReason, afev1.SecretNotAllowedReason:
@@ -397,7 +405,7 @@ func (r *Reconciler) refuse(ctx context.Context, s *sandboxScope, condType strin
 		return ctrl.Result{RequeueAfter: folderConflictRetry}, nil
 	case afev1.WorkspaceRootUnsafeReason:
 		// Nor is the root's mount; an operator may mount it as the message says.
-		return ctrl.Result{RequeueAfter: shared.ConflictRetry}, nil
+		return ctrl.Result{RequeueAfter: writes.ConflictRetry}, nil
 	case afev1.RuntimeUnavailableReason:
 		// Nor is the engine's list of runtimes (daemon.json and SIGHUP).
 		return ctrl.Result{RequeueAfter: runtimeRetry}, nil

@@ -9,7 +9,8 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/identity"
+	"afe.dev/sandbox/controllers/writes"
 )
 
 // reconcileDelete removes the sandbox's Docker objects, newest first, then
@@ -31,7 +32,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *sandboxScope) (ctrl
 		return ctrl.Result{}, err
 	}
 	log.Info("Removed the sandbox's Docker objects")
-	removed, err := shared.RemoveFinalizer(ctx, r.Client, s.sbx, afev1.SandboxFinalizer)
+	removed, err := writes.RemoveFinalizer(ctx, r.Client, s.sbx, afev1.SandboxFinalizer)
 	if err != nil || !removed {
 		return ctrl.Result{}, err
 	}
@@ -81,7 +82,7 @@ func (r *Reconciler) removeObjects(ctx context.Context, s *sandboxScope) error {
 // sandbox's, in one list: the proxy, and the snapshot copy helpers of a
 // copy cut short by a crash.
 func (r *Reconciler) removeLabelledContainers(ctx context.Context, s *sandboxScope) error {
-	return shared.RemoveContainers(ctx, r.Engine, s.labelled())
+	return identity.RemoveContainers(ctx, r.Engine, s.labelled())
 }
 
 // labelled are the labels every object of the sandbox carries.

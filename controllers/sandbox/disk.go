@@ -12,14 +12,16 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/disklimit"
+	"afe.dev/sandbox/controllers/identity"
+	"afe.dev/sandbox/controllers/writes"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/pool"
 )
 
 // diskProbe is the manager's probe when it shares one (Probe), else the
 // reconciler's own.
-func (r *Reconciler) diskProbe() *shared.DiskProbe {
+func (r *Reconciler) diskProbe() *disklimit.Probe {
 	if r.Probe != nil {
 		return r.Probe
 	}
@@ -75,7 +77,7 @@ func (r *Reconciler) overDiskCondition(s *sandboxScope, why string) {
 	case !measured:
 		what = "remove resources.disk to start it again and delete what cannot be measured, or delete the sandbox"
 	}
-	shared.SetCondition(s.sbx, afev1.ContainerReadyCondition, false, afev1.DiskQuotaExceededReason,
+	writes.SetCondition(s.sbx, afev1.ContainerReadyCondition, false, afev1.DiskQuotaExceededReason,
 		why+": the container was stopped and the workspace kept; "+what)
 }
 
@@ -120,7 +122,7 @@ func (r *Reconciler) stopClaimedOverDisk(ctx context.Context, s *sandboxScope, w
 		return ctrl.Result{}, err
 	}
 	r.Stops.Stopping(c.ID, time.Now())
-	if err := shared.IgnoreEngineNotFound(r.Engine.StopContainer(ctx, c.ID)); err != nil {
+	if err := identity.IgnoreEngineNotFound(r.Engine.StopContainer(ctx, c.ID)); err != nil {
 		return ctrl.Result{}, err
 	}
 	r.Recorder.Eventf(s.sbx, nil, corev1.EventTypeWarning, afev1.DiskQuotaExceededReason, "Stop",
@@ -165,5 +167,5 @@ func (r *Reconciler) storageQuotaRefused(ctx context.Context, err error) (ctrl.R
 		return ctrl.Result{}, err
 	}
 	r.diskProbe().Refused(ctx)
-	return ctrl.Result{RequeueAfter: shared.StaleRetry}, nil
+	return ctrl.Result{RequeueAfter: writes.StaleRetry}, nil
 }

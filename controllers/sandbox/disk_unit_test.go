@@ -8,7 +8,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/disklimit"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/enginespec"
 	"afe.dev/sandbox/internal/naming"
@@ -32,9 +32,9 @@ func TestClaimedOverDisk(t *testing.T) {
 	record := pool.RecordLabels(id, pool.Choice{Pool: "agents", PoolUID: "pool-uid",
 		Member: &pool.Member{Container: enginespec.Container{ID: "member-id", Name: "afe-team.agents_member-0123456789ab"}}})
 	overDisk := []metav1.Condition{{Type: afev1.ContainerReadyCondition, Status: metav1.ConditionFalse, Reason: afev1.DiskQuotaExceededReason}}
-	measured := func(bytes int64) *shared.DiskMeter {
-		m := &shared.DiskMeter{}
-		m.Set(shared.DiskUses(&docker.DiskUsage{Volumes: map[string]docker.VolumeUsage{"ws": {Bytes: bytes, Labels: map[string]string{
+	measured := func(bytes int64) *disklimit.Meter {
+		m := &disklimit.Meter{}
+		m.Set(disklimit.Uses(&docker.DiskUsage{Volumes: map[string]docker.VolumeUsage{"ws": {Bytes: bytes, Labels: map[string]string{
 			afev1.LabelController: "default", afev1.LabelSandboxUID: "uid-a", afev1.LabelRole: afev1.RoleWorkspace,
 		}}}}, "default"))
 		return m
@@ -44,12 +44,12 @@ func TestClaimedOverDisk(t *testing.T) {
 		running    bool
 		foreign    bool // the record names another member
 		noLimit    bool
-		meter      *shared.DiskMeter
+		meter      *disklimit.Meter
 		kept       bool
 		resumed    bool
 	}{
 		"over its limit":                       {conditions: overDisk, meter: measured(32 << 20), kept: true},
-		"not measured since the start":         {conditions: overDisk, meter: &shared.DiskMeter{}, kept: true},
+		"not measured since the start":         {conditions: overDisk, meter: &disklimit.Meter{}, kept: true},
 		"measured under it (a raised limit)":   {conditions: overDisk, meter: measured(1 << 20), resumed: true},
 		"its limit removed":                    {conditions: overDisk, meter: measured(32 << 20), noLimit: true, resumed: true},
 		"no meter":                             {conditions: overDisk, resumed: true},

@@ -12,7 +12,8 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/egressnet"
+	"afe.dev/sandbox/controllers/writes"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/hostaddrs"
 	"afe.dev/sandbox/internal/naming"
@@ -23,7 +24,7 @@ import (
 
 // Timing of the egress phase.
 const (
-	proxyProbeTimeout = shared.ProxyProbeTimeout
+	proxyProbeTimeout = egressnet.ProxyProbeTimeout
 	egressRetry       = 15 * time.Second
 	// proxyAnswerTimeout bounds the wait for a proxy's answer to an
 	// allowlist request (tens of milliseconds, a second under load): one
@@ -43,7 +44,7 @@ func (r *Reconciler) reconcileEgress(ctx context.Context, s *sandboxScope) (ctrl
 	}
 	if len(sbx.Spec.Egress) == 0 {
 		s.resolved.Network = "none"
-		shared.SetCondition(sbx, afev1.EgressReadyCondition, true, afev1.NoEgressReason, "The sandbox has no network")
+		writes.SetCondition(sbx, afev1.EgressReadyCondition, true, afev1.NoEgressReason, "The sandbox has no network")
 		return ctrl.Result{}, nil
 	}
 
@@ -84,7 +85,7 @@ func proxyStarting(s *sandboxScope, proxy, network string) bool {
 	if s.proxyProbe == nil {
 		return false
 	}
-	shared.SetCondition(s.sbx, afev1.EgressReadyCondition, false, afev1.ProvisioningReason,
+	writes.SetCondition(s.sbx, afev1.EgressReadyCondition, false, afev1.ProvisioningReason,
 		fmt.Sprintf("Proxy %s was started and is not answering yet", proxy))
 	return true
 }
@@ -96,7 +97,7 @@ func proxyStarting(s *sandboxScope, proxy, network string) bool {
 func (r *Reconciler) proxyOptions(ctx context.Context, s *sandboxScope, network *docker.Network) (*sandboxspec.ProxyOptions, ctrl.Result, error) {
 	egressNet, err := r.Engine.InspectNetwork(ctx, r.Config.EgressNetwork)
 	if errors.Is(err, docker.ErrNotFound) {
-		shared.SetCondition(s.sbx, afev1.EgressReadyCondition, false, afev1.EgressNetworkMissingReason,
+		writes.SetCondition(s.sbx, afev1.EgressReadyCondition, false, afev1.EgressNetworkMissingReason,
 			fmt.Sprintf("The controller's --egress-network %s does not exist on the engine", r.Config.EgressNetwork))
 		return nil, ctrl.Result{RequeueAfter: egressRetry}, nil
 	}
@@ -112,7 +113,7 @@ func (r *Reconciler) proxyOptions(ctx context.Context, s *sandboxScope, network 
 		EgressNetwork: egressNet.Name,
 		AllowPrivate:  r.Config.EgressAllowPrivate,
 		DenyIPs:       deny,
-		Address:       shared.FixedProxyAddress(r.Config.EgressSubnets, network),
+		Address:       egressnet.FixedProxyAddress(r.Config.EgressSubnets, network),
 	}, ctrl.Result{}, nil
 }
 
@@ -123,14 +124,14 @@ func (r *Reconciler) reconcileNetwork(ctx context.Context, s *sandboxScope) (*do
 	netSpec := sandboxspec.Network(s.id)
 	network, err := r.ensureNetwork(ctx, s, netSpec)
 	if errors.Is(err, subnets.ErrExhausted) {
-		shared.SetCondition(s.sbx, afev1.EgressReadyCondition, false, afev1.AddressPoolExhaustedReason,
+		writes.SetCondition(s.sbx, afev1.EgressReadyCondition, false, afev1.AddressPoolExhaustedReason,
 			fmt.Sprintf("No free /%d block is left in the controller's %s (%s: %d blocks) for the sandbox's network; "+
 				"widen %s or remove sandboxes with egress", subnets.BlockBits, subnets.Flag,
 				subnets.String(r.Config.EgressSubnets), subnets.Size(r.Config.EgressSubnets), subnets.Flag))
 		return nil, ctrl.Result{RequeueAfter: egressRetry}, nil
 	}
 	if errors.Is(err, docker.ErrNoAddressPool) {
-		shared.SetCondition(s.sbx, afev1.EgressReadyCondition, false, afev1.AddressPoolExhaustedReason,
+		writes.SetCondition(s.sbx, afev1.EgressReadyCondition, false, afev1.AddressPoolExhaustedReason,
 			"The Docker engine has no address range left for the sandbox's network (about 30 networks with the "+
 				"engine's defaults); give the controller a range of its own with "+subnets.Flag+" (see docs/troubleshooting.md)")
 		return nil, ctrl.Result{RequeueAfter: egressRetry}, nil
@@ -142,7 +143,7 @@ func (r *Reconciler) reconcileNetwork(ctx context.Context, s *sandboxScope) (*do
 		res, err := s.notAdopted(afev1.EgressReadyCondition, "Network", netSpec.Name)
 		return nil, res, err
 	}
-	if err := shared.BoundNetwork(ctx, r.Config.ConnLimits, network); err != nil {
+	if err := egressnet.BoundNetwork(ctx, r.Config.ConnLimits, network); err != nil {
 		return nil, ctrl.Result{}, err
 	}
 	return network, ctrl.Result{}, nil
@@ -235,7 +236,7 @@ func (r *Reconciler) startProxy(ctx context.Context, s *sandboxScope, want docke
 		if made, err = r.Engine.RunContainer(ctx, want); err != nil {
 			return err
 		}
-		s.proxyAddress = shared.ProxyAddressOn(made, want.Network)
+		s.proxyAddress = egressnet.ProxyAddressOn(made, want.Network)
 	}
 	probe := make(chan error, 1)
 	about := s.sbx.DeepCopy() // the Event's object, apart from the one the phases change
@@ -245,7 +246,7 @@ func (r *Reconciler) startProxy(ctx context.Context, s *sandboxScope, want docke
 			created, err = r.Engine.RunContainer(ctx, want)
 		}
 		if err == nil {
-			err = shared.BoundProxy(ctx, r.Config.ConnLimits, created, want.ExtraNetworks[0])
+			err = egressnet.BoundProxy(ctx, r.Config.ConnLimits, created, want.ExtraNetworks[0])
 		}
 		if err == nil && reason != "" {
 			r.Recorder.Eventf(about, nil, corev1.EventTypeNormal, reason, "Create", what, want.Name)
@@ -271,14 +272,14 @@ func (r *Reconciler) keptProxyAddress(ctx context.Context, have *docker.Containe
 	if want.IPv4Address != "" {
 		return want.IPv4Address, nil
 	}
-	if addr := shared.ProxyAddressOn(have, want.Network); addr != "" {
+	if addr := egressnet.ProxyAddressOn(have, want.Network); addr != "" {
 		return addr, nil
 	}
 	now, err := r.Engine.InspectContainer(ctx, have.ID)
 	if err != nil {
 		return "", err
 	}
-	return shared.ProxyAddressOn(now, want.Network), nil
+	return egressnet.ProxyAddressOn(now, want.Network), nil
 }
 
 // boundFoundProxy puts the proxy this reconcile found under the host's
@@ -289,7 +290,7 @@ func (r *Reconciler) boundFoundProxy(ctx context.Context, s *sandboxScope, have 
 	if have == nil || s.claimed != nil {
 		return nil
 	}
-	return shared.BoundProxy(ctx, r.Config.ConnLimits, have, egressNetwork)
+	return egressnet.BoundProxy(ctx, r.Config.ConnLimits, have, egressNetwork)
 }
 
 // proxyRecreation is the reason and message (its %s the proxy's name) of
@@ -351,13 +352,13 @@ func (r *Reconciler) awaitProxy(_ context.Context, s *sandboxScope) (ctrl.Result
 		setEgressReady(s)
 		return ctrl.Result{}, nil
 	case errors.Is(err, docker.ErrStartFailed):
-		shared.SetCondition(s.sbx, afev1.EgressReadyCondition, false, afev1.ProxyNotAnsweringReason,
+		writes.SetCondition(s.sbx, afev1.EgressReadyCondition, false, afev1.ProxyNotAnsweringReason,
 			fmt.Sprintf("Proxy %s could not be started; check the controller's --proxy-image: %v", name, err))
 		return ctrl.Result{RequeueAfter: startFailedRetry}, nil
 	case errors.Is(err, docker.ErrConflict):
 		return s.notAdopted(afev1.EgressReadyCondition, "Container", name)
 	case errors.As(err, &silent):
-		shared.SetCondition(s.sbx, afev1.EgressReadyCondition, false, afev1.ProxyNotAnsweringReason,
+		writes.SetCondition(s.sbx, afev1.EgressReadyCondition, false, afev1.ProxyNotAnsweringReason,
 			fmt.Sprintf("Proxy %s does not answer: %v", name, silent.err))
 		return ctrl.Result{RequeueAfter: egressRetry}, nil
 	}
@@ -366,7 +367,7 @@ func (r *Reconciler) awaitProxy(_ context.Context, s *sandboxScope) (ctrl.Result
 
 // waitProxy probes the proxy from inside its container until squid answers.
 func (r *Reconciler) waitProxy(ctx context.Context, proxy *docker.Container) error {
-	return shared.WaitProxy(ctx, r.Engine, proxy)
+	return egressnet.WaitProxy(ctx, r.Engine, proxy)
 }
 
 // cleanupEgress removes the proxy and the network of a sandbox that no longer

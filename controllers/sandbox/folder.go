@@ -20,7 +20,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/folders"
+	"afe.dev/sandbox/controllers/identity"
+	"afe.dev/sandbox/controllers/writes"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/sandboxspec"
 )
@@ -63,7 +65,7 @@ func (r *Reconciler) reconcileFolder(ctx context.Context, s *sandboxScope) (ctrl
 	if err != nil {
 		return r.refuseFolder(ctx, s, err)
 	}
-	c, err := shared.FindFolderConflict(ctx, r.APIReader, r.Engine, r.Config, s.sbx, path)
+	c, err := folders.FindConflict(ctx, r.APIReader, r.Engine, r.Config, s.sbx, path)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -76,7 +78,7 @@ func (r *Reconciler) reconcileFolder(ctx context.Context, s *sandboxScope) (ctrl
 	}
 	s.resolved.Workspace = f.Path
 	s.sbx.Status.VolumeName = ""
-	shared.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, true, afev1.ReadyReason, "Host folder "+f.Path+" is mounted at /workspace")
+	writes.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, true, afev1.ReadyReason, "Host folder "+f.Path+" is mounted at /workspace")
 	return ctrl.Result{}, nil
 }
 
@@ -92,7 +94,7 @@ func (r *Reconciler) refuseFolder(ctx context.Context, s *sandboxScope, err erro
 			return ctrl.Result{}, err
 		}
 		// The container is gone: its condition says why, not what it was.
-		shared.SetCondition(s.sbx, afev1.ContainerReadyCondition, false, ie.Reason,
+		writes.SetCondition(s.sbx, afev1.ContainerReadyCondition, false, ie.Reason,
 			"No container while the workspace folder is refused")
 	}
 	return r.refuse(ctx, s, afev1.WorkspaceReadyCondition, ie)
@@ -100,22 +102,22 @@ func (r *Reconciler) refuseFolder(ctx context.Context, s *sandboxScope, err erro
 
 // refuseConflict removes the Sandbox's container and says what it
 // conflicts with. A conflict with another Sandbox's spec is looked at again
-// when either changes (see folderNeighbours), and every shared.ConflictRetry in
+// when either changes (see folderNeighbours), and every writes.ConflictRetry in
 // case an event was missed; one with a leftover container sooner.
-func (r *Reconciler) refuseConflict(ctx context.Context, s *sandboxScope, path string, c *shared.FolderConflict) (ctrl.Result, error) {
+func (r *Reconciler) refuseConflict(ctx context.Context, s *sandboxScope, path string, c *folders.Conflict) (ctrl.Result, error) {
 	msg := c.Message(path)
 	logf.FromContext(ctx).Info("Folder workspace conflicts", "message", msg)
 	if err := r.dropFolderContainer(ctx, s, afev1.WorkspaceConflictReason, msg); err != nil {
 		return ctrl.Result{}, err
 	}
-	shared.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, false, afev1.WorkspaceConflictReason, msg)
-	shared.SetCondition(s.sbx, afev1.ContainerReadyCondition, false, afev1.WorkspaceConflictReason,
+	writes.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, false, afev1.WorkspaceConflictReason, msg)
+	writes.SetCondition(s.sbx, afev1.ContainerReadyCondition, false, afev1.WorkspaceConflictReason,
 		"No container while the workspace folder conflicts with another Sandbox's")
 	s.sbx.Status.ObservedGeneration = s.sbx.Generation
 	if c.Container != "" {
 		return ctrl.Result{RequeueAfter: folderConflictRetry}, nil
 	}
-	return ctrl.Result{RequeueAfter: shared.ConflictRetry}, nil
+	return ctrl.Result{RequeueAfter: writes.ConflictRetry}, nil
 }
 
 // dropFolderContainer removes the Sandbox's container, by ID once its
@@ -123,7 +125,7 @@ func (r *Reconciler) refuseConflict(ctx context.Context, s *sandboxScope, path s
 // a loss later.
 func (r *Reconciler) dropFolderContainer(ctx context.Context, s *sandboxScope, reason, why string) error {
 	name := s.containerName()
-	c, err := shared.OwnedContainer(ctx, r.Engine, s.id, name, "")
+	c, err := identity.OwnedContainer(ctx, r.Engine, s.id, name, "")
 	if errors.Is(err, docker.ErrNotFound) {
 		s.sbx.Status.ContainerID = ""
 		return nil
@@ -156,7 +158,7 @@ func (r *Reconciler) runInFolder(ctx context.Context, s *sandboxScope, want dock
 	mu.Lock()
 	defer mu.Unlock()
 
-	c, err := shared.FindFolderConflict(ctx, r.APIReader, r.Engine, r.Config, s.sbx, s.resolved.Workspace)
+	c, err := folders.FindConflict(ctx, r.APIReader, r.Engine, r.Config, s.sbx, s.resolved.Workspace)
 	if err != nil {
 		return nil, ctrl.Result{}, err
 	}
@@ -177,7 +179,7 @@ func (r *Reconciler) runInFolder(ctx context.Context, s *sandboxScope, want dock
 		return nil, ctrl.Result{}, err
 	}
 	if err := r.verifyFolderMount(ctx, s, created, f); err != nil {
-		return nil, ctrl.Result{RequeueAfter: shared.ConflictRetry}, r.dropMismatch(ctx, s, created, err)
+		return nil, ctrl.Result{RequeueAfter: writes.ConflictRetry}, r.dropMismatch(ctx, s, created, err)
 	}
 	return created, ctrl.Result{}, nil
 }
@@ -264,8 +266,8 @@ func (r *Reconciler) dropMismatch(ctx context.Context, s *sandboxScope, c *docke
 		return cause
 	}
 	msg := "What the engine mounted at /workspace is not the folder the controller checked; the container was removed: " + cause.Error()
-	shared.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, false, afev1.WorkspaceMountMismatchReason, msg)
-	shared.SetCondition(s.sbx, afev1.ContainerReadyCondition, false, afev1.WorkspaceMountMismatchReason, "The container was removed: its /workspace was not the checked folder")
+	writes.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, false, afev1.WorkspaceMountMismatchReason, msg)
+	writes.SetCondition(s.sbx, afev1.ContainerReadyCondition, false, afev1.WorkspaceMountMismatchReason, "The container was removed: its /workspace was not the checked folder")
 	r.Recorder.Eventf(s.sbx, nil, corev1.EventTypeWarning, afev1.WorkspaceMountMismatchReason, "Remove", "Removed container %s: %s", c.Name, cause.Error())
 	return nil
 }
@@ -316,7 +318,7 @@ func folderChanged() predicate.Predicate {
 		CreateFunc: func(e event.CreateEvent) bool { return isFolder(e.Object) },
 		DeleteFunc: func(e event.DeleteEvent) bool { return isFolder(e.Object) },
 		UpdateFunc: func(e event.UpdateEvent) bool {
-			return (isFolder(e.ObjectOld) || isFolder(e.ObjectNew)) && shared.SpecOrDeletionChanged(statusForgeable(nil)).Update(e)
+			return (isFolder(e.ObjectOld) || isFolder(e.ObjectNew)) && writes.SpecOrDeletionChanged(statusForgeable(nil)).Update(e)
 		},
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}

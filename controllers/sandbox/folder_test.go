@@ -15,7 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/config"
 	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/test/dockertest"
 	"afe.dev/sandbox/test/wsroot"
@@ -46,7 +46,7 @@ func TestVerifyFolderMount(t *testing.T) {
 	if err := os.MkdirAll(a, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	r := &Reconciler{Engine: engine, Config: shared.Config{Options: shared.Options{WorkspaceRoot: root, Instance: inst}}}
+	r := &Reconciler{Engine: engine, Config: config.Config{Options: config.Options{WorkspaceRoot: root, Instance: inst}}}
 	sbx := &afev1.Sandbox{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "verify", UID: types.UID("uid-" + inst)},
 		Spec: afev1.SandboxSpec{SandboxTemplateSpec: afev1.SandboxTemplateSpec{

@@ -8,7 +8,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/hostids"
+	"afe.dev/sandbox/controllers/writes"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/sandboxspec"
 )
@@ -18,8 +19,8 @@ import (
 const idsExhaustedRetry = 30 * time.Second
 
 // hostIDs are the ids being given, shared with the pool reconciler when the
-// manager set them (shared.HostIDs says how ids are allocated).
-func (r *Reconciler) hostIDs() *shared.HostIDs {
+// manager set them (hostids.Allocator says how ids are allocated).
+func (r *Reconciler) hostIDs() *hostids.Allocator {
 	if r.IDs != nil {
 		return r.IDs
 	}
@@ -30,12 +31,12 @@ func (r *Reconciler) hostIDs() *shared.HostIDs {
 // id its container carries, else the one a container of its ticket
 // carries, else a free one. The reservation must be released when the
 // reconcile is done with it; a nil one comes with what to return.
-func (r *Reconciler) allocateUser(ctx context.Context, s *sandboxScope) (*shared.HostID, ctrl.Result, error) {
+func (r *Reconciler) allocateUser(ctx context.Context, s *sandboxScope) (*hostids.Reservation, ctrl.Result, error) {
 	vopts, err := r.Config.Validation()
 	if err != nil {
 		return nil, ctrl.Result{}, err
 	}
-	holder := shared.HolderOf(s.id.Labels(afev1.RoleSandbox))
+	holder := hostids.HolderOf(s.id.Labels(afev1.RoleSandbox))
 	own := ""
 	have, err := r.Engine.InspectContainer(ctx, s.containerName())
 	if err != nil && !errors.Is(err, docker.ErrNotFound) {
@@ -48,7 +49,7 @@ func (r *Reconciler) allocateUser(ctx context.Context, s *sandboxScope) (*shared
 	}
 	id, err := r.hostIDs().Reserve(ctx, r.Engine, holder, own, vopts)
 	if ie, ok := sandboxspec.AsInvalid(err); ok {
-		shared.SetCondition(s.sbx, afev1.ContainerReadyCondition, false, ie.Reason, ie.Message)
+		writes.SetCondition(s.sbx, afev1.ContainerReadyCondition, false, ie.Reason, ie.Message)
 		return nil, ctrl.Result{RequeueAfter: idsExhaustedRetry}, nil
 	}
 	if err != nil {

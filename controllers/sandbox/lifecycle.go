@@ -12,9 +12,11 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/identity"
+	"afe.dev/sandbox/controllers/writes"
 	"afe.dev/sandbox/internal/naming"
 	"afe.dev/sandbox/internal/plan"
+	"afe.dev/sandbox/internal/runrefs"
 )
 
 // suspendedMessage is the condition message of a suspended sandbox.
@@ -189,7 +191,7 @@ func inFlight(runs []afev1.Run) bool {
 // runsOf lists the Runs that name the sandbox, from the cache.
 func (r *Reconciler) runsOf(ctx context.Context, sbx *afev1.Sandbox) ([]afev1.Run, error) {
 	list := &afev1.RunList{}
-	if err := r.List(ctx, list, client.InNamespace(sbx.Namespace), client.MatchingFields{shared.RunSandboxIndex: sbx.Name}); err != nil {
+	if err := r.List(ctx, list, client.InNamespace(sbx.Namespace), client.MatchingFields{runrefs.SandboxIndex: sbx.Name}); err != nil {
 		return nil, err
 	}
 	return list.Items, nil
@@ -211,7 +213,7 @@ func (r *Reconciler) ticketPaused(ctx context.Context, sbx *afev1.Sandbox) (bool
 // runningExecs counts the commands running in the sandbox's own container,
 // verified by its labels.
 func (r *Reconciler) runningExecs(ctx context.Context, s *sandboxScope) (int, error) {
-	ct, err := shared.SandboxContainer(ctx, r.Engine, s.id)
+	ct, err := identity.SandboxContainer(ctx, r.Engine, s.id)
 	if ct == nil || err != nil {
 		return 0, err
 	}
@@ -227,7 +229,7 @@ func (r *Reconciler) stop(ctx context.Context, s *sandboxScope, reason, message 
 		{naming.Container(s.id.Key), afev1.RoleSandbox},
 		{naming.Proxy(s.id.Key), afev1.RoleProxy},
 	} {
-		ct, err := shared.OwnedContainer(ctx, r.Engine, s.id, c.name, c.role)
+		ct, err := identity.OwnedContainer(ctx, r.Engine, s.id, c.name, c.role)
 		if err != nil && !isEngineNotFound(err) {
 			return err
 		}
@@ -240,15 +242,15 @@ func (r *Reconciler) stop(ctx context.Context, s *sandboxScope, reason, message 
 			return err
 		}
 	}
-	shared.SetCondition(sbx, afev1.ContainerReadyCondition, false, reason, message)
+	writes.SetCondition(sbx, afev1.ContainerReadyCondition, false, reason, message)
 	if len(sbx.Spec.Egress) > 0 {
-		shared.SetCondition(sbx, afev1.EgressReadyCondition, false, reason, message)
+		writes.SetCondition(sbx, afev1.EgressReadyCondition, false, reason, message)
 	}
 	sbx.Status.ObservedGeneration = sbx.Generation
 	return nil
 }
 
-func isEngineNotFound(err error) bool { return err != nil && shared.IgnoreEngineNotFound(err) == nil }
+func isEngineNotFound(err error) bool { return err != nil && identity.IgnoreEngineNotFound(err) == nil }
 
 // sandboxOfRun maps a Run to the Sandbox it names, when that sandbox has a
 // lifecycle a Run changes: a new Run resumes a suspended sandbox, and the

@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/internal/activity"
 )
 
 func TestLastActivity(t *testing.T) {
@@ -34,7 +34,7 @@ func TestLastActivity(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			r := &Reconciler{Activity: &shared.ActivityLog{}}
+			r := &Reconciler{Activity: &activity.Log{}}
 			sbx := &afev1.Sandbox{Status: tc.status}
 			sbx.UID, sbx.CreationTimestamp = "uid-1", metav1.Time{Time: created}
 			if tc.annotation != "" {

@@ -14,10 +14,12 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/writes"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/naming"
+	"afe.dev/sandbox/internal/placement"
 	"afe.dev/sandbox/internal/tarbound"
+	"afe.dev/sandbox/move"
 )
 
 // A ticket whose node is lost (per-node mode, NodeLost) is placed anew and
@@ -31,7 +33,7 @@ import (
 // with the newest, before the container first runs. Each manager answers
 // only for its own instance's volumes of that namespace, sandbox name and
 // Ticket UID, and only to the manager of the node the ticket's placeholder
-// is bound to (access/move.go). The ticket's status says the placement
+// is bound to (the move package). The ticket's status says the placement
 // was lost; a forged one only has a sandbox start from its own ticket's
 // newest snapshot.
 
@@ -64,7 +66,7 @@ func (r *Reconciler) afterNodeLost(ctx context.Context, s *sandboxScope) (types.
 	if !r.Config.PerNode || r.Config.Moves == nil {
 		return "", nil
 	}
-	tk, _, err := shared.TicketOf(ctx, r.Client, s.sbx)
+	tk, _, err := placement.TicketOf(ctx, r.Client, s.sbx)
 	if err != nil || !madeAfterNodeLost(s.sbx, tk) {
 		return "", err
 	}
@@ -120,7 +122,7 @@ func (r *Reconciler) restoreAfterNodeLost(ctx context.Context, s *sandboxScope, 
 		return v, "", ctrl.Result{}, err
 	}
 	if err != nil {
-		shared.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, false, afev1.NodeLostReason,
+		writes.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, false, afev1.NodeLostReason,
 			fmt.Sprintf("Restoring snapshot %s of node %s, the ticket's newest after its node was lost: %v", snap.Volume, snap.Node, err))
 		return nil, "", ctrl.Result{}, errors.Join(err, r.removeOwnedVolume(ctx, s))
 	}
@@ -135,16 +137,16 @@ func (r *Reconciler) restoreAfterNodeLost(ctx context.Context, s *sandboxScope, 
 // sandbox's name on this engine or on the engine of a manager that
 // answers; false when there is none, or a result while a running manager
 // has not answered yet.
-func (r *Reconciler) newestReachableSnapshot(ctx context.Context, s *sandboxScope, ticketUID types.UID) (shared.PeerSnapshot, bool, ctrl.Result, error) {
+func (r *Reconciler) newestReachableSnapshot(ctx context.Context, s *sandboxScope, ticketUID types.UID) (move.PeerSnapshot, bool, ctrl.Result, error) {
 	found, unanswered := r.Config.Moves.Snapshots(ctx, s.sbx)
 	if unanswered != nil {
 		// A running manager that has not answered yet (its cache not
 		// showing the new placement, say) may keep the newest: asked
 		// again for a while, then done without it.
 		if time.Since(s.sbx.CreationTimestamp.Time) < snapshotsPatience {
-			shared.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, false, afev1.NodeLostReason,
+			writes.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, false, afev1.NodeLostReason,
 				"Asking the managers of the other nodes for the ticket's snapshots: "+unanswered.Error())
-			return shared.PeerSnapshot{}, false, ctrl.Result{RequeueAfter: moveRetry}, nil
+			return move.PeerSnapshot{}, false, ctrl.Result{RequeueAfter: moveRetry}, nil
 		}
 		logf.FromContext(ctx).Info("Some managers did not say which snapshots of the ticket they keep", "error", unanswered.Error())
 		r.Recorder.Eventf(s.sbx, nil, corev1.EventTypeWarning, afev1.NodeLostReason, "Restore",
@@ -158,12 +160,12 @@ func (r *Reconciler) newestReachableSnapshot(ctx context.Context, s *sandboxScop
 		afev1.LabelTicketUID:  string(ticketUID),
 	})
 	if err != nil {
-		return shared.PeerSnapshot{}, false, ctrl.Result{}, err
+		return move.PeerSnapshot{}, false, ctrl.Result{}, err
 	}
 	for _, v := range local {
-		found = append(found, shared.PeerSnapshot{Node: r.Config.Instance, Volume: v.Name, Created: v.Created})
+		found = append(found, move.PeerSnapshot{Node: r.Config.Instance, Volume: v.Name, Created: v.Created})
 	}
-	snap, ok := shared.NewestSnapshot(found)
+	snap, ok := move.NewestSnapshot(found)
 	return snap, ok, ctrl.Result{}, nil
 }
 
@@ -187,7 +189,7 @@ func (r *Reconciler) copyLocalSnapshot(ctx context.Context, s *sandboxScope, sna
 
 // fetchSnapshot fills the workspace volume with a snapshot another node's
 // manager sends, and verifies that it arrived whole.
-func (r *Reconciler) fetchSnapshot(ctx context.Context, s *sandboxScope, snap shared.PeerSnapshot, volume string) (int64, error) {
+func (r *Reconciler) fetchSnapshot(ctx context.Context, s *sandboxScope, snap move.PeerSnapshot, volume string) (int64, error) {
 	tree, err := r.Config.Moves.Snapshot(ctx, snap.Node, s.sbx, snap.Volume)
 	if err != nil {
 		return 0, err

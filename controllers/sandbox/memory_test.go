@@ -6,7 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/internal/activity"
 	"afe.dev/sandbox/internal/plan"
 )
 
@@ -14,7 +14,7 @@ import (
 // of that Sandbox; the record of its finalization outlives it.
 func TestForget(t *testing.T) {
 	now := time.Now()
-	r := &Reconciler{Activity: &shared.ActivityLog{}}
+	r := &Reconciler{Activity: &activity.Log{}}
 	for _, uid := range []types.UID{"gone", "kept"} {
 		r.mem.written.record(uid, "c1")
 		r.mem.crashes.set(uid, plan.CrashRun{}.AfterLoss(now.Add(-2*time.Second), now.Add(-time.Second)).AfterLoss(now.Add(-time.Second), now))

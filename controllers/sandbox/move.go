@@ -14,17 +14,19 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/identity"
+	"afe.dev/sandbox/controllers/writes"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/naming"
 	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/internal/tarbound"
+	"afe.dev/sandbox/move"
 )
 
 // A sandbox whose ticket was moved off a drained node (per-node mode,
 // NodeDrained) keeps its UID. The manager of the node it arrives on (B)
 // finds status.node naming another node (A): it takes the Run logs and the
-// workspace from A's manager (shared.Mover, which A answers only for the
+// workspace from A's manager (move.Mover, which A answers only for the
 // sandbox of this UID placed on B, and which stops A's container first),
 // fills a volume with them and verifies them, then records that on its
 // engine (the volume naming.MoveVerified). A's manager asks B's whether it
@@ -68,7 +70,7 @@ func (r *Reconciler) moveIn(ctx context.Context, s *sandboxScope) (*docker.Volum
 	// Until its container runs here, status.node keeps naming the node it
 	// comes from (recordNode).
 	s.moving = true
-	shared.SetCondition(sbx, afev1.ContainerReadyCondition, false, afev1.NodeDrainedReason,
+	writes.SetCondition(sbx, afev1.ContainerReadyCondition, false, afev1.NodeDrainedReason,
 		"The sandbox is moving from node "+from+" with its workspace")
 	verified, res, err := r.moveRecord(ctx, s)
 	if err != nil || !res.IsZero() {
@@ -111,19 +113,19 @@ func (r *Reconciler) takeMoved(ctx context.Context, s *sandboxScope) (ctrl.Resul
 		}
 		err = r.Config.Moves.RunLogs(ctx, from, sbx, uids)
 	}
-	var tree *shared.MovedWorkspace
+	var tree *move.Workspace
 	if err == nil {
 		tree, err = r.Config.Moves.Workspace(ctx, from, sbx)
 	}
 	switch {
-	case errors.Is(err, shared.ErrNothingToMove):
+	case errors.Is(err, move.ErrNothingToMove):
 		log.Info("Nothing of the sandbox to move from the node its ticket left", "reason", err.Error())
 		r.Recorder.Eventf(sbx, nil, corev1.EventTypeWarning, afev1.SandboxLostReason, "Move",
 			"Node %s's manager has no workspace of the sandbox to move: %v", from, err)
 		sbx.Status.Node = r.Config.Instance
 		return ctrl.Result{}, nil
 	case err != nil:
-		shared.SetCondition(sbx, afev1.WorkspaceReadyCondition, false, afev1.NodeDrainedReason,
+		writes.SetCondition(sbx, afev1.WorkspaceReadyCondition, false, afev1.NodeDrainedReason,
 			fmt.Sprintf("Waiting for the workspace from node %s, which the ticket left: %v", from, err))
 		log.Info("The workspace cannot be moved yet", "error", err.Error())
 		return ctrl.Result{RequeueAfter: moveRetry}, nil
@@ -136,7 +138,7 @@ func (r *Reconciler) takeMoved(ctx context.Context, s *sandboxScope) (ctrl.Resul
 // receiveMoved fills the moved tree into its volume and records it
 // verified, with a record of its own: a volume of the record's name made
 // by another in the meantime is a conflict, and what was filled goes.
-func (r *Reconciler) receiveMoved(ctx context.Context, s *sandboxScope, tree *shared.MovedWorkspace, log logr.Logger) (ctrl.Result, error) {
+func (r *Reconciler) receiveMoved(ctx context.Context, s *sandboxScope, tree *move.Workspace, log logr.Logger) (ctrl.Result, error) {
 	into, err := r.moveTarget(ctx, s)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -195,7 +197,7 @@ func (r *Reconciler) placeMoved(ctx context.Context, s *sandboxScope, log logr.L
 		return nil, ctrl.Result{}, err
 	}
 	if staging == nil {
-		v, err := shared.WorkspaceVolume(ctx, r.Engine, s.id)
+		v, err := identity.WorkspaceVolume(ctx, r.Engine, s.id)
 		if errors.Is(err, docker.ErrNotFound) {
 			// Removed since it was filled: taken again.
 			return nil, ctrl.Result{RequeueAfter: moveRetry}, r.removeMoveVolumes(ctx, s)
@@ -207,7 +209,7 @@ func (r *Reconciler) placeMoved(ctx context.Context, s *sandboxScope, log logr.L
 		return nil, ctrl.Result{}, err
 	}
 	if v == nil {
-		shared.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, false, afev1.NodeDrainedReason, fmt.Sprintf(
+		writes.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, false, afev1.NodeDrainedReason, fmt.Sprintf(
 			"The workspace arrived from node %s and was verified; waiting for that node's manager to remove its copy", s.sbx.Status.Node))
 		return nil, ctrl.Result{RequeueAfter: moveRetry}, nil
 	}
@@ -235,7 +237,7 @@ func (r *Reconciler) placeMoved(ctx context.Context, s *sandboxScope, log logr.L
 // staging volume's name that is not this sandbox's of this instance
 // (another instance's, on an engine the nodes share) is a conflict: it is
 // never taken for this sandbox's, nothing is transferred while it is
-// there, and the move is looked at again after shared.ConflictRetry.
+// there, and the move is looked at again after writes.ConflictRetry.
 func (r *Reconciler) moveRecord(ctx context.Context, s *sandboxScope) (*docker.Volume, ctrl.Result, error) {
 	var verified *docker.Volume
 	for _, name := range []string{naming.MoveStaging(s.id.Key, s.id.Instance), naming.MoveVerified(s.id.Key, s.id.Instance)} {
@@ -312,7 +314,7 @@ func (r *Reconciler) removeMoveVolumes(ctx context.Context, s *sandboxScope) err
 // user they had there made the sandbox's user's here, and verifies that
 // the tree arrived whole; on any failure the volume is removed, and made
 // again by the next attempt.
-func (r *Reconciler) fillMoved(ctx context.Context, s *sandboxScope, into docker.VolumeSpec, tree *shared.MovedWorkspace) (int64, error) {
+func (r *Reconciler) fillMoved(ctx context.Context, s *sandboxScope, into docker.VolumeSpec, tree *move.Workspace) (int64, error) {
 	owners, err := r.movedOwners(s, tree.User)
 	if err != nil {
 		return 0, errors.Join(err, r.removeFilled(ctx, s, into))
@@ -334,7 +336,7 @@ func (r *Reconciler) fillMoved(ctx context.Context, s *sandboxScope, into docker
 	if errors.Is(err, tarbound.ErrTooLarge) || errors.Is(err, tarbound.ErrSparse) {
 		err = fmt.Errorf("the workspace holds more than %s, each file at its full size: %w", r.Config.CopyBound(s.sbx), err)
 	}
-	shared.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, false, afev1.NodeDrainedReason,
+	writes.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, false, afev1.NodeDrainedReason,
 		fmt.Sprintf("The workspace from node %s did not arrive whole; trying again: %v", s.sbx.Status.Node, err))
 	return n, errors.Join(fmt.Errorf("move the workspace from node %s: %w", s.sbx.Status.Node, err), r.removeFilled(ctx, s, into))
 }

@@ -9,9 +9,10 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/identity"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/naming"
+	"afe.dev/sandbox/internal/placement"
 )
 
 // moveOut removes, on the node a sandbox's ticket left, what it ran there,
@@ -25,7 +26,7 @@ func (r *Reconciler) moveOut(ctx context.Context, s *sandboxScope) (ctrl.Result,
 	if held, err := r.holdsAny(ctx, s); err != nil || !held {
 		return ctrl.Result{}, err
 	}
-	placed, err := shared.PlacedNode(ctx, r.Client, r.Config.PlacementKey, s.sbx)
+	placed, err := placement.PlacedNode(ctx, r.Client, r.Config.PlacementKey, s.sbx)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -66,7 +67,7 @@ func (r *Reconciler) holdsAny(ctx context.Context, s *sandboxScope) (bool, error
 	if err != nil && !errors.Is(err, docker.ErrNotFound) {
 		return false, err
 	}
-	if _, err = shared.WorkspaceVolume(ctx, r.Engine, s.id); !errors.Is(err, docker.ErrNotFound) {
+	if _, err = identity.WorkspaceVolume(ctx, r.Engine, s.id); !errors.Is(err, docker.ErrNotFound) {
 		return err == nil, err
 	}
 	_, err = r.Engine.InspectVolume(ctx, naming.Claim(s.id.Key))

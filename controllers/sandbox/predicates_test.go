@@ -7,7 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/writes"
 )
 
 // A status-only update is reconciled at once when it may be forged, so the
@@ -43,7 +43,7 @@ func TestSpecOrDeletionChangedPassesForgeries(t *testing.T) {
 			if tc.wrote != "" {
 				written.record(meta.UID, tc.wrote)
 			}
-			got := shared.SpecOrDeletionChanged(statusForgeable(&written)).Update(event.UpdateEvent{ObjectOld: old, ObjectNew: updated})
+			got := writes.SpecOrDeletionChanged(statusForgeable(&written)).Update(event.UpdateEvent{ObjectOld: old, ObjectNew: updated})
 			if got != tc.pass {
 				t.Errorf("Update passes = %v, want %v", got, tc.pass)
 			}

@@ -11,14 +11,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/identity"
+	"afe.dev/sandbox/controllers/writes"
 )
 
 // SetupWithManager registers the reconciler: Sandboxes (spec changes and
 // deletion, not our own status writes) and Docker container events.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
-		For(&afev1.Sandbox{}, builder.WithPredicates(shared.SpecOrDeletionChanged(statusForgeable(&r.mem.written)))).
+		For(&afev1.Sandbox{}, builder.WithPredicates(writes.SpecOrDeletionChanged(statusForgeable(&r.mem.written)))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Config.MaxConcurrentReconciles)}).
 		Named("sandbox")
 	// Both sides of a Folder workspace conflict look again when either
@@ -44,7 +45,7 @@ func statusForgeable(own *writtenIDs) func(old, obj client.Object) bool {
 	return func(o, n client.Object) bool {
 		old, okOld := o.(*afev1.Sandbox)
 		sbx, okNew := n.(*afev1.Sandbox)
-		return okOld && okNew && (shared.StatusNamesForeign(sbx) ||
+		return okOld && okNew && (identity.StatusNamesForeign(sbx) ||
 			old.Status.ContainerID != sbx.Status.ContainerID && !own.wrote(sbx.UID, sbx.Status.ContainerID) ||
 			old.Status.Node != sbx.Status.Node)
 	}

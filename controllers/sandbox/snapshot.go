@@ -12,7 +12,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/writes"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/naming"
 	"afe.dev/sandbox/internal/sandboxspec"
@@ -66,7 +66,7 @@ func (r *Reconciler) snapshotMissing(ctx context.Context, s *sandboxScope) (bool
 		v.Labels[afev1.LabelNamespace] == s.id.Namespace && v.Labels[afev1.LabelController] == s.id.Instance {
 		return false, nil
 	}
-	shared.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, false, afev1.SnapshotNotFoundReason,
+	writes.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, false, afev1.SnapshotNotFoundReason,
 		fmt.Sprintf("Snapshot volume %s does not exist in this namespace; fix workspace.fromSnapshot", name))
 	return true, nil
 }
@@ -96,7 +96,7 @@ func (r *Reconciler) restoreWorkspace(ctx context.Context, s *sandboxScope, volu
 	if errors.Is(err, tarbound.ErrTooLarge) || errors.Is(err, tarbound.ErrSparse) {
 		// Nothing of a snapshot past the bound is kept: the volume is
 		// removed, and made again for the next attempt.
-		shared.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, false, afev1.SnapshotTooLargeReason,
+		writes.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, false, afev1.SnapshotTooLargeReason,
 			fmt.Sprintf("Snapshot volume %s holds more than %s, each file at its full size; restore another snapshot or raise that bound", from, r.Config.CopyBound(s.sbx)))
 		return errors.Join(fmt.Errorf("restore snapshot %s into %s: %w", from, volume, err), r.removeOwnedVolume(ctx, s))
 	}

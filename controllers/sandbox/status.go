@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/writes"
 	"afe.dev/sandbox/internal/metrics"
 	"afe.dev/sandbox/internal/status"
 )
@@ -29,7 +29,7 @@ func (r *Reconciler) commit(ctx context.Context, s *sandboxScope) error {
 	}
 	now := metav1.Now()
 	status.SummarizeSandbox(&sbx.Status, sbx.Generation, deleting, now)
-	written, err := shared.PatchStatus(ctx, r.Client, before, sbx, afev1.SandboxFinalizer,
+	written, err := writes.PatchStatus(ctx, r.Client, before, sbx, afev1.SandboxFinalizer,
 		func(o *afev1.Sandbox) any { return o.Status })
 	if !written {
 		return err

@@ -89,7 +89,7 @@ func hostRoutes(ctx context.Context, engine AddressPools) ([]subnets.Named, erro
 }
 
 // inspectOrCreateNetwork returns the sandbox's network of the spec's name,
-// made when missing on a free block of --egress-subnets (shared.Subnets).
+// made when missing on a free block of --egress-subnets (egressnet.Subnets).
 func (r *Reconciler) inspectOrCreateNetwork(ctx context.Context, spec docker.NetworkSpec) (*docker.Network, error) {
 	subnets := r.Subnets
 	if subnets == nil {

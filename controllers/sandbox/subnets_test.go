@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/config"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/sandboxspec"
 	"afe.dev/sandbox/internal/subnets"
@@ -67,8 +67,8 @@ func TestEgressNetworksGetBlocksOfTheirOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	engine := &racingEngine{Engine: fakeengine.New(), ranges: ranges}
-	a := &Reconciler{Engine: engine, Config: shared.Config{Options: shared.Options{Instance: "a", EgressSubnets: ranges}}}
-	b := &Reconciler{Engine: engine, Config: shared.Config{Options: shared.Options{Instance: "b", EgressSubnets: ranges}}}
+	a := &Reconciler{Engine: engine, Config: config.Config{Options: config.Options{Instance: "a", EgressSubnets: ranges}}}
+	b := &Reconciler{Engine: engine, Config: config.Config{Options: config.Options{Instance: "b", EgressSubnets: ranges}}}
 
 	var got []netip.Prefix
 	for i, r := range []*Reconciler{a, b, a} {

@@ -8,7 +8,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/identity"
 	"afe.dev/sandbox/internal/sandboxspec"
 )
 
@@ -20,9 +20,9 @@ import (
 // allowed is kept, like for any spec that cannot be honoured.
 func (r *Reconciler) removeRefusedContainer(ctx context.Context, s *sandboxScope) error {
 	name := s.containerName()
-	c, err := shared.OwnedContainer(ctx, r.Engine, s.id, name, "")
+	c, err := identity.OwnedContainer(ctx, r.Engine, s.id, name, "")
 	if c == nil {
-		return shared.IgnoreEngineNotFound(err)
+		return identity.IgnoreEngineNotFound(err)
 	}
 	vopts, err := r.Config.Validation()
 	if err != nil {

@@ -10,7 +10,8 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/identity"
+	"afe.dev/sandbox/controllers/writes"
 	"afe.dev/sandbox/docker"
 	"afe.dev/sandbox/internal/naming"
 	"afe.dev/sandbox/internal/sandboxspec"
@@ -29,7 +30,7 @@ func (r *Reconciler) reconcileWorkspace(ctx context.Context, s *sandboxScope) (c
 		if v != nil {
 			s.resolved.Workspace = v.Name
 			s.sbx.Status.VolumeName = v.Name
-			shared.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, true, afev1.MovedReason,
+			writes.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, true, afev1.MovedReason,
 				"Volume "+v.Name+", holding the workspace moved from node "+s.sbx.Status.Node+", is mounted at /workspace")
 			return ctrl.Result{}, nil
 		}
@@ -72,7 +73,7 @@ func (r *Reconciler) reconcileWorkspace(ctx context.Context, s *sandboxScope) (c
 		c.Status == metav1.ConditionTrue && c.Reason == afev1.RestoredFromSnapshotReason {
 		reason, msg = c.Reason, c.Message // restored after its node was lost, and kept
 	}
-	shared.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, true, reason, msg)
+	writes.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, true, reason, msg)
 	return ctrl.Result{}, nil
 }
 
@@ -94,7 +95,7 @@ func (r *Reconciler) lostWorkspace(ctx context.Context, s *sandboxScope) (done b
 	}
 	s.resolved.Workspace = v.Name
 	s.sbx.Status.VolumeName = v.Name
-	shared.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, true, afev1.RestoredFromSnapshotReason,
+	writes.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, true, afev1.RestoredFromSnapshotReason,
 		"Volume "+v.Name+", made from "+from+" (the ticket's newest after its node was lost), is mounted at /workspace")
 	return true, ctrl.Result{}, nil
 }
@@ -102,11 +103,11 @@ func (r *Reconciler) lostWorkspace(ctx context.Context, s *sandboxScope) (done b
 // claimedWorkspace is the workspace of a sandbox served from a pool: its
 // member's volume, as the record binds it.
 func (r *Reconciler) claimedWorkspace(ctx context.Context, s *sandboxScope) (ctrl.Result, error) {
-	v, err := shared.WorkspaceVolume(ctx, r.Engine, s.id)
+	v, err := identity.WorkspaceVolume(ctx, r.Engine, s.id)
 	if errors.Is(err, docker.ErrNotFound) {
 		// The member's workspace is gone: a loss, released and made again
 		// by the next reconcile.
-		shared.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, false, afev1.SandboxLostReason,
+		writes.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, false, afev1.SandboxLostReason,
 			"The workspace volume of the pool member was lost")
 		return ctrl.Result{}, r.releaseLost(ctx, s)
 	}
@@ -115,7 +116,7 @@ func (r *Reconciler) claimedWorkspace(ctx context.Context, s *sandboxScope) (ctr
 	}
 	s.resolved.Workspace = v.Name
 	s.sbx.Status.VolumeName = v.Name
-	shared.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, true, afev1.ReadyReason,
+	writes.SetCondition(s.sbx, afev1.WorkspaceReadyCondition, true, afev1.ReadyReason,
 		"Volume "+v.Name+", of a member of pool "+s.sbx.Status.Pool+", is mounted at /workspace")
 	return ctrl.Result{}, nil
 }
@@ -126,7 +127,7 @@ func (r *Reconciler) claimedWorkspace(ctx context.Context, s *sandboxScope) (ctr
 // is an orphan and is replaced at once; nil means the name is taken by an
 // object that is not ours to touch.
 func (r *Reconciler) ensureWorkspaceVolume(ctx context.Context, s *sandboxScope) (*docker.Volume, error) {
-	v, err := shared.WorkspaceVolume(ctx, r.Engine, s.id)
+	v, err := identity.WorkspaceVolume(ctx, r.Engine, s.id)
 	if err == nil || !errors.Is(err, docker.ErrNotFound) {
 		return v, err
 	}
@@ -158,7 +159,7 @@ func (r *Reconciler) ensureWorkspaceVolume(ctx context.Context, s *sandboxScope)
 // legacy name, when it is this sandbox's.
 func (r *Reconciler) removeOwnedVolume(ctx context.Context, s *sandboxScope) error {
 	for {
-		v, err := shared.WorkspaceVolume(ctx, r.Engine, s.id)
+		v, err := identity.WorkspaceVolume(ctx, r.Engine, s.id)
 		if errors.Is(err, docker.ErrNotFound) {
 			return nil
 		}

@@ -23,7 +23,8 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/config"
+	"afe.dev/sandbox/controllers/writes"
 	"afe.dev/sandbox/internal/plan"
 	"afe.dev/sandbox/internal/status"
 	"afe.dev/sandbox/internal/ticketspec"
@@ -36,14 +37,14 @@ type Reconciler struct {
 	// mode).
 	APIReader client.Reader
 	Recorder  events.EventRecorder
-	Options   shared.Options
+	Options   config.Options
 	// Leftovers removes the Docker objects of a finished ticket that no
 	// Sandbox owns.
 	Leftovers Leftovers
 
 	// written tells a cached ticket older than this process's last write
 	// of it, and a Sandbox it created that the cache does not hold yet.
-	written shared.Written
+	written writes.Written
 }
 
 // Leftovers is what the ticket asks of the engine once its Sandboxes are
@@ -108,15 +109,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if r.written.Stale(tk) {
 		// Its newer version, this process's own write, is on its way.
-		return ctrl.Result{RequeueAfter: shared.StaleRetry}, nil
+		return ctrl.Result{RequeueAfter: writes.StaleRetry}, nil
 	}
 	s := &ticketScope{tk: tk, before: tk.DeepCopy()}
 	res, err := r.reconcile(ctx, s)
 	if wait := s.firstStatusWait(time.Now()); err == nil && wait > 0 {
 		// Its sandboxes' becoming Ready brings the ticket back sooner.
-		return shared.RequeueSooner(res, wait), nil
+		return writes.RequeueSooner(res, wait), nil
 	}
-	res, err = shared.ReconcileResult(res, err, client.IgnoreNotFound(r.commit(ctx, s)))
+	res, err = writes.ReconcileResult(res, err, client.IgnoreNotFound(r.commit(ctx, s)))
 	if err != nil || !s.cleanedUp {
 		return res, err
 	}
@@ -128,7 +129,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // status.finishedTime; the deletion goes through the ticket's finalizer, as
 // any other.
 func (r *Reconciler) expire(ctx context.Context, tk *afev1.Ticket) (ctrl.Result, error) {
-	ttl, ok := shared.FinishedTTL(tk.Spec.TTLSecondsAfterFinished, r.Options.FinishedTTL)
+	ttl, ok := writes.FinishedTTL(tk.Spec.TTLSecondsAfterFinished, r.Options.FinishedTTL)
 	if !ok || tk.Status.FinishedTime == nil || !tk.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
@@ -136,7 +137,7 @@ func (r *Reconciler) expire(ctx context.Context, tk *afev1.Ticket) (ctrl.Result,
 		return ctrl.Result{RequeueAfter: left}, nil
 	}
 	logf.FromContext(ctx).Info("Deleting the finished ticket: its ttlSecondsAfterFinished passed", "ttl", ttl)
-	return ctrl.Result{}, shared.DeleteExpired(ctx, r.Client, tk)
+	return ctrl.Result{}, writes.DeleteExpired(ctx, r.Client, tk)
 }
 
 func (r *Reconciler) reconcile(ctx context.Context, s *ticketScope) (ctrl.Result, error) {
@@ -151,7 +152,7 @@ func (r *Reconciler) reconcile(ctx context.Context, s *ticketScope) (ctrl.Result
 		return r.reconcileDelete(ctx, s)
 	}
 	if rv := s.tk.ResourceVersion; !controllerutil.ContainsFinalizer(s.tk, afev1.TicketFinalizer) {
-		if err := shared.EnsureFinalizer(ctx, r.Client, s.tk, afev1.TicketFinalizer); err != nil {
+		if err := writes.EnsureFinalizer(ctx, r.Client, s.tk, afev1.TicketFinalizer); err != nil {
 			return ctrl.Result{}, err
 		}
 		if s.tk.ResourceVersion != rv {
@@ -161,7 +162,7 @@ func (r *Reconciler) reconcile(ctx context.Context, s *ticketScope) (ctrl.Result
 	s.before = s.tk.DeepCopy()
 	s.stateNode()
 	if expired && !s.tk.Spec.State.Terminal() {
-		shared.SetCondition(s.tk, afev1.TicketFailedCondition, true, afev1.DeadlineExceededReason, fmt.Sprintf(
+		writes.SetCondition(s.tk, afev1.TicketFailedCondition, true, afev1.DeadlineExceededReason, fmt.Sprintf(
 			"The ticket ran past spec.lifecycle.activeDeadlineSeconds (%ds): it ended Failed and everything of it is removed",
 			s.tk.Spec.Lifecycle.ActiveDeadlineSeconds))
 	}
@@ -174,7 +175,7 @@ func (r *Reconciler) reconcile(ctx context.Context, s *ticketScope) (ctrl.Result
 		res.RequeueAfter = left
 	}
 	if s.awaitingCache {
-		res = shared.RequeueSooner(res, time.Second)
+		res = writes.RequeueSooner(res, time.Second)
 	}
 	return res, nil
 }
@@ -228,7 +229,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *ticketScope) (ctrl.
 	// write can remove the finalizer. (The write replaces the status in tk
 	// with the server's, hence the copy.)
 	cleaned := tk.DeepCopy()
-	if removed, err := shared.RemoveFinalizer(ctx, r.Client, tk, afev1.TicketFinalizer); err != nil || !removed {
+	if removed, err := writes.RemoveFinalizer(ctx, r.Client, tk, afev1.TicketFinalizer); err != nil || !removed {
 		return ctrl.Result{}, err
 	}
 	r.written.Forget(tk.UID)
@@ -347,7 +348,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		return err
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
-		For(&afev1.Ticket{}, builder.WithPredicates(shared.SpecOrDeletionChanged(nil))).
+		For(&afev1.Ticket{}, builder.WithPredicates(writes.SpecOrDeletionChanged(nil))).
 		Owns(&afev1.Sandbox{}).
 		Watches(&afev1.Run{}, handler.EnqueueRequestsFromMapFunc(r.finishingTicketOfRun)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Options.MaxConcurrentReconciles)}).

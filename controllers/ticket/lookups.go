@@ -8,7 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/internal/runrefs"
 	"afe.dev/sandbox/internal/ticketspec"
 )
 
@@ -27,7 +27,7 @@ func (r *Reconciler) countRuns(ctx context.Context, tk *afev1.Ticket, counts fun
 	n := 0
 	for _, s := range ticketspec.Sandboxes(tk) {
 		list := &afev1.RunList{}
-		if err := r.List(ctx, list, client.InNamespace(tk.Namespace), client.MatchingFields{shared.RunSandboxIndex: s.Name}); err != nil {
+		if err := r.List(ctx, list, client.InNamespace(tk.Namespace), client.MatchingFields{runrefs.SandboxIndex: s.Name}); err != nil {
 			return 0, err
 		}
 		for i := range list.Items {
@@ -42,7 +42,7 @@ func (r *Reconciler) countRuns(ctx context.Context, tk *afev1.Ticket, counts fun
 // finishingTicketOfRun maps a Run to the finished or deleted ticket whose
 // sandbox it names: that ticket's cleanup waits for the Run to end.
 func (r *Reconciler) finishingTicketOfRun(ctx context.Context, o client.Object) []reconcile.Request {
-	tickets, err := shared.FinishingTicketsOf(ctx, r.Client, o.(*afev1.Run))
+	tickets, err := runrefs.FinishingTickets(ctx, r.Client, o.(*afev1.Run))
 	if err != nil {
 		logf.FromContext(ctx).Error(err, "List the tickets of a Run")
 		return nil

@@ -12,7 +12,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/writes"
 	"afe.dev/sandbox/internal/metrics"
 )
 
@@ -47,14 +47,14 @@ func (r *Reconciler) move(ctx context.Context, s *ticketScope, node string) (ctr
 		return ctrl.Result{}, err
 	}
 	if running > 0 {
-		shared.SetCondition(tk, afev1.TicketReadyCondition, false, afev1.NodeDrainedReason, fmt.Sprintf(
+		writes.SetCondition(tk, afev1.TicketReadyCondition, false, afev1.NodeDrainedReason, fmt.Sprintf(
 			"The placeholder Pod on node %s was evicted or deleted: waiting for %d Run(s) in flight to end before the ticket moves with its workspace", node, running))
 		return ctrl.Result{RequeueAfter: moveRetry}, nil
 	}
 	msg := movingPrefix + node + ": its placeholder Pod was evicted or deleted; the ticket's sandboxes follow it, with their workspaces, to where kube-scheduler places it next"
 	tk.Status.Moves++
 	tk.Status.Phase = afev1.TicketPending
-	shared.SetCondition(tk, afev1.TicketReadyCondition, false, afev1.NodeDrainedReason, msg)
+	writes.SetCondition(tk, afev1.TicketReadyCondition, false, afev1.NodeDrainedReason, msg)
 	s.moved = msg
 	s.movedFrom = node
 	logf.FromContext(ctx).Info("Moving the ticket off its node", "node", node)

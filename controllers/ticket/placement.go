@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/writes"
 	"afe.dev/sandbox/internal/placement"
 	"afe.dev/sandbox/internal/ticketspec"
 )
@@ -68,7 +68,7 @@ func (r *Reconciler) here(ctx context.Context, s *ticketScope) (here bool, res c
 		return true, ctrl.Result{}, nil
 	}
 	tk, key := s.tk, r.Options.PlacementKey
-	pod, state, again, err := shared.PlaceholderOf(ctx, r.Client, key, tk)
+	pod, state, again, err := placement.PlaceholderOf(ctx, r.Client, key, tk)
 	if err != nil {
 		return false, ctrl.Result{}, err
 	}
@@ -81,7 +81,7 @@ func (r *Reconciler) here(ctx context.Context, s *ticketScope) (here bool, res c
 		// after the ticket read here, and the optimistic lock refuses
 		// this manager's. That read also shows a Pod of the
 		// placeholder's name the cache does not hold (no label).
-		if pod, state, again, err = shared.PlaceholderOf(ctx, r.APIReader, key, tk); err != nil {
+		if pod, state, again, err = placement.PlaceholderOf(ctx, r.APIReader, key, tk); err != nil {
 			return false, ctrl.Result{}, err
 		}
 		d = r.decide(ctx, tk, pod, state)
@@ -130,11 +130,11 @@ func (r *Reconciler) act(ctx context.Context, s *ticketScope, pod *corev1.Pod, s
 		// has its placeholder removed (no garbage collector is relied on).
 		// Then a new decision from the Ticket as that write left it.
 		if !controllerutil.ContainsFinalizer(tk, afev1.TicketFinalizer) {
-			if err := shared.EnsureFinalizer(ctx, r.Client, tk, afev1.TicketFinalizer); err != nil {
+			if err := writes.EnsureFinalizer(ctx, r.Client, tk, afev1.TicketFinalizer); err != nil {
 				return false, ctrl.Result{}, err
 			}
 			s.before = tk.DeepCopy()
-			return false, ctrl.Result{RequeueAfter: shared.StaleRetry}, nil
+			return false, ctrl.Result{RequeueAfter: writes.StaleRetry}, nil
 		}
 		return false, ctrl.Result{}, r.createPlaceholder(ctx, tk)
 	case placement.Pending:
@@ -147,9 +147,9 @@ func (r *Reconciler) act(ctx context.Context, s *ticketScope, pod *corev1.Pod, s
 		setUnplaced(tk, afev1.PlacementConflictReason, fmt.Sprintf(
 			"Pod %s exists and is not this ticket's placeholder; delete it, or rename the ticket", placement.PodName(tk.Name)))
 		// Such a Pod may not be watched (the cache holds placeholders).
-		return false, ctrl.Result{RequeueAfter: shared.ConflictRetry}, nil
+		return false, ctrl.Result{RequeueAfter: writes.ConflictRetry}, nil
 	case placement.Stuck:
-		shared.SetCondition(tk, afev1.TicketReadyCondition, false, afev1.NodeLostReason, fmt.Sprintf(
+		writes.SetCondition(tk, afev1.TicketReadyCondition, false, afev1.NodeLostReason, fmt.Sprintf(
 			"Node %s is lost; the ticket's Folder workspace is a folder on that node and cannot move: waiting for the node to come back", d.Node))
 	case placement.Replace:
 		return false, ctrl.Result{RequeueAfter: releaseRetry}, r.replaceUnproven(ctx, tk, pod)
@@ -169,7 +169,7 @@ func (r *Reconciler) act(ctx context.Context, s *ticketScope, pod *corev1.Pod, s
 // setUnplaced states that the ticket waits for a placement.
 func setUnplaced(tk *afev1.Ticket, reason, message string) {
 	tk.Status.Phase = afev1.TicketPending
-	shared.SetCondition(tk, afev1.TicketReadyCondition, false, reason, message)
+	writes.SetCondition(tk, afev1.TicketReadyCondition, false, reason, message)
 	tk.Status.ObservedGeneration = tk.Generation
 }
 
@@ -254,7 +254,7 @@ func (r *Reconciler) release(ctx context.Context, s *ticketScope, pod *corev1.Po
 			continue // its finalizer goes from the copy that shows the deletion
 		}
 		if d.Strip {
-			if _, err := shared.RemoveFinalizer(ctx, r.Client, sbx, afev1.SandboxFinalizer); err != nil {
+			if _, err := writes.RemoveFinalizer(ctx, r.Client, sbx, afev1.SandboxFinalizer); err != nil {
 				return false, err
 			}
 		}
@@ -266,7 +266,7 @@ func (r *Reconciler) release(ctx context.Context, s *ticketScope, pod *corev1.Po
 		why = fmt.Sprintf("The placeholder Pod on node %s was deleted or evicted", d.Node)
 	}
 	if len(owned) > 0 {
-		shared.SetCondition(tk, afev1.TicketReadyCondition, false, afev1.NodeLostReason, why+"; removing the ticket's sandboxes there before placing it anew")
+		writes.SetCondition(tk, afev1.TicketReadyCondition, false, afev1.NodeLostReason, why+"; removing the ticket's sandboxes there before placing it anew")
 		return false, nil
 	}
 	if state == placement.PodBound {
@@ -283,7 +283,7 @@ func (r *Reconciler) release(ctx context.Context, s *ticketScope, pod *corev1.Po
 		tk.Status.Requeues++
 		tk.Status.LastRequeueTime = &now
 		tk.Status.LastRequeueReason = afev1.NodeLostReason
-		shared.SetCondition(tk, afev1.TicketRequeuedCondition, true, afev1.NodeLostReason, msg)
+		writes.SetCondition(tk, afev1.TicketRequeuedCondition, true, afev1.NodeLostReason, msg)
 		s.nodeLost = msg
 	}
 	setUnplaced(tk, afev1.NodeLostReason, why+"; placing the ticket anew")
@@ -296,7 +296,7 @@ func (r *Reconciler) removePlaceholder(ctx context.Context, tk *afev1.Ticket) er
 	if !r.Options.PerNode {
 		return nil
 	}
-	pod, state, _, err := shared.PlaceholderOf(ctx, r.Client, r.Options.PlacementKey, tk)
+	pod, state, _, err := placement.PlaceholderOf(ctx, r.Client, r.Options.PlacementKey, tk)
 	if err != nil || state == placement.PodAbsent || state == placement.PodForeign {
 		return err
 	}

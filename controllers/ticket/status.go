@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/writes"
 	"afe.dev/sandbox/internal/metrics"
 )
 
@@ -40,12 +40,12 @@ func recordRequeues(tk *afev1.Ticket, owned []afev1.Sandbox) string {
 		tk.Status.Requeues += delta
 		tk.Status.LastRequeueTime = last
 		tk.Status.LastRequeueReason = afev1.SandboxLostReason
-		shared.SetCondition(tk, afev1.TicketRequeuedCondition, true, afev1.SandboxLostReason,
+		writes.SetCondition(tk, afev1.TicketRequeuedCondition, true, afev1.SandboxLostReason,
 			fmt.Sprintf("Sandbox %s was lost and recreated with a fresh workspace; the step in flight was interrupted", lost))
 	}
 	tk.Status.ObservedRecreations = sum
 	if meta.FindStatusCondition(tk.Status.Conditions, afev1.TicketRequeuedCondition) == nil {
-		shared.SetCondition(tk, afev1.TicketRequeuedCondition, false, afev1.NoLossReason, "No sandbox of the ticket was lost")
+		writes.SetCondition(tk, afev1.TicketRequeuedCondition, false, afev1.NoLossReason, "No sandbox of the ticket was lost")
 	}
 	if delta <= 0 {
 		return ""
@@ -86,7 +86,7 @@ func (s *ticketScope) firstStatusWait(now time.Time) time.Duration {
 // the version it read: the lock refuses a write based on a stale copy, so
 // that what follows a write (the cleanup's metric and Event) happens once.
 func (r *Reconciler) commit(ctx context.Context, s *ticketScope) error {
-	written, err := shared.PatchStatus(ctx, r.Client, s.before, s.tk, afev1.TicketFinalizer,
+	written, err := writes.PatchStatus(ctx, r.Client, s.before, s.tk, afev1.TicketFinalizer,
 		func(o *afev1.Ticket) any { return o.Status })
 	if !written {
 		return err

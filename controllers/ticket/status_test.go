@@ -7,7 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/controllers/shared"
+	"afe.dev/sandbox/controllers/writes"
 )
 
 func TestFirstStatusWait(t *testing.T) {
@@ -15,7 +15,7 @@ func TestFirstStatusWait(t *testing.T) {
 	ticket := func(reason string, opts ...func(*afev1.Ticket)) *afev1.Ticket {
 		tk := &afev1.Ticket{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(created)}}
 		if reason != "" {
-			shared.SetCondition(tk, afev1.TicketReadyCondition, reason == afev1.ReadyReason, reason, "")
+			writes.SetCondition(tk, afev1.TicketReadyCondition, reason == afev1.ReadyReason, reason, "")
 		}
 		for _, o := range opts {
 			o(tk)
@@ -23,7 +23,7 @@ func TestFirstStatusWait(t *testing.T) {
 		return tk
 	}
 	failed := func(tk *afev1.Ticket) {
-		shared.SetCondition(tk, afev1.TicketFailedCondition, true, afev1.DeadlineExceededReason, "")
+		writes.SetCondition(tk, afev1.TicketFailedCondition, true, afev1.DeadlineExceededReason, "")
 	}
 	tests := map[string]struct {
 		before, now *afev1.Ticket

@@ -29,7 +29,7 @@ import (
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
 	"afe.dev/sandbox/docker"
-	"afe.dev/sandbox/internal/localcp"
+	"afe.dev/sandbox/hack/controlplane"
 )
 
 // config sizes the run: `make bench` uses the defaults, the smoke test in
@@ -199,7 +199,7 @@ func run(ctx context.Context, cfg config, log io.Writer) (rows []row, err error)
 	// starts its own control plane late in a run.
 	ctrllog.SetLogger(logr.Discard())
 	b.logf("starting a local control plane")
-	cp, err := localcp.Start(dir, cfg.Assets, cfg.CRDs)
+	cp, err := controlplane.Start(dir, cfg.Assets, cfg.CRDs)
 	if err != nil {
 		return nil, err
 	}

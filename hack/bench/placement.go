@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/internal/localcp"
+	"afe.dev/sandbox/hack/controlplane"
 )
 
 // placementNodes is the size of the larger set-up of the placement
@@ -83,7 +83,7 @@ type placementPlane struct {
 	// namespace, and the shared engine, config and log.
 	b     *bench
 	dir   string
-	cp    *localcp.ControlPlane
+	cp    *controlplane.ControlPlane
 	nodes []string
 }
 
@@ -108,7 +108,7 @@ func (b *bench) startPlacementPlane(ctx context.Context) (*placementPlane, error
 		return nil, err
 	}
 	b.logf("starting a control plane with kube-scheduler for per-node mode")
-	cp, err := localcp.Start(dir, b.cfg.Assets, b.cfg.CRDs)
+	cp, err := controlplane.Start(dir, b.cfg.Assets, b.cfg.CRDs)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
@@ -190,7 +190,7 @@ func (p *placementPlane) setUp(ctx context.Context, k, n int) (got placementRun,
 func (p *placementPlane) registerNodes(ctx context.Context, k int) error {
 	for i := len(p.nodes) + 1; i <= k; i++ {
 		node := placementNode(p.b.instance, i)
-		if err := localcp.RegisterNode(ctx, p.cp.Config, node, nodeCapacity(p.b.cfg.PlacementTickets), nil); err != nil {
+		if err := controlplane.RegisterNode(ctx, p.cp.Config, node, nodeCapacity(p.b.cfg.PlacementTickets), nil); err != nil {
 			return err
 		}
 		p.nodes = append(p.nodes, node)

@@ -20,7 +20,7 @@ import (
 	"strings"
 	"syscall"
 
-	"afe.dev/sandbox/internal/localcp"
+	"afe.dev/sandbox/hack/controlplane"
 	"afe.dev/sandbox/internal/nosuidroot"
 )
 
@@ -53,7 +53,7 @@ func run(dir, crds, assets string, nodes int, manifests []string, workspaceRoot 
 			}
 		}()
 	}
-	cp, err := localcp.Start(dir, assets, crds)
+	cp, err := controlplane.Start(dir, assets, crds)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "localcp:", err)
 		return 1

@@ -18,7 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"afe.dev/sandbox/internal/localcp"
+	"afe.dev/sandbox/hack/controlplane"
 )
 
 // nodeNames are the names of the n nodes: node-1 to node-n.
@@ -34,7 +34,7 @@ func nodeNames(n int) []string {
 // host's CPUs and memory: they all share this machine, as the managers do.
 // A node of an earlier run that is not among them is marked not ready (its
 // manager is gone), so nothing is placed there any more.
-func startNodes(ctx context.Context, cp *localcp.ControlPlane, assets string, names []string) error {
+func startNodes(ctx context.Context, cp *controlplane.ControlPlane, assets string, names []string) error {
 	if err := cp.StartScheduler(assets); err != nil {
 		return err
 	}
@@ -43,14 +43,14 @@ func startNodes(ctx context.Context, cp *localcp.ControlPlane, assets string, na
 		return err
 	}
 	for _, name := range names {
-		if err := localcp.RegisterNode(ctx, cp.Config, name, capacity, nil); err != nil {
+		if err := controlplane.RegisterNode(ctx, cp.Config, name, capacity, nil); err != nil {
 			return err
 		}
 	}
 	return retireOtherNodes(ctx, cp, names)
 }
 
-func retireOtherNodes(ctx context.Context, cp *localcp.ControlPlane, keep []string) error {
+func retireOtherNodes(ctx context.Context, cp *controlplane.ControlPlane, keep []string) error {
 	cs, err := kubernetes.NewForConfig(cp.Config)
 	if err != nil {
 		return err
@@ -64,7 +64,7 @@ func retireOtherNodes(ctx context.Context, cp *localcp.ControlPlane, keep []stri
 			continue
 		}
 		fmt.Fprintf(os.Stderr, "localcp: node %s of an earlier run marked not ready\n", n.Name)
-		if err := localcp.SetNodeReady(ctx, cp.Config, n.Name, false); err != nil {
+		if err := controlplane.SetNodeReady(ctx, cp.Config, n.Name, false); err != nil {
 			return err
 		}
 	}

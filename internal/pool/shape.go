@@ -39,8 +39,8 @@ type Shape struct {
 	// Only a pool of the same disk limit serves a sandbox.
 	Disk string `json:",omitempty"`
 	// DiskEnforcement is how the disk limit is enforced on the engine
-	// (shared.DiskProbe) when there is one: a member made under a storage
-	// quota is not one made with a read-only root.
+	// (controllers/disklimit's Probe) when there is one: a member made
+	// under a storage quota is not one made with a read-only root.
 	DiskEnforcement afev1.DiskEnforcement `json:",omitempty"`
 	// Runtime is the runtime the container runs under (spec.runtime, or
 	// the controller's default).
@@ -71,7 +71,7 @@ var (
 // runtime (opts.DefaultRuntime). env is the template's env resolved as
 // KEY=VALUE (what sandboxspec.Resolved.Env holds); it counts only when the
 // template has a command. disk is how the engine enforces a disk limit
-// (shared.DiskProbe); it counts only when the template has one.
+// (controllers/disklimit's Probe); it counts only when the template has one.
 func ShapeOf(spec *afev1.SandboxTemplateSpec, opts sandboxspec.Options, env []string, disk afev1.DiskEnforcement) Shape {
 	s := Shape{
 		Image:     spec.Image,

@@ -18,14 +18,14 @@ import (
 	"github.com/onsi/gomega/gexec"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/internal/localcp"
+	"afe.dev/sandbox/hack/controlplane"
 	"afe.dev/sandbox/test/dockertest"
 	"afe.dev/sandbox/test/testenv"
 )
 
 var (
 	root        = filepath.Join("..", "..")
-	cp          *localcp.ControlPlane
+	cp          *controlplane.ControlPlane
 	managerBin  string
 	manager     *gexec.Session
 	instance    = fmt.Sprintf("e2e-%d", os.Getpid())
@@ -87,10 +87,10 @@ var _ = AfterSuite(func() {
 
 // ownControlPlane starts a local control plane with the CRDs, so that a
 // manager started against it is the only controller there.
-func ownControlPlane() *localcp.ControlPlane {
+func ownControlPlane() *controlplane.ControlPlane {
 	assets, err := testenv.AssetsDir()
 	ExpectWithOffset(1, err).NotTo(HaveOccurred())
-	c, err := localcp.Start(GinkgoT().TempDir(), assets, filepath.Join(root, "config", "crd", "bases"))
+	c, err := controlplane.Start(GinkgoT().TempDir(), assets, filepath.Join(root, "config", "crd", "bases"))
 	ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	return c
 }

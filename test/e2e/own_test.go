@@ -12,14 +12,14 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/gexec"
 
-	"afe.dev/sandbox/internal/localcp"
+	"afe.dev/sandbox/hack/controlplane"
 )
 
 // ownCluster is a control plane of one spec's own, so that the managers the
 // spec starts on it are the only controllers there. It stops when the spec
 // ends, after the spec's own defers (so after its managers).
 type ownCluster struct {
-	*localcp.ControlPlane
+	*controlplane.ControlPlane
 }
 
 func newOwnCluster() *ownCluster {

@@ -25,7 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
-	"afe.dev/sandbox/internal/localcp"
+	"afe.dev/sandbox/hack/controlplane"
 	"afe.dev/sandbox/internal/naming"
 	"afe.dev/sandbox/test/dockertest"
 	"afe.dev/sandbox/test/testenv"
@@ -38,7 +38,7 @@ import (
 // the node's name as its --instance, all on this machine's engine.
 var _ = Describe("Per-node mode", Ordered, Label("per-node"), ownPlane, func() {
 	var (
-		pcp      *localcp.ControlPlane
+		pcp      *controlplane.ControlPlane
 		nodes    []string
 		managers []*gexec.Session
 		ns       = "pernode"
@@ -128,7 +128,7 @@ spec:
 	BeforeAll(func() {
 		assets, err := testenv.AssetsDir()
 		Expect(err).NotTo(HaveOccurred())
-		pcp, err = localcp.Start(GinkgoT().TempDir(), assets, filepath.Join(root, "config", "crd", "bases"))
+		pcp, err = controlplane.Start(GinkgoT().TempDir(), assets, filepath.Join(root, "config", "crd", "bases"))
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func() { Expect(pcp.Stop()).To(Succeed()) })
 		Expect(pcp.StartScheduler(assets)).To(Succeed())
@@ -137,7 +137,7 @@ spec:
 		for i := 1; i <= 3; i++ {
 			node := fmt.Sprintf("%s-n%d", instance, i)
 			nodes = append(nodes, node)
-			Expect(localcp.RegisterNode(ctx, pcp.Config, node, corev1.ResourceList{
+			Expect(controlplane.RegisterNode(ctx, pcp.Config, node, corev1.ResourceList{
 				corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("110"),
 			}, map[string]string{"afe.dev/e2e-pool": fmt.Sprintf("pool-%d", i)})).To(Succeed())
 		}
@@ -297,7 +297,7 @@ spec:
 			g.Expect(count(tickets(), func(t placedTicket) bool { return t.phase == "Finished" })).To(Equal(26))
 		}, 3*time.Minute, time.Second).Should(Succeed())
 
-		Expect(localcp.SetNodeReady(context.Background(), pcp.Config, lost, false)).To(Succeed())
+		Expect(controlplane.SetNodeReady(context.Background(), pcp.Config, lost, false)).To(Succeed())
 		Eventually(func(g Gomega) {
 			m := tickets()
 			for _, name := range keep {
@@ -312,7 +312,7 @@ spec:
 		}, 4*time.Minute, time.Second).Should(Succeed())
 		eventually("reason=" + afev1.NodeLostReason)
 		setState("Done", keep...)
-		Expect(localcp.SetNodeReady(context.Background(), pcp.Config, lost, true)).To(Succeed())
+		Expect(controlplane.SetNodeReady(context.Background(), pcp.Config, lost, true)).To(Succeed())
 	})
 
 	It("keeps a ticket with a Folder workspace waiting for its lost node, and goes on when it is back", func() {
@@ -326,7 +326,7 @@ spec:
 			g.Expect(t.node).To(Equal(nodes[1]))
 		}, 2*time.Minute, time.Second).Should(Succeed())
 
-		Expect(localcp.SetNodeReady(context.Background(), pcp.Config, nodes[1], false)).To(Succeed())
+		Expect(controlplane.SetNodeReady(context.Background(), pcp.Config, nodes[1], false)).To(Succeed())
 		Eventually(func(g Gomega) {
 			t := tickets()["folder"]
 			g.Expect(t.reason).To(Equal(afev1.NodeLostReason))
@@ -338,7 +338,7 @@ spec:
 		}, "3s").Should(BeEmpty(), "not requeued: its folder cannot move")
 		Expect(onEngine()[nodes[1]]).To(ContainElement("folder-main"), "its sandbox stays where its folder is")
 
-		Expect(localcp.SetNodeReady(context.Background(), pcp.Config, nodes[1], true)).To(Succeed())
+		Expect(controlplane.SetNodeReady(context.Background(), pcp.Config, nodes[1], true)).To(Succeed())
 		Eventually(func(g Gomega) {
 			t := tickets()["folder"]
 			g.Expect(t.phase).To(Equal("Ready"), "%+v", t)
@@ -861,8 +861,8 @@ spec:
 		run("kept-b", "  script: echo after > /workspace/b\n")
 
 		By("losing node " + lost + ", whose manager still answers")
-		Expect(localcp.SetNodeReady(context.Background(), pcp.Config, lost, false)).To(Succeed())
-		DeferCleanup(func() { Expect(localcp.SetNodeReady(context.Background(), pcp.Config, lost, true)).To(Succeed()) })
+		Expect(controlplane.SetNodeReady(context.Background(), pcp.Config, lost, false)).To(Succeed())
+		DeferCleanup(func() { Expect(controlplane.SetNodeReady(context.Background(), pcp.Config, lost, true)).To(Succeed()) })
 		Eventually(func(g Gomega) {
 			t := tickets()["kept"]
 			g.Expect(t.phase).To(Equal("Ready"), "%+v", t)
