@@ -1,6 +1,9 @@
 package egress_test
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -29,4 +32,29 @@ func FuzzParseHostAgreesWithAdmission(f *testing.F) {
 			t.Fatalf("%q reads back as %q", entry, h.Entry())
 		}
 	})
+}
+
+// The shared table of entries (testdata/hosts.json), which the Python
+// client's tests read too: the renderer's check and admission's agree with
+// it, entry by entry.
+func TestHostsTable(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "hosts.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table []struct {
+		Entry string `json:"entry"`
+		Valid bool   `json:"valid"`
+	}
+	if err := json.Unmarshal(b, &table); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range table {
+		if _, err := egress.ParseHost(c.Entry); (err == nil) != c.Valid {
+			t.Errorf("%q: the renderer's check says %v, the table %v", c.Entry, err, c.Valid)
+		}
+		if err := sandboxspec.ValidateEgressHost(c.Entry); (err == nil) != c.Valid {
+			t.Errorf("%q: admission says %v, the table %v", c.Entry, err, c.Valid)
+		}
+	}
 }
