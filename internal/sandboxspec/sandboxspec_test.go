@@ -472,8 +472,9 @@ func TestSandboxWithEgressKeepsItsContainerWhenTheAllowlistChanges(t *testing.T)
 }
 
 // The CRD's pattern for egress entries is the one the controller checks
-// (the proxy's entrypoint, which checks names in the shell, is held to the
-// controller by docker/egress-proxy's FuzzEntrypointAgreesWithController).
+// (the renderer of the proxy's configuration, which checks names by hand,
+// is held to the controller by internal/egress's
+// FuzzParseHostAgreesWithAdmission).
 func TestCRDEgressPatternMatchesTheController(t *testing.T) {
 	crd, err := os.ReadFile(filepath.Join("..", "..", "config", "crd", "bases", "sandbox.afe.dev_sandboxes.yaml"))
 	if err != nil {
