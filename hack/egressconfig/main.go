@@ -17,12 +17,12 @@ func main() {
 	private := flag.Bool("allow-private", false, "let destinations in private, loopback and link-local ranges through")
 	deny := flag.String("deny", "", "addresses or CIDRs always refused, separated by commas")
 	flag.Usage = func() {
-		fmt.Fprintln(flag.CommandLine.Output(), "usage: egressconfig [-allow-private] [-deny LIST] HOST...")
+		_, _ = fmt.Fprintln(flag.CommandLine.Output(), "usage: egressconfig [-allow-private] [-deny LIST] HOST...")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
 	if err := run(flag.Args(), *private, *deny); err != nil {
-		fmt.Fprintln(os.Stderr, "egressconfig:", err)
+		_, _ = fmt.Fprintln(os.Stderr, "egressconfig:", err)
 		os.Exit(1)
 	}
 }
