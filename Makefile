@@ -163,8 +163,8 @@ test-clock:
 FUZZTIME ?=
 FUZZ_TARGETS = internal/sandboxspec:FuzzValidateEgressHost:100000 internal/sandboxspec:FuzzParseUser:100000 \
 	internal/naming:FuzzKey:100000 internal/runexec:FuzzResults:50000 internal/runexec:FuzzTail:50000 \
-	docker/egress-proxy:FuzzEntrypointAgreesWithController:1500 internal/builtin:FuzzReport:50000 \
-	internal/egresslog:FuzzParseURL:100000
+	docker/egress-proxy:FuzzRendererHeldToTheProxy:1500 internal/egress:FuzzParseHostAgreesWithAdmission:100000 \
+	internal/builtin:FuzzReport:50000 internal/egresslog:FuzzParseURL:100000
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target (its own count of executions, or FUZZTIME); the corpus is in testdata/fuzz.
@@ -187,6 +187,8 @@ bench: manifests envtest images nft runsc build kubectl-afe ## The benchmark: th
 	go run ./hack/bench -assets $(ENVTEST_DIR) -manager $(LOCALBIN)/manager -plugin $(LOCALBIN)/kubectl-afe -out $(LOCALBIN)/bench $(BENCH_ARGS)
 
 # The fast tier: what needs neither Docker nor images, in well under 90 s.
+# The proxy's entrypoint is tested with sh: its checks of a configuration
+# (TestEntrypoint*) and the renderer held to it (Fuzz*'s seeds).
 # The fake engine's tests stay in `make test` too (go test ./...).
 FAST_PKGS = ./api/... ./internal/... ./hack/controlplane/... ./test/fakeengine/... ./test/fast/...
 

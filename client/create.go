@@ -9,6 +9,7 @@ import (
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/internal/egress"
 )
 
 // CreateSandbox creates a Sandbox named name from the options and waits,
@@ -17,6 +18,9 @@ func (c *Client) CreateSandbox(ctx context.Context, name string, opts ...Sandbox
 	sbx := &afev1.Sandbox{
 		ObjectMeta: metav1.ObjectMeta{Namespace: c.namespace, Name: name},
 		Spec:       afev1.SandboxSpec{SandboxTemplateSpec: templateOf(opts)},
+	}
+	if err := checkEgress(sbx.Spec.Egress); err != nil {
+		return nil, fmt.Errorf("create sandbox %s: %w", name, err)
 	}
 	if err := c.kube.Create(ctx, sbx); err != nil {
 		return nil, wrap(err, "create sandbox %s", name)
@@ -31,6 +35,9 @@ func (c *Client) CreateTicket(ctx context.Context, name string, opts ...SandboxO
 	tk := &afev1.Ticket{
 		ObjectMeta: metav1.ObjectMeta{Namespace: c.namespace, Name: name},
 		Spec:       afev1.TicketSpec{Sandbox: templateOf(opts)},
+	}
+	if err := checkEgress(tk.Spec.Sandbox.Egress); err != nil {
+		return nil, fmt.Errorf("create ticket %s: %w", name, err)
 	}
 	if err := c.kube.Create(ctx, tk); err != nil {
 		return nil, wrap(err, "create ticket %s", name)
@@ -118,4 +125,16 @@ func (c *Client) destroy(ctx context.Context, obj ctrlclient.Object, list ctrlcl
 		return nil
 	}
 	return err
+}
+
+// checkEgress refuses, before any request, an egress entry the proxy's
+// renderer (internal/egress) would refuse: the API server refuses it too,
+// with a message about the CRD's pattern rather than the entry.
+func checkEgress(hosts []afev1.EgressHost) error {
+	for _, h := range hosts {
+		if _, err := egress.ParseHost(string(h)); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -23,12 +23,14 @@ cleanup() {
 	docker network rm "${id}" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT INT TERM
+# squid's configuration as the controller renders it (internal/egress).
+config="$(cd "$(dirname "$0")/.." && go run ./hack/egressconfig -allow-private allowed.test)"
 docker network create --label "${label}" "${id}" >/dev/null
 docker run -d --label "${label}" --name "${id}-web" --network "${id}" --network-alias allowed.test \
 	afe/busybox:dev sh -c "mkdir -p /www && echo web-ok > /www/index.html && exec httpd -f -p 80 -h /www" >/dev/null
 docker run -d --label "${label}" --name "${id}-client" --network "${id}" --user 1000:1000 afe/busybox:dev sleep 3600 >/dev/null
 docker run -d --label "${label}" --name "${id}-proxy" --network "${id}" --cap-drop ALL --security-opt no-new-privileges \
-	--read-only --tmpfs /tmp -e AFE_EGRESS_HOSTS=allowed.test -e AFE_EGRESS_ALLOW_PRIVATE=1 "${img}" >/dev/null
+	--read-only --tmpfs /tmp -e AFE_EGRESS_HOSTS=allowed.test -e AFE_EGRESS_CONFIG="${config}" "${img}" >/dev/null
 until docker exec "${id}-proxy" afe-proxy-probe 2>/dev/null; do sleep 0.2; done
 
 # round KIND: N requests, then the figures of their log lines.

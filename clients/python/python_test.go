@@ -73,8 +73,12 @@ func TestPythonClient(t *testing.T) {
 	if err := cp.ApplyManifests(ctx, filepath.Join(root, "config", "rbac", "access_roles.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	startManager(t, managerBinary(t, root), cp.Kubeconfig, instance,
-		"--egress-network", network, "--egress-allow-private")
+	args := []string{"--egress-network", network, "--egress-allow-private"}
+	if img := os.Getenv("AFE_PROXY_IMAGE"); img != "" {
+		// A candidate proxy image, as the controllers' suite takes it.
+		args = append(args, "--proxy-image", img)
+	}
+	startManager(t, managerBinary(t, root), cp.Kubeconfig, instance, args...)
 	kube := kubernetes.NewForConfigOrDie(cp.Config)
 	waitAccessAPI(t, cp.Kubeconfig)
 	ns := "python-client"

@@ -25,7 +25,7 @@ type NetworkEvents interface {
 }
 
 // HostAddresses keeps the list of the engine host's addresses that every
-// proxy refuses (AFE_EGRESS_DENY_IPS): the gateways of the engine's
+// proxy refuses (the policy's DenyIPs, internal/egress): the gateways of the engine's
 // networks, and the host's own interface addresses when this process runs
 // in the engine host's network namespace, plus --egress-deny-ips. It reads
 // them at the first proxy, again on each network the engine creates or

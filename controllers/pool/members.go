@@ -375,7 +375,11 @@ func (r *Reconciler) makeEgress(ctx context.Context, s *poolScope, m sandboxspec
 	}
 	opts := r.proxyOptions(s)
 	opts.Address = egressnet.FixedProxyAddress(r.Config.EgressSubnets, network)
-	spec := sandboxspec.MemberProxy(&s.pool.Spec.Template, m, opts, sandboxspec.NoHosts(opts))
+	none, err := sandboxspec.NoHosts(opts)
+	if err != nil {
+		return "", "", fmt.Errorf("render the member's proxy configuration: %w", err)
+	}
+	spec := sandboxspec.MemberProxy(&s.pool.Spec.Template, m, opts, none)
 	if err := r.Engine.EnsureImage(ctx, spec.Image); err != nil {
 		return "", "", err
 	}

@@ -56,29 +56,27 @@ func (r *Reconciler) claimedEgress(ctx context.Context, s *sandboxScope) (ctrl.R
 	if opts == nil {
 		return res, err
 	}
-	// Without egress in the spec (changed since the claim) the allowlist
-	// admits nothing: the member keeps its network.
-	allow := sandboxspec.ProxyAllowlist(sbx, *opts)
-	s.allowlist = allow
 	member := pool.MemberOf(s.id, s.claimed.record)
-	want := sandboxspec.MemberProxy(&sbx.Spec.SandboxTemplateSpec, member, *opts, allow)
-	want.Name = naming.Proxy(s.id.Key) // its spec-hash stays the member's
 	if err := r.adoptMemberProxy(ctx, s, member.Name); err != nil {
 		return ctrl.Result{}, err
 	}
-	if res, err := r.ensureProxy(ctx, s, want, allow); err != nil || !res.IsZero() {
+	// Without egress in the spec (changed since the claim) the allowlist
+	// admits nothing: the member keeps its network.
+	ready, res, err := r.serveProxy(ctx, s, network.Name, *opts, func(allow sandboxspec.Allowlist) docker.ContainerSpec {
+		want := sandboxspec.MemberProxy(&sbx.Spec.SandboxTemplateSpec, member, *opts, allow)
+		want.Name = naming.Proxy(s.id.Key) // its spec-hash stays the member's
+		return want
+	})
+	switch {
+	case !ready:
 		return res, err
-	}
-	if proxyStarting(s, want.Name, network.Name) {
-		return ctrl.Result{}, nil
-	}
-	if len(sbx.Spec.Egress) == 0 {
+	case len(sbx.Spec.Egress) == 0:
 		writes.SetCondition(sbx, afev1.EgressReadyCondition, true, afev1.NoEgressReason,
 			fmt.Sprintf("Proxy %s admits nothing: the spec declares no egress, and container %s, a member of pool %s, keeps its network",
-				want.Name, s.claimed.container.Name, sbx.Status.Pool))
-		return ctrl.Result{}, nil
+				naming.Proxy(s.id.Key), s.claimed.container.Name, sbx.Status.Pool))
+	default:
+		setEgressReady(s)
 	}
-	setEgressReady(s)
 	return ctrl.Result{}, nil
 }
 

@@ -58,18 +58,35 @@ func (r *Reconciler) reconcileEgress(ctx context.Context, s *sandboxScope) (ctrl
 	if opts == nil {
 		return res, err
 	}
-	allow := sandboxspec.ProxyAllowlist(sbx, *opts)
-	s.allowlist = allow
 	s.resolved.Address = sandboxspec.SandboxAddress(opts.Address)
-	want := sandboxspec.Proxy(sbx, s.id, *opts, allow)
+	ready, res, err := r.serveProxy(ctx, s, network.Name, *opts, func(allow sandboxspec.Allowlist) docker.ContainerSpec {
+		return sandboxspec.Proxy(sbx, s.id, *opts, allow)
+	})
+	if ready {
+		setEgressReady(s)
+	}
+	return res, err
+}
+
+// serveProxy is the egress phase's end, a sandbox's from a pool as a cold
+// one's: the sandbox's allowlist rendered (internal/egress), its proxy as
+// spec makes it for the allowlist run, or kept and given the allowlist in
+// place, and the sandbox's proxy settings stated. ready is true when the
+// proxy answers admitting it; the caller states EgressReady then.
+func (r *Reconciler) serveProxy(ctx context.Context, s *sandboxScope, network string, opts sandboxspec.ProxyOptions,
+	spec func(sandboxspec.Allowlist) docker.ContainerSpec) (bool, ctrl.Result, error) {
+	allow, err := sandboxspec.ProxyAllowlist(s.sbx, opts)
+	if err != nil {
+		// Admission and Validate refused such a spec before: a manager's
+		// denied address that is not one, or a bug. Retried.
+		return false, ctrl.Result{}, fmt.Errorf("render the proxy's configuration: %w", err)
+	}
+	s.allowlist = allow
+	want := spec(allow)
 	if res, err := r.ensureProxy(ctx, s, want, allow); err != nil || !res.IsZero() {
-		return res, err
+		return false, res, err
 	}
-	if proxyStarting(s, want.Name, network.Name) {
-		return ctrl.Result{}, nil
-	}
-	setEgressReady(s)
-	return ctrl.Result{}, nil
+	return !proxyStarting(s, want.Name, network), ctrl.Result{}, nil
 }
 
 // proxyStarting states the sandbox's proxy and network, and the proxy's

@@ -153,7 +153,11 @@ func newCLISandbox(sbx *afev1.Sandbox, instance string, proxy sandboxspec.ProxyO
 	resolved := sandboxspec.Resolved{Workspace: out.volume.Name, Network: "none"}
 	if len(sbx.Spec.Egress) > 0 {
 		n := sandboxspec.Network(id)
-		p := sandboxspec.Proxy(sbx, id, proxy, sandboxspec.ProxyAllowlist(sbx, proxy))
+		allow, err := sandboxspec.ProxyAllowlist(sbx, proxy)
+		if err != nil {
+			panic(err) // the bench's own sandboxes, valid
+		}
+		p := sandboxspec.Proxy(sbx, id, proxy, allow)
 		out.network, out.proxy = &n, &p
 		resolved.Network, resolved.ProxyEnv = n.Name, sandboxspec.ProxyEnvFor()
 	}

@@ -1,8 +1,8 @@
 // Package egresslog reads the egress proxy's log lines: one line, one
 // decision of squid's on one request of the sandbox's.
 //
-// The line is written by squid in the logformat "afe" that
-// docker/egress-proxy/entrypoint.sh defines:
+// The line is written by squid in the logformat "afe" that the proxy's
+// configuration defines (internal/egress, which renders it):
 //
 //	afe-egress v1 time=1764907494.123 ms=12 client=172.19.0.4 status=TCP_DENIED/403 why=host up=120 down=3800 method=GET url=http://denied.test/
 //
@@ -23,10 +23,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"afe.dev/sandbox/internal/egress"
 )
 
 // Prefix starts every decision line of the proxy's.
-const Prefix = "afe-egress v1 "
+const Prefix = egress.LogPrefix
 
 // MaxHost bounds a host name as it is kept: the longest DNS name. A longer
 // one is cut there and Truncated appended.
@@ -39,22 +41,22 @@ const Truncated = "...(truncated)"
 const maxMethod = 32
 
 // The reasons of a denial the proxy's configuration annotates (squid's
-// note afe_why), and Refused for a denial squid made without one of ours
-// (a request it could not parse, say).
+// note afe_why, internal/egress's rules), and Refused for a denial squid
+// made without one of ours (a request it could not parse, say).
 const (
 	// ReasonPort: CONNECT to a port other than 443, or plain HTTP to one
 	// other than 80.
-	ReasonPort = "port"
+	ReasonPort = egress.ReasonPort
 	// ReasonHost: the host is not on the allowlist.
-	ReasonHost = "host"
+	ReasonHost = egress.ReasonHost
 	// ReasonAddress: the host resolves to an address always refused (the
 	// engine host's).
-	ReasonAddress = "address"
+	ReasonAddress = egress.ReasonAddress
 	// ReasonPrivate: the host resolves to a private, loopback or
 	// link-local address.
-	ReasonPrivate = "private"
+	ReasonPrivate = egress.ReasonPrivate
 	// ReasonNothing: the allowlist is empty.
-	ReasonNothing = "nothing"
+	ReasonNothing = egress.ReasonNothing
 	// ReasonRefused: squid refused the request for a reason of its own.
 	ReasonRefused = "refused"
 	// ReasonEmpty: the connection carried no request (it closed before
@@ -66,7 +68,14 @@ const (
 // sent a request's headers.
 const EmptyURL = "error:transaction-end-before-headers"
 
-var reasons = map[string]bool{ReasonPort: true, ReasonHost: true, ReasonAddress: true, ReasonPrivate: true, ReasonNothing: true}
+// reasons are the annotations of the rules internal/egress renders.
+var reasons = func() map[string]bool {
+	m := make(map[string]bool, len(egress.Reasons))
+	for _, r := range egress.Reasons {
+		m[r] = true
+	}
+	return m
+}()
 
 // The decisions.
 const (

@@ -1,5 +1,5 @@
 // Package hostaddrs computes the addresses of the engine's host that every
-// egress proxy refuses (AFE_EGRESS_DENY_IPS), whatever the controller's
+// egress proxy refuses (internal/egress's Policy.DenyIPs), whatever the controller's
 // flags: the host holds an address on each of the engine's bridges, and a
 // container that reaches any of them reaches every service the host
 // listens with on all its interfaces.
@@ -17,8 +17,8 @@ import (
 )
 
 // PrivateRanges are the ranges the proxy refuses unless
-// --egress-allow-private is set: the entrypoint's acl afe_private, range by
-// range (docker/egress-proxy's tests compare the two).
+// --egress-allow-private is set: internal/egress renders them as its acl
+// afe_private, and the deny list leaves them out.
 var PrivateRanges = mustPrefixes(
 	"0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
 	"192.0.0.0/24", "192.168.0.0/16", "198.18.0.0/15", "224.0.0.0/3",
@@ -49,7 +49,7 @@ type Inputs struct {
 }
 
 // DenyList returns the host's addresses the proxy must refuse, as
-// AFE_EGRESS_DENY_IPS lists them: sorted, each once, a single address
+// the proxy's policy lists them: sorted, each once, a single address
 // without its /32 or /128. Gateways that do not parse are skipped (the
 // engine made them); the host's own addresses are added when they are the
 // engine host's (Inputs.Local).

@@ -2,9 +2,9 @@ package sandboxspec
 
 import (
 	"net/netip"
-	"strings"
 
 	afev1 "afe.dev/sandbox/api/v1alpha1"
+	"afe.dev/sandbox/internal/egress"
 	"afe.dev/sandbox/internal/enginespec"
 	"afe.dev/sandbox/internal/naming"
 )
@@ -21,7 +21,8 @@ const (
 	ProxyURL = "http://" + ProxyAlias + ":" + ProxyPort
 	// ProxyProbe exits 0 when squid answers.
 	ProxyProbe = "/usr/local/bin/afe-proxy-probe"
-	// proxyEntrypoint renders squid's rules (docker/egress-proxy).
+	// proxyEntrypoint starts squid with the configuration the controller
+	// rendered, and takes a new one in place (docker/egress-proxy).
 	proxyEntrypoint = "/usr/local/bin/afe-egress-proxy"
 	// proxyUser is the proxy image's non-root user.
 	proxyUser = "proxy"
@@ -94,67 +95,50 @@ func ProxyEnvFor() []string {
 	}
 }
 
-// Allowlist is what a sandbox's proxy admits: the variables its
-// entrypoint renders squid's rules from (the hosts, whether private
-// destinations pass, the engine host's addresses it refuses) and ID, a hash
-// of them. The proxy is created with them, and given them again, in place,
-// when they change: Request is the line the controller writes to the
-// proxy's stdin for that (docker.Engine.Tell), Taken tells the proxy's
-// answer. Its --admits says the ID it runs with.
+// Allowlist is what a sandbox's proxy admits: the policy (internal/egress)
+// of the sandbox's hosts and the controller's flags, and its rendering,
+// squid's configuration, named by its ID. The proxy is created with it
+// (Env), and given it again, in place, when it changes: Request is the
+// line the controller writes to the proxy's stdin for that
+// (docker.Engine.Tell), Taken tells the proxy's answer. Its --admits says
+// the ID it runs with.
 type Allowlist struct {
-	Env []string
-	ID  string
-	// hosts and denyIPs are the comma-separated lists, private 0 or 1.
-	hosts, private, denyIPs string
+	Policy egress.Policy
+	egress.Config
 }
 
-// ProxyAllowlist is the allowlist of the sandbox's proxy.
-func ProxyAllowlist(sbx *afev1.Sandbox, opts ProxyOptions) Allowlist {
-	hosts := make([]string, 0, len(sbx.Spec.Egress))
-	for _, h := range sbx.Spec.Egress {
-		hosts = append(hosts, string(h))
+// Env is the environment of a proxy created admitting the allowlist; none
+// for the zero Allowlist (not rendered).
+func (a Allowlist) Env() []string {
+	if a.Text == "" {
+		return nil
 	}
-	a := Allowlist{hosts: strings.Join(hosts, ","), private: "0", denyIPs: strings.Join(opts.DenyIPs, ",")}
-	if opts.AllowPrivate {
-		a.private = "1"
-	}
-	env := []string{
-		"AFE_EGRESS_HOSTS=" + a.hosts,
-		"AFE_EGRESS_ALLOW_PRIVATE=" + a.private,
-		"AFE_EGRESS_DENY_IPS=" + a.denyIPs,
-	}
-	a.ID = naming.Hash(strings.Join(env, "\n"))
-	env = append(env, "AFE_EGRESS_ALLOWLIST_ID="+a.ID)
-	a.Env = env
-	return a
+	return a.Config.Env(a.Policy)
 }
 
-// Request is the line that gives a running proxy the allowlist in place,
-// read from its stdin by its entrypoint: "afe-allowlist NONCE ID PRIVATE
-// HOSTS DENY_IPS", an empty list as "-". The nonce (lower-case hex, fresh
-// for each request) is in the answer, so that no other line of the
-// proxy's output (squid's, which a workload's requests may shape) can pass
-// for it. The entrypoint validates every field again.
-func (a Allowlist) Request(nonce string) string {
-	orDash := func(list string) string {
-		if list == "" {
-			return "-"
-		}
-		return list
+// ProxyAllowlist is the allowlist of the sandbox's proxy. An error when
+// the spec holds an entry that is not a host name (admission and Validate
+// refuse it before) or the controller a denied address that is not one:
+// the renderer checks them again, whatever came before.
+func ProxyAllowlist(sbx *afev1.Sandbox, opts ProxyOptions) (Allowlist, error) {
+	entries := make([]string, len(sbx.Spec.Egress))
+	for i, h := range sbx.Spec.Egress {
+		entries[i] = string(h)
 	}
-	return strings.Join([]string{"afe-allowlist", nonce, a.ID, a.private, orDash(a.hosts), orDash(a.denyIPs)}, " ")
-}
-
-// Answered tells whether a line of the proxy's stderr answers the request
-// of the nonce, and Taken whether it says the allowlist was taken.
-func (a Allowlist) Answered(nonce, line string) bool {
-	return a.Taken(nonce, line) || line == "afe-egress-proxy: allowlist refused "+nonce
-}
-
-// Taken tells whether the line is the proxy's answer that it admits the
-// allowlist, to the request of the nonce.
-func (a Allowlist) Taken(nonce, line string) bool {
-	return line == "afe-egress-proxy: allowlist "+a.ID+" taken "+nonce
+	hosts, err := egress.ParseHosts(entries)
+	if err != nil {
+		return Allowlist{}, err
+	}
+	deny, err := egress.ParseDenied(opts.DenyIPs)
+	if err != nil {
+		return Allowlist{}, err
+	}
+	p := egress.Policy{Hosts: hosts, AllowPrivate: opts.AllowPrivate, DenyIPs: deny}
+	c, err := p.Render()
+	if err != nil {
+		return Allowlist{}, err
+	}
+	return Allowlist{Policy: p, Config: c}, nil
 }
 
 // Proxy is the hardened egress proxy container of a sandbox: squid as the
@@ -191,7 +175,7 @@ func MemberProxy(spec *afev1.SandboxTemplateSpec, m MemberIdentity, opts ProxyOp
 
 // NoHosts is the allowlist that admits nothing: a pool member's proxy's
 // before its claim.
-func NoHosts(opts ProxyOptions) Allowlist {
+func NoHosts(opts ProxyOptions) (Allowlist, error) {
 	return ProxyAllowlist(&afev1.Sandbox{}, opts)
 }
 
@@ -199,8 +183,13 @@ func NoHosts(opts ProxyOptions) Allowlist {
 // of its owner and the allowlist.
 func proxy(name, network string, labels map[string]string, resources afev1.SandboxResources, opts ProxyOptions, allow Allowlist) enginespec.ContainerSpec {
 	c := enginespec.ContainerSpec{
-		Name:            name,
-		Image:           opts.Image,
+		Name:  name,
+		Image: opts.Image,
+		// Named, although it is the image's: a proxy made by a controller
+		// whose entrypoint rendered squid's rules from variables (before
+		// internal/egress) has another spec-hash, and is recreated on the
+		// upgrade rather than left to miss its first change in place.
+		Entrypoint:      []string{proxyEntrypoint},
 		User:            proxyUser,
 		Network:         network,
 		Aliases:         []string{ProxyAlias},
@@ -221,7 +210,7 @@ func proxy(name, network string, labels map[string]string, resources afev1.Sandb
 	applyRuntime(&c, enginespec.Runtime{Name: DefaultRuntime})
 	labels[afev1.LabelSpecHash] = Hash(c)
 	labels[afev1.LabelAllowlist] = allow.ID
-	c.Env = allow.Env
+	c.Env = allow.Env()
 	c.Labels = labels
 	return c
 }

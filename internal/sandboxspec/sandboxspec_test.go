@@ -357,17 +357,19 @@ func TestProxyIsHardened(t *testing.T) {
 	sbx.Spec.Egress = []afev1.EgressHost{"example.com", ".pypi.org"}
 	id := IdentityOf(sbx, "default")
 	opts := ProxyOptions{Image: "afe/egress-proxy:dev", EgressNetwork: "bridge", DenyIPs: []string{"172.17.0.1"}}
-	allow := ProxyAllowlist(sbx, opts)
+	allow, err := ProxyAllowlist(sbx, opts)
+	must(t, err)
 	got := Proxy(sbx, id, opts, allow)
 	want := enginespec.ContainerSpec{
-		Name:  "afe-team.tk-1_proxy",
-		Image: "afe/egress-proxy:dev",
-		User:  "proxy",
+		Name:       "afe-team.tk-1_proxy",
+		Image:      "afe/egress-proxy:dev",
+		Entrypoint: []string{"/usr/local/bin/afe-egress-proxy"},
+		User:       "proxy",
+		// The allowlist it was created with (the contract's, for
+		// operators), and squid's configuration rendered from it.
 		Env: []string{
 			"AFE_EGRESS_HOSTS=example.com,.pypi.org",
-			"AFE_EGRESS_ALLOW_PRIVATE=0",
-			"AFE_EGRESS_DENY_IPS=172.17.0.1",
-			"AFE_EGRESS_ALLOWLIST_ID=" + allow.ID,
+			"AFE_EGRESS_CONFIG=" + allow.Text,
 		},
 		Network:         "afe-team.tk-1_net",
 		Aliases:         []string{"afe-proxy"},
@@ -393,8 +395,11 @@ func TestProxyIsHardened(t *testing.T) {
 	if d := cmp.Diff(want, got); d != "" {
 		t.Fatal(d)
 	}
-	if ProxyAllowlist(sbx, opts).ID != allow.ID {
+	if again, _ := ProxyAllowlist(sbx, opts); again.ID != allow.ID {
 		t.Fatal("the allowlist's ID is not stable")
+	}
+	if !strings.Contains(allow.Text, "\nacl afe_allowed dstdomain -n .pypi.org\n") || !strings.Contains(allow.Text, "\nacl afe_host dst 172.17.0.1\n") {
+		t.Fatalf("the configuration does not render the policy:\n%s", allow.Text)
 	}
 }
 
@@ -407,7 +412,8 @@ func TestProxyAllowlistChangesInPlace(t *testing.T) {
 	id := IdentityOf(sbx, "default")
 	base := ProxyOptions{Image: "afe/egress-proxy:dev", EgressNetwork: "bridge", DenyIPs: []string{"172.17.0.1"}}
 	proxy := func(sbx *afev1.Sandbox, opts ProxyOptions) (hash, allowID string) {
-		allow := ProxyAllowlist(sbx, opts)
+		allow, err := ProxyAllowlist(sbx, opts)
+		must(t, err)
 		c := Proxy(sbx, id, opts, allow)
 		return c.Labels[afev1.LabelSpecHash], allow.ID
 	}
@@ -466,8 +472,9 @@ func TestSandboxWithEgressKeepsItsContainerWhenTheAllowlistChanges(t *testing.T)
 }
 
 // The CRD's pattern for egress entries is the one the controller checks
-// (the proxy's entrypoint, which checks names in the shell, is held to the
-// controller by docker/egress-proxy's FuzzEntrypointAgreesWithController).
+// (the renderer of the proxy's configuration, which checks names by hand,
+// is held to the controller by internal/egress's
+// FuzzParseHostAgreesWithAdmission).
 func TestCRDEgressPatternMatchesTheController(t *testing.T) {
 	crd, err := os.ReadFile(filepath.Join("..", "..", "config", "crd", "bases", "sandbox.afe.dev_sandboxes.yaml"))
 	if err != nil {
@@ -497,32 +504,30 @@ func secretEnv(name, key string) []afev1.EnvVar {
 	return []afev1.EnvVar{{Name: "T", ValueFrom: &afev1.EnvVarSource{SecretKeyRef: &afev1.SecretKeySelector{Name: name, Key: key}}}}
 }
 
-// The request that gives a running proxy its allowlist carries every
-// variable the proxy is created with, an empty list as "-", and only the
-// proxy's answer with the request's own nonce and the allowlist's ID counts.
-func TestProxyAllowlistRequest(t *testing.T) {
-	sbx := testSandbox()
-	sbx.Spec.Egress = []afev1.EgressHost{"example.com", ".pypi.org"}
-	allow := ProxyAllowlist(sbx, ProxyOptions{AllowPrivate: true, DenyIPs: []string{"172.17.0.1", "fd00::1"}})
-	want := "afe-allowlist n1 " + allow.ID + " 1 example.com,.pypi.org 172.17.0.1,fd00::1"
-	if got := allow.Request("n1"); got != want {
-		t.Errorf("request %q, want %q", got, want)
-	}
-	none := NoHosts(ProxyOptions{})
-	if got := none.Request("n2"); got != "afe-allowlist n2 "+none.ID+" 0 - -" {
-		t.Errorf("empty allowlist's request %q", got)
-	}
-	for line, want := range map[string][2]bool{
-		"afe-egress-proxy: allowlist " + allow.ID + " taken n1":   {true, true},
-		"afe-egress-proxy: allowlist refused n1":                  {true, false},
-		"afe-egress-proxy: allowlist " + allow.ID + " taken n2":   {false, false},
-		"afe-egress-proxy: allowlist " + none.ID + " taken n1":    {false, false},
-		"afe-egress-proxy: allowlist refused n2":                  {false, false},
-		"x afe-egress-proxy: allowlist " + allow.ID + " taken n1": {false, false},
+// The allowlist refuses what the renderer refuses, whatever admission
+// did: an entry that is not a host name, a denied address that is not one.
+func TestProxyAllowlistRefusesWhatIsNotAName(t *testing.T) {
+	for name, tc := range map[string]struct {
+		egress []afev1.EgressHost
+		deny   []string
+	}{
+		"injected directive": {egress: []afev1.EgressHost{"a.com\nhttp_access allow all"}},
+		"space":              {egress: []afev1.EgressHost{"a.com all"}},
+		"twice":              {egress: []afev1.EgressHost{"a.com", "a.com"}},
+		"denied address":     {egress: []afev1.EgressHost{"a.com"}, deny: []string{"1.2.3.4 all"}},
 	} {
-		if got := [2]bool{allow.Answered("n1", line), allow.Taken("n1", line)}; got != want {
-			t.Errorf("%q: answered, taken %v, want %v", line, got, want)
-		}
+		t.Run(name, func(t *testing.T) {
+			sbx := testSandbox()
+			sbx.Spec.Egress = tc.egress
+			if allow, err := ProxyAllowlist(sbx, ProxyOptions{DenyIPs: tc.deny}); err == nil {
+				t.Fatalf("rendered:\n%s", allow.Text)
+			}
+		})
+	}
+	none, err := NoHosts(ProxyOptions{})
+	must(t, err)
+	if !strings.Contains(none.Text, "\nhttp_access deny all afe_why_nothing\n") {
+		t.Fatalf("an empty allowlist admits something:\n%s", none.Text)
 	}
 }
 

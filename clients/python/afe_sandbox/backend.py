@@ -18,6 +18,7 @@ from typing import Optional, Sequence
 
 from . import runs
 from ._kube import Kube
+from .egress import entries
 from .errors import SpecRefusedError, TimedOutError
 from .names import WORKSPACE, dns_label, label_value, workdir_of
 from .port import ExecResult, SandboxHandle, SandboxSpec
@@ -43,7 +44,7 @@ class KubernetesBackend:
                  spawn_timeout: float = 180.0, exec_timeout: float = 600.0) -> None:
         self.namespace = namespace
         self.image = image
-        self.egress = list(egress)
+        self.egress = entries(egress)
         self.runtime = runtime
         self.spawn_timeout = spawn_timeout
         self.exec_timeout = exec_timeout

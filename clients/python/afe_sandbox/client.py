@@ -14,6 +14,7 @@ from typing import Optional, Sequence
 
 from . import runs
 from ._kube import Kube
+from .egress import entries
 from .errors import FailedError, NotFoundError, SpecRefusedError
 from .port import ExecResult
 from .runs import MergeReport, RunOutcome
@@ -140,7 +141,7 @@ class Client:
 def _template(image: str, egress: Sequence[str], user: Optional[str]) -> dict:
     spec: dict = {"image": image}
     if egress:
-        spec["egress"] = list(egress)
+        spec["egress"] = entries(egress)
     if user:
         spec["user"] = user
     return spec
