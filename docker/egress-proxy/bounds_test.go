@@ -70,7 +70,7 @@ func runsThisEntrypoint(h *harness, proxy string) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	got, err := exec.Command("docker", "exec", proxy, "cat", "/usr/local/bin/afe-egress-proxy").Output()
+	got, err := exec.Command("docker", "exec", proxy, "cat", "/usr/local/bin/afe-egress-squid").Output()
 	if err != nil || string(got) != string(want) {
 		h.t.Fatalf("%s does not run this entrypoint.sh (%v): rebuild it (make images)", proxyImage, err)
 	}

@@ -82,7 +82,7 @@ func TestProxyImageReloadsItsAllowlistInPlace(t *testing.T) {
 	first, firstConfig := policy(t, "stream.test", true)
 	proxy := h.proxy(firstConfig.Env(first)...)
 	runsThisEntrypoint(h, proxy)
-	admits := func() string { return h.docker("exec", proxy, "afe-egress-proxy", "--admits") }
+	admits := func() string { return h.docker("exec", proxy, "afe-egress-squid", "--admits") }
 	tell := newTeller(t, proxy)
 	// within polls until get(url) does what ok says, for at most a second.
 	within := func(url string, allowed bool) {

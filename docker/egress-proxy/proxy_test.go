@@ -407,7 +407,7 @@ func TestProxyImageHoldsOnlyWhatItRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"/usr/sbin/squid", "/usr/lib/squid/unlinkd", "/bin/dash", "/bin/bash", "/bin/mv",
-		"/usr/bin/id", "/bin/cat", "/usr/local/bin/afe-egress-proxy", "/usr/local/bin/afe-proxy-probe"}
+		"/usr/bin/id", "/bin/cat", "/usr/local/bin/afe-egress-squid", "/usr/local/bin/afe-proxy-probe"}
 	for _, p := range want {
 		if !programs[p] {
 			t.Errorf("%s is missing", p)

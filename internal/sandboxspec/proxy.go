@@ -23,7 +23,7 @@ const (
 	ProxyProbe = "/usr/local/bin/afe-proxy-probe"
 	// proxyEntrypoint starts squid with the configuration the controller
 	// rendered, and takes a new one in place (docker/egress-proxy).
-	proxyEntrypoint = "/usr/local/bin/afe-egress-proxy"
+	proxyEntrypoint = "/usr/local/bin/afe-egress-squid"
 	// proxyUser is the proxy image's non-root user.
 	proxyUser = "proxy"
 )

@@ -363,7 +363,7 @@ func TestProxyIsHardened(t *testing.T) {
 	want := enginespec.ContainerSpec{
 		Name:       "afe-team.tk-1_proxy",
 		Image:      "afe/egress-proxy:dev",
-		Entrypoint: []string{"/usr/local/bin/afe-egress-proxy"},
+		Entrypoint: []string{"/usr/local/bin/afe-egress-squid"},
 		User:       "proxy",
 		// The allowlist it was created with (the contract's, for
 		// operators), and squid's configuration rendered from it.
